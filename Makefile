@@ -1,0 +1,121 @@
+# Makefile for specdec, a single-file C reference implementation of
+# speculative decoding. Needs GNU make and a C11 compiler.
+#
+#   make          build ./specdec
+#   make run      fetch the corpus if needed, then run the demo
+#   make test     build everything and run the test suite (test/run_tests.sh)
+
+# Default compiler gcc; override with `make CC=clang` or CC in the environment.
+# (A plain `CC ?= gcc` would never apply: make predefines CC as cc.)
+ifeq ($(origin CC),default)
+CC = gcc
+endif
+# No -ffast-math/-Ofast and no FMA contraction (-ffp-contract=off), so the
+# sum computed for one token never depends on how many tokens share a
+# forward pass: verifying k drafted tokens at once must give bit-identical
+# logits to running them one by one.
+CFLAGS = -std=c11 -O3 -Wall -Wextra -ffp-contract=off
+DEBUG_CFLAGS = -std=c11 -O0 -g3 -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
+LDLIBS = -lm
+# Directory that may already hold a verified tinyshakespeare/input.txt.
+SHARED ?= ../shared
+CORPUS = tinyshakespeare/input.txt
+
+CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
+CORPUS_SIZE = 1115394
+CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
+
+.PHONY: all debug data run test clean
+
+# Build the release binary ./specdec (default target).
+all: specdec
+
+# Compile ./specdec from specdec.c with the release flags.
+specdec: specdec.c
+	$(CC) $(CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
+
+# Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
+debug: specdec_debug
+
+# Compile ./specdec_debug from specdec.c with the debug/sanitizer flags.
+specdec_debug: specdec.c
+	$(CC) $(DEBUG_CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
+
+# Shell script run by `make data`. It checks an existing corpus by size and
+# sha256; if there is none, it copies $(SHARED)/$(CORPUS) or downloads the
+# char-rnn copy into a temporary file, checks that, and only then renames it
+# to $(CORPUS). Every failure is one line on stderr. (Shell variables are
+# written $$name because make expands this text before the shell sees it.)
+define FETCH_CORPUS
+dest='$(CORPUS)'
+shared='$(SHARED)/$(CORPUS)'
+fix="fix: place the canonical tinyshakespeare input.txt ($(CORPUS_SIZE) bytes, sha256 $(CORPUS_SHA256)) at $$dest"
+die() { echo "make data: $$*; $$fix" >&2; exit 1; }
+
+# check FILE WHAT: fail unless FILE has the expected size and sha256.
+check() {
+    size=$$(wc -c < "$$1" | tr -d ' ')
+    [ "$$size" = '$(CORPUS_SIZE)' ] ||
+        die "$$2 has wrong size $$size bytes (expected $(CORPUS_SIZE))"
+    if command -v sha256sum >/dev/null 2>&1; then
+        sum=$$(sha256sum "$$1" | cut -d' ' -f1)
+    elif command -v shasum >/dev/null 2>&1; then
+        sum=$$(shasum -a 256 "$$1" | cut -d' ' -f1)
+    else
+        die "cannot verify $$2: neither sha256sum nor shasum is installed"
+    fi
+    [ "$$sum" = '$(CORPUS_SHA256)' ] ||
+        die "$$2 has wrong sha256 $$sum (expected $(CORPUS_SHA256))"
+}
+
+if [ -e "$$dest" ]; then
+    fix="fix: delete $$dest and run make data again, or put the canonical file ($(CORPUS_SIZE) bytes, sha256 $(CORPUS_SHA256)) there"
+    check "$$dest" "existing $$dest"
+    echo "$$dest: ok ($(CORPUS_SIZE) bytes, sha256 verified)"
+    exit 0
+fi
+
+mkdir -p "$$(dirname "$$dest")" || die "cannot create directory for $$dest"
+tmp="$$dest.tmp.$$$$"
+trap 'rm -f "$$tmp"' EXIT
+trap 'exit 1' HUP INT TERM
+
+if [ -f "$$shared" ]; then
+    what="$$shared"
+    cat "$$shared" > "$$tmp" || die "copying $$shared failed"
+elif command -v curl >/dev/null 2>&1; then
+    what='download of $(CORPUS_URL)'
+    err=$$(curl -fsSL --connect-timeout 30 -o "$$tmp" '$(CORPUS_URL)' 2>&1) ||
+        die "$$shared not found and curl could not download $(CORPUS_URL) ($$(echo "$$err" | head -n 1))"
+elif command -v wget >/dev/null 2>&1; then
+    what='download of $(CORPUS_URL)'
+    wget -q -T 30 -t 2 -O "$$tmp" '$(CORPUS_URL)' ||
+        die "$$shared not found and wget could not download $(CORPUS_URL) (no network?)"
+else
+    die "$$shared not found and neither curl nor wget is installed to download $(CORPUS_URL)"
+fi
+
+check "$$tmp" "$$what"
+mv -f "$$tmp" "$$dest" || die "cannot rename $$tmp to $$dest"
+echo "$$dest: installed from $$what (size and sha256 verified)"
+endef
+export FETCH_CORPUS
+
+# Make sure tinyshakespeare/input.txt exists and is the verified corpus.
+data:
+	@sh -c "$$FETCH_CORPUS"
+
+# Build, fetch the corpus, then run the demo: a traced decode and a comparison.
+run: all data
+	./specdec --trace -n 24
+	./specdec --compare -t 0 -n 200
+
+# Build release and debug binaries, fetch the corpus, run the test suite.
+test: all debug data
+	CC="$(CC)" bash test/run_tests.sh
+
+# Remove build outputs and temp files (keeps the corpus and model.bin).
+clean:
+	rm -f specdec specdec_debug *.o vgcore.* core
+	rm -rf test/build
+	rm -f tinyshakespeare/*.tmp*

@@ -1,0 +1,1762 @@
+/*
+ * specdec.c — speculative decoding, from scratch, in one C file.
+ *
+ * What this is
+ *   A reference implementation of speculative decoding that you can read top to
+ *   bottom and step through in a debugger. It holds:
+ *     - a tiny character-level GPT (the lecture model: 4 layers, 4 heads, 64-wide
+ *       embeddings, a 32-token context, 65-char vocabulary, 209,729 parameters),
+ *       written with plain loops and a KV cache;
+ *     - a Laplace-smoothed bigram table built from Tiny Shakespeare: the draft model;
+ *     - the four-phase loop  draft -> verify -> accept/reject -> trim the KV cache,
+ *       with a trace that prints every p/q decision, and plain decoding beside it;
+ *     - a greedy-equivalence self-test (--selftest).
+ *   The functions carry the names of the blog post's Python functions:
+ *       BigramDraftModel, draft_tokens, verify_candidates, accept_reject,
+ *       trim_kv_cache, speculative_generate   (and generate, the baseline).
+ *
+ * What this is not
+ *   Not a fast inference engine, not a training framework (training arrives later),
+ *   not a tokenizer library. Batch size is 1 at inference; one thread.
+ *
+ * Constraints
+ *   C11, libc + libm only. No -ffast-math and no FMA contraction: the sum for one
+ *   token must come out bit-identical whether that token is run alone or with K
+ *   others in one pass, or greedy speculative decoding would drift from plain
+ *   greedy decoding. Every bad input ends in one line on stderr and exit status 1.
+ *
+ * Build and run
+ *   make            # ./specdec, optimised
+ *   make run        # the demo: a traced speculative run, then a greedy comparison
+ *   make test       # unit tests, CLI tests, the self-test
+ *   make debug      # ./specdec_debug: -O0 -g3, address + undefined sanitizers
+ *
+ * Step through it
+ *   gdb --args ./specdec_debug -n 20 --trace
+ *   (gdb) break accept_reject       # one p/q decision per candidate
+ *   (gdb) run
+ *   (gdb) p candidates[0]@k         # the draft's guesses
+ *   (gdb) p q_draft[candidates[0]]  # q of the first guess; p_target[...] its p
+ *   (gdb) finish                    # returns how many tokens the round emits
+ *
+ * Size letters used in the shape comments (declared once, here):
+ *   B  batch size (always 1 at inference)
+ *   T  tokens in one forward pass (1 for plain decoding, k+1 for a verify pass)
+ *   C  embedding width, n_embd            (64)
+ *   V  vocabulary size                     (65)
+ *   L  number of transformer blocks        (4)
+ *   NH number of attention heads           (4);  HS = C / NH, the head size (16)
+ *   S  block_size, the longest context     (32)
+ *   K  draft length, tokens guessed per round (4 by default)
+ */
+
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+// ----------------------------------------------------------------------------
+// Config, weights and run state
+
+typedef struct {
+    int n_layer;    // L,  number of transformer blocks      e.g. 4
+    int n_head;     // NH, attention heads per block         e.g. 4
+    int n_embd;     // C,  residual stream width             e.g. 64
+    int block_size; // S,  longest context, in tokens        e.g. 32
+    int vocab_size; // V,  distinct characters               e.g. 65
+} Config;
+
+// The model's parameters, pointing into one allocation (see weight_sizes).
+// Names follow the lecture's PyTorch modules; each block's tensors are stacked
+// along a leading L axis. A Linear's weight is stored (in, out): PyTorch's
+// weight transposed, so that matmul's inner loop is contiguous.
+typedef struct {
+    float *token_embedding;    // (V, C)      token_embedding_table
+    float *position_embedding; // (S, C)      position_embedding_table
+    float *ln1_weight;         // (L, C)      blocks[l].ln1
+    float *ln1_bias;           // (L, C)
+    float *query;              // (L, C, C)   blocks[l].sa.heads[h].query: column h*HS+j = head h's row j
+    float *key;                // (L, C, C)   .key   (no bias), heads side by side the same way
+    float *value;              // (L, C, C)   .value (no bias)
+    float *proj_weight;        // (L, C, C)   blocks[l].sa.proj
+    float *proj_bias;          // (L, C)
+    float *ln2_weight;         // (L, C)      blocks[l].ln2
+    float *ln2_bias;           // (L, C)
+    float *ffwd_up_weight;     // (L, C, 4C)  blocks[l].ffwd.net[0]  Linear(C, 4C)
+    float *ffwd_up_bias;       // (L, 4C)
+    float *ffwd_down_weight;   // (L, 4C, C)  blocks[l].ffwd.net[2]  Linear(4C, C)
+    float *ffwd_down_bias;     // (L, C)
+    float *ln_f_weight;        // (C)         ln_f
+    float *ln_f_bias;          // (C)
+    float *lm_head_weight;     // (C, V)      lm_head (not tied to the embedding)
+    float *lm_head_bias;       // (V)
+} Weights;
+#define N_TENSORS 19
+
+// Names of the tensors in checkpoint order, for messages and the format doc.
+static const char *TENSOR_NAMES[N_TENSORS] = {
+    "token_embedding", "position_embedding", "ln1_weight", "ln1_bias",
+    "query", "key", "value", "proj_weight", "proj_bias", "ln2_weight", "ln2_bias",
+    "ffwd_up_weight", "ffwd_up_bias", "ffwd_down_weight", "ffwd_down_bias",
+    "ln_f_weight", "ln_f_bias", "lm_head_weight", "lm_head_bias"};
+
+// Activations of one forward pass of up to S tokens, and the KV cache.
+// Every buffer has one role, so a debugger watch on it means one thing.
+typedef struct {
+    float *x;           // (S, C)      residual stream of the T tokens in flight
+    float *xn;          // (S, C)      LayerNorm output feeding a sub-block
+    float *q;           // (S, C)      queries of the T tokens, heads side by side
+    float *att;         // (NH, S, S)  attention weights: head, new token, cached position
+    float *att_out;     // (S, C)      attention output before proj, heads concatenated
+    float *ffwd_hidden; // (S, 4C)     MLP hidden layer, after ReLU
+    float *logits;      // (S, V)      output: one row per token of the pass
+    float *key_cache;   // (L, S, C)   keys of every cached position, per layer
+    float *value_cache; // (L, S, C)   values of every cached position, per layer
+    int kv_len;         // positions 0 .. kv_len-1 of the caches are valid
+} RunState;
+
+// The target model: config, parameters (one block of floats) and run state.
+typedef struct {
+    Config config;
+    Weights w;
+    float *params;   // all parameters, in checkpoint order
+    size_t n_params; // 209,729 for the default config
+    RunState state;
+} GPT;
+
+// The character vocabulary: sorted distinct bytes; id[b] = -1 if b is not in it.
+typedef struct {
+    int size;                 // V
+    unsigned char chars[256]; // chars[i] = byte of token i, ascending
+    int id[256];              // id[byte] = token, or -1
+} Vocab;
+
+// ----------------------------------------------------------------------------
+// Build and free
+
+// Fills sizes[i] with the float count of tensor i (checkpoint order); returns the sum.
+size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
+    size_t L = c->n_layer, C = c->n_embd, V = c->vocab_size, S = c->block_size;
+    size_t table[N_TENSORS] = {
+        V * C, S * C,                 // token and position embeddings
+        L * C, L * C,                 // ln1
+        L * C * C, L * C * C, L * C * C, // query, key, value
+        L * C * C, L * C,             // proj
+        L * C, L * C,                 // ln2
+        L * C * 4 * C, L * 4 * C,     // ffwd up
+        L * 4 * C * C, L * C,         // ffwd down
+        C, C,                         // ln_f
+        C * V, V};                    // lm_head
+    size_t total = 0;
+    for (int i = 0; i < N_TENSORS; i++) {
+        sizes[i] = table[i];
+        total += table[i];
+    }
+    return total;
+}
+
+// Points every Weights field at its slice of the one parameter block.
+static void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
+    float **fields[N_TENSORS] = {
+        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias,
+        &w->query, &w->key, &w->value, &w->proj_weight, &w->proj_bias,
+        &w->ln2_weight, &w->ln2_bias, &w->ffwd_up_weight, &w->ffwd_up_bias,
+        &w->ffwd_down_weight, &w->ffwd_down_bias, &w->ln_f_weight, &w->ln_f_bias,
+        &w->lm_head_weight, &w->lm_head_bias};
+    for (int i = 0; i < N_TENSORS; i++) {
+        *fields[i] = p;
+        p += sizes[i];
+    }
+}
+
+// Allocates the activations and the KV cache for a config.
+static int build_run_state(RunState *s, const Config *c) {
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size;
+    size_t NH = c->n_head, L = c->n_layer;
+    // calloc, so that a cache position never written reads as zero in a debugger
+    s->x = calloc(S * C, sizeof(float));
+    s->xn = calloc(S * C, sizeof(float));
+    s->q = calloc(S * C, sizeof(float));
+    s->att = calloc(NH * S * S, sizeof(float));
+    s->att_out = calloc(S * C, sizeof(float));
+    s->ffwd_hidden = calloc(S * 4 * C, sizeof(float));
+    s->logits = calloc(S * V, sizeof(float));
+    s->key_cache = calloc(L * S * C, sizeof(float));
+    s->value_cache = calloc(L * S * C, sizeof(float));
+    s->kv_len = 0;
+    return (s->x && s->xn && s->q && s->att && s->att_out && s->ffwd_hidden &&
+            s->logits && s->key_cache && s->value_cache) ? 0 : -1;
+}
+
+static void free_run_state(RunState *s) {
+    free(s->x); free(s->xn); free(s->q); free(s->att); free(s->att_out);
+    free(s->ffwd_hidden); free(s->logits); free(s->key_cache); free(s->value_cache);
+    memset(s, 0, sizeof(*s));
+}
+
+// Allocates parameters (uninitialised) and run state for a config; 0 on success.
+int build_gpt(GPT *g, const Config *c) {
+    memset(g, 0, sizeof(*g));
+    g->config = *c;
+    size_t sizes[N_TENSORS];
+    g->n_params = weight_sizes(c, sizes);
+    g->params = calloc(g->n_params, sizeof(float));
+    if (!g->params) return -1;
+    point_weights(&g->w, g->params, sizes);
+    return build_run_state(&g->state, c);
+}
+
+void free_gpt(GPT *g) {
+    free(g->params);
+    free_run_state(&g->state);
+    memset(g, 0, sizeof(*g));
+}
+
+// ----------------------------------------------------------------------------
+// Neural net blocks: each reads (T, in) rows and writes (T, out) rows
+
+// out = LayerNorm(in) * weight + bias, per row, over C features (eps 1e-5, biased variance).
+void layernorm(float *out, const float *in, const float *weight, const float *bias, int T, int C) {
+    for (int t = 0; t < T; t++) {
+        const float *x = in + (size_t)t * C;
+        float *o = out + (size_t)t * C;
+        // mean and biased variance, as torch.nn.LayerNorm computes them
+        float mean = 0.0f;
+        for (int i = 0; i < C; i++) mean += x[i];
+        mean /= C;
+        float var = 0.0f;
+        for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+        var /= C;
+        float rstd = 1.0f / sqrtf(var + 1e-5f);
+        for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+    }
+}
+
+// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]   (a PyTorch Linear; bias may be NULL).
+// weight is stored (in, out), PyTorch's weight transposed, so the innermost loop walks
+// contiguous outputs and the compiler vectorises it. Each weight row i is read once and
+// used for all T tokens of the pass. For one (t, o) the sum is always bias, then i = 0,
+// 1, 2, ... in order, whatever T is: a token's logits are bit-identical alone or in a pass.
+void matmul(float *restrict out, const float *restrict in, const float *restrict weight,
+            const float *restrict bias, int T, int in_dim, int out_dim) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < out_dim; o++) out[(size_t)t * out_dim + o] = bias ? bias[o] : 0.0f;
+    for (int i = 0; i < in_dim; i++) {
+        const float *w = weight + (size_t)i * out_dim;
+        for (int t = 0; t < T; t++) {
+            float x = in[(size_t)t * in_dim + i];
+            float *y = out + (size_t)t * out_dim;
+            for (int o = 0; o < out_dim; o++) y[o] += x * w[o];
+        }
+    }
+}
+
+// Causal multi-head attention of T new tokens (positions pos0 .. pos0+T-1) against
+// the cache, which already holds the keys and values of positions 0 .. pos0+T-1.
+// q: (T, C); key_cache, value_cache: (S, C) of one layer; att: (NH, S, S); out: (T, C).
+void attention(float *out, float *att, const float *q, const float *key_cache,
+               const float *value_cache, int T, int pos0, int C, int NH, int S) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS); // head_size ** -0.5, as in the lecture
+    for (int t = 0; t < T; t++) {
+        int pos = pos0 + t; // this token sees positions 0 .. pos, never later ones
+        for (int h = 0; h < NH; h++) {
+            const float *qh = q + (size_t)t * C + h * HS;
+            float *a = att + ((size_t)h * S + t) * S;
+            // scores: q . k for every visible position, scaled
+            float maxv = -INFINITY;
+            for (int s = 0; s <= pos; s++) {
+                const float *kh = key_cache + (size_t)s * C + h * HS;
+                float dot = 0.0f;
+                for (int i = 0; i < HS; i++) dot += qh[i] * kh[i];
+                a[s] = dot * scale;
+                if (a[s] > maxv) maxv = a[s];
+            }
+            // softmax over the visible positions (subtract the max so exp never overflows)
+            float sum = 0.0f;
+            for (int s = 0; s <= pos; s++) {
+                a[s] = expf(a[s] - maxv);
+                sum += a[s];
+            }
+            for (int s = 0; s <= pos; s++) a[s] /= sum;
+            for (int s = pos + 1; s < S; s++) a[s] = 0.0f; // the causal mask, made visible
+            // output: attention-weighted sum of the values of this head
+            float *oh = out + (size_t)t * C + h * HS;
+            for (int i = 0; i < HS; i++) oh[i] = 0.0f;
+            for (int s = 0; s <= pos; s++) {
+                const float *vh = value_cache + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) oh[i] += a[s] * vh[i];
+            }
+        }
+    }
+}
+
+// x = max(0, x), elementwise over n floats.
+void relu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+// x += y, elementwise over n floats: the residual connection.
+void residual_add(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+// ----------------------------------------------------------------------------
+// Forward: T new tokens on top of the KV cache -> T rows of logits
+
+// x[t] = token_embedding[tokens[t]] + position_embedding[pos0 + t].
+static void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C) {
+    for (int t = 0; t < T; t++) {
+        const float *te = w->token_embedding + (size_t)tokens[t] * C;
+        const float *pe = w->position_embedding + (size_t)(pos0 + t) * C;
+        for (int i = 0; i < C; i++) x[(size_t)t * C + i] = te[i] + pe[i];
+    }
+}
+
+// One transformer block l: x = x + proj(attn(ln1(x)));  x = x + ffwd(ln2(x)).
+// Keys and values of the T tokens are written straight into the cache at pos0.
+static void block_forward(GPT *g, int l, int T, int pos0) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
+    RunState *s = &g->state;
+    int C = c->n_embd, S = c->block_size;
+    size_t CC = (size_t)C * C;
+    float *kc = s->key_cache + (size_t)l * S * C;   // this layer's (S, C) key cache
+    float *vc = s->value_cache + (size_t)l * S * C; // this layer's (S, C) value cache
+
+    // attention sub-block: q for the new tokens; k, v appended to the cache
+    layernorm(s->xn, s->x, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
+    matmul(s->q, s->xn, w->query + l * CC, NULL, T, C, C);
+    matmul(kc + (size_t)pos0 * C, s->xn, w->key + l * CC, NULL, T, C, C);
+    matmul(vc + (size_t)pos0 * C, s->xn, w->value + l * CC, NULL, T, C, C);
+    attention(s->att_out, s->att, s->q, kc, vc, T, pos0, C, c->n_head, S);
+    // proj's output reuses xn: ln1's result is no longer needed
+    matmul(s->xn, s->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
+    residual_add(s->x, s->xn, (size_t)T * C);
+
+    // MLP sub-block: Linear(C, 4C) -> ReLU -> Linear(4C, C)
+    layernorm(s->xn, s->x, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
+    matmul(s->ffwd_hidden, s->xn, w->ffwd_up_weight + l * 4 * CC,
+           w->ffwd_up_bias + l * 4 * C, T, C, 4 * C);
+    relu(s->ffwd_hidden, (size_t)T * 4 * C);
+    matmul(s->xn, s->ffwd_hidden, w->ffwd_down_weight + l * 4 * CC,
+           w->ffwd_down_bias + l * C, T, 4 * C, C);
+    residual_add(s->x, s->xn, (size_t)T * C);
+}
+
+// Runs T >= 1 new tokens at positions kv_len .. kv_len+T-1, appends their keys and
+// values to the cache (kv_len += T) and returns T rows of logits, (T, V).
+// Prefill (T = prompt), verify (T = k+1) and plain decoding (T = 1) all come here.
+float *forward(GPT *g, const int *tokens, int T) {
+    const Config *c = &g->config;
+    RunState *s = &g->state;
+    int pos0 = s->kv_len;
+    if (T < 1 || pos0 + T > c->block_size) {
+        // callers keep to the context policy, so this is a bug, not bad input
+        fprintf(stderr, "specdec: internal error: forward of %d tokens at kv_len %d "
+                "exceeds block_size %d\n", T, pos0, c->block_size);
+        abort();
+    }
+    embed(s->x, &g->w, tokens, T, pos0, c->n_embd);
+    for (int l = 0; l < c->n_layer; l++) block_forward(g, l, T, pos0);
+    // final LayerNorm and the language-model head
+    layernorm(s->xn, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, c->n_embd);
+    matmul(s->logits, s->xn, g->w.lm_head_weight, g->w.lm_head_bias, T, c->n_embd,
+           c->vocab_size);
+    s->kv_len += T;
+    return s->logits;
+}
+
+// ----------------------------------------------------------------------------
+// Tokenizer and corpus: one token per byte that occurs in the corpus
+
+// Builds the vocabulary of the sorted distinct bytes of text (as the lecture does).
+void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
+    int seen[256] = {0};
+    for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
+    v->size = 0;
+    for (int b = 0; b < 256; b++) {
+        v->id[b] = -1;
+        if (seen[b]) {
+            v->id[b] = v->size;
+            v->chars[v->size++] = (unsigned char)b;
+        }
+    }
+}
+
+// Encodes n bytes into tokens; returns the index of the first byte not in the
+// vocabulary, or -1 when every byte encoded.
+long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
+    for (size_t i = 0; i < n; i++) {
+        if (v->id[text[i]] < 0) return (long)i;
+        tokens[i] = v->id[text[i]];
+    }
+    return -1;
+}
+
+// Decodes one token to its byte.
+unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
+
+// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
+void visible_char(char out[8], unsigned char b) {
+    if (b == '\n') snprintf(out, 8, "'\\n'");
+    else if (b == '\t') snprintf(out, 8, "'\\t'");
+    else if (b == '\'') snprintf(out, 8, "'\\''");
+    else if (b == '\\') snprintf(out, 8, "'\\\\'");
+    else if (isprint(b)) snprintf(out, 8, "'%c'", b);
+    else snprintf(out, 8, "'\\x%02x'", b);
+}
+
+// The training text, its tokens and the lecture's 90% / 10% train/validation split.
+typedef struct {
+    unsigned char *bytes; // (N) the raw file
+    int *tokens;          // (N) encoded with the model's vocabulary
+    size_t n;             // N, 1,115,394 for Tiny Shakespeare
+    size_t n_train;       // first 90% (int(0.9 * N) in the lecture): the bigram counts come from here
+    size_t n_val;         // the last 10%
+} Corpus;
+
+// Reads a whole file into memory; fills err and returns NULL on any failure.
+unsigned char *read_file(const char *path, size_t *n_out, const char *what,
+                         const char *fix, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = malloc(n ? n : 1);
+    size_t got = buf ? fread(buf, 1, n, f) : 0;
+    int bad = !buf || got != n || ferror(f);
+    fclose(f);
+    if (bad) {
+        snprintf(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
+        free(buf);
+        return NULL;
+    }
+    *n_out = n;
+    return buf;
+}
+
+// Loads the corpus and encodes it; with vocab->size == 0 the vocabulary is built
+// from the corpus, otherwise every byte must already be in it. 0 on success.
+int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
+    memset(c, 0, sizeof(*c));
+    c->bytes = read_file(path, &c->n, "corpus", "run 'make data' to fetch Tiny Shakespeare",
+                         err, errlen);
+    if (!c->bytes) return -1;
+    if (c->n < 2) {
+        snprintf(err, errlen, "corpus '%s' has %zu bytes; it needs at least 2 to count "
+                 "a bigram (run 'make data' for Tiny Shakespeare)", path, c->n);
+        free(c->bytes);
+        return -1;
+    }
+    if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
+    c->tokens = malloc(c->n * sizeof(int));
+    if (!c->tokens) {
+        snprintf(err, errlen, "out of memory encoding corpus '%s'", path);
+        free(c->bytes);
+        return -1;
+    }
+    long bad = encode(vocab, c->bytes, c->n, c->tokens);
+    if (bad >= 0) {
+        char vis[8];
+        visible_char(vis, c->bytes[bad]);
+        snprintf(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, which is not "
+                 "in the model's vocabulary (use the corpus the model was built with)",
+                 path, vis, c->bytes[bad], bad);
+        free(c->bytes);
+        free(c->tokens);
+        return -1;
+    }
+    c->n_train = (size_t)(0.9 * (double)c->n);
+    c->n_val = c->n - c->n_train;
+    return 0;
+}
+
+void free_corpus(Corpus *c) {
+    free(c->bytes);
+    free(c->tokens);
+    memset(c, 0, sizeof(*c));
+}
+
+// ----------------------------------------------------------------------------
+// Bigram draft model: P(next | current) counted from the training split
+
+typedef struct {
+    int V;        // vocabulary size
+    float *probs; // (V, V) row a = P(next | a); every row sums to 1, every entry > 0
+} BigramDraft;
+
+// Counts every adjacent pair of the training tokens, adds 1 to every cell (Laplace
+// smoothing, so no draft probability is ever 0 and p/q is always defined) and
+// normalises each row. The blog's BigramDraftModel.__init__. 0 on success.
+int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
+    d->V = V;
+    d->probs = malloc((size_t)V * V * sizeof(float));
+    double *counts = calloc((size_t)V * V, sizeof(double));
+    if (!d->probs || !counts) {
+        free(counts);
+        free(d->probs);
+        d->probs = NULL;
+        return -1;
+    }
+    // counts[a][b] = how often b follows a
+    for (size_t i = 0; i + 1 < n; i++) counts[(size_t)train[i] * V + train[i + 1]] += 1.0;
+    // +1 on every cell, then each row divided by its total
+    for (int a = 0; a < V; a++) {
+        double *row = counts + (size_t)a * V;
+        double total = 0.0;
+        for (int b = 0; b < V; b++) total += row[b] + 1.0;
+        for (int b = 0; b < V; b++) d->probs[(size_t)a * V + b] = (float)((row[b] + 1.0) / total);
+    }
+    free(counts);
+    return 0;
+}
+
+void free_bigram_draft(BigramDraft *d) {
+    free(d->probs);
+    d->probs = NULL;
+}
+
+// Returns the row P(next | token): the blog's get_probs, an O(1) lookup.
+const float *bigram_get_probs(const BigramDraft *d, int token) {
+    return d->probs + (size_t)token * d->V;
+}
+
+// ----------------------------------------------------------------------------
+// RNG and sampling
+
+// A small PRNG of our own (xorshift64*), so a seed gives the same text everywhere.
+typedef struct {
+    uint64_t state;
+} Rng;
+
+// Seeds the generator; splitmix64 spreads nearby seeds (1, 2, 3) far apart.
+void rng_seed(Rng *r, uint64_t seed) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    r->state = z ? z : 0x2545F4914F6CDD1DULL; // xorshift must never hold 0
+}
+
+uint64_t rng_u64(Rng *r) {
+    uint64_t x = r->state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+// A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0.
+double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+// A standard normal draw (Box-Muller), for the random initialisation.
+double rng_normal(Rng *r) {
+    double u1 = 1.0 - rng_uniform(r); // in (0, 1], so log(u1) is finite
+    double u2 = rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+// Inverse-CDF sampling: the first index whose running sum exceeds u * total.
+// Zero-probability entries are skipped outright, and if rounding carries u * total
+// past the last running sum, the last index with mass is returned: a token of
+// probability 0 can never come out. Returns -1 only if every entry is 0.
+int sample_from(const float *probs, int n, double u) {
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += probs[i];
+    double target = u * total, cdf = 0.0;
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (probs[i] <= 0.0f) continue;
+        cdf += probs[i];
+        last = i;
+        if (target < cdf) return i;
+    }
+    return last;
+}
+
+// Index of the largest entry; ties go to the lowest index, in every decoder alike.
+int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+// Writes a one-hot row at index i: how greedy decoding (t = 0) turns into a distribution.
+static void one_hot(float *out, int n, int i) {
+    for (int j = 0; j < n; j++) out[j] = 0.0f;
+    out[i] = 1.0f;
+}
+
+// p = softmax(logits / t); for t = 0, one-hot at the argmax (greedy decoding).
+void target_probs(float *p, const float *logits, int V, float temperature) {
+    if (temperature == 0.0f) {
+        one_hot(p, V, argmax(logits, V));
+        return;
+    }
+    // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
+    float maxv = logits[argmax(logits, V)];
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp(((double)logits[i] - maxv) / temperature);
+    for (int i = 0; i < V; i++) p[i] = (float)(exp(((double)logits[i] - maxv) / temperature) / sum);
+}
+
+// q = the draft row sharpened by the same temperature, q^(1/t) renormalised;
+// for t = 0, one-hot at the row's argmax. At t = 1 the row is copied unchanged.
+void draft_probs(float *q, const BigramDraft *d, int token, float temperature) {
+    const float *row = bigram_get_probs(d, token);
+    int V = d->V;
+    if (temperature == 0.0f) {
+        one_hot(q, V, argmax(row, V));
+        return;
+    }
+    if (temperature == 1.0f) {
+        memcpy(q, row, (size_t)V * sizeof(float));
+        return;
+    }
+    // q_i^(1/t) = exp(log q_i / t), taken relative to the largest entry
+    double logmax = log((double)row[argmax(row, V)]), sum = 0.0;
+    for (int i = 0; i < V; i++) sum += exp((log((double)row[i]) - logmax) / temperature);
+    for (int i = 0; i < V; i++)
+        q[i] = (float)(exp((log((double)row[i]) - logmax) / temperature) / sum);
+}
+
+// ----------------------------------------------------------------------------
+// The four phases of one speculative round
+
+// Buffers of one round, each with a single role, so a debugger shows the whole decision.
+typedef struct {
+    int K;            // the longest draft this buffer holds
+    int V;
+    int *candidates;  // (K)       c0 .. c(k-1), drafted this round
+    float *q_draft;   // (K, V)    q_draft[i] = the draft distribution c(i) was sampled from
+    float *p_target;  // (K+1, V)  p_target[i] = the target's distribution after [current, c0..c(i-1)]
+    float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
+    double *u;        // (K)       the uniform draw that decided each candidate
+    int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
+    int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
+} SpecBuffers;
+
+int build_spec_buffers(SpecBuffers *b, int K, int V) {
+    b->K = K;
+    b->V = V;
+    b->candidates = calloc((size_t)K, sizeof(int));
+    b->q_draft = calloc((size_t)K * V, sizeof(float));
+    b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
+    b->residual = calloc((size_t)V, sizeof(float));
+    b->u = calloc((size_t)K, sizeof(double));
+    b->accepted = calloc((size_t)K + 1, sizeof(int));
+    return (b->candidates && b->q_draft && b->p_target && b->residual && b->u && b->accepted)
+               ? 0 : -1;
+}
+
+void free_spec_buffers(SpecBuffers *b) {
+    free(b->candidates); free(b->q_draft); free(b->p_target);
+    free(b->residual); free(b->u); free(b->accepted);
+    memset(b, 0, sizeof(*b));
+}
+
+// Phase 1, DRAFT: samples k tokens from the bigram table, each conditioned on the one
+// before, starting from current_token. Keeps every q row: accept_reject needs q(c_i)
+// and the whole row for the residual.
+void draft_tokens(const BigramDraft *d, int current_token, int k, float temperature,
+                  Rng *rng, int *candidates, float *q_draft) {
+    int tok = current_token;
+    for (int i = 0; i < k; i++) {
+        float *q = q_draft + (size_t)i * d->V;
+        draft_probs(q, d, tok, temperature); // the row the ratio will use is the row we sample
+        candidates[i] = sample_from(q, d->V, rng_uniform(rng));
+        tok = candidates[i];
+    }
+}
+
+// Phase 2, VERIFY: ONE target forward over [current_token, c0 .. c(k-1)] at positions
+// kv_len .. kv_len+k. Row i of the output is the target's distribution for the token
+// after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
+void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
+                       float temperature, float *p_target) {
+    int V = g->config.vocab_size;
+    int all_tokens[k + 1]; // k < block_size, so this stays small
+    all_tokens[0] = current_token;
+    for (int i = 0; i < k; i++) all_tokens[i + 1] = candidates[i];
+    const float *logits = forward(g, all_tokens, k + 1); // the single pass
+    for (int i = 0; i <= k; i++)
+        target_probs(p_target + (size_t)i * V, logits + (size_t)i * V, V, temperature);
+}
+
+// Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
+// has no mass (p == q in floating point) it draws from p instead. residual: (V).
+static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
+    double mass = 0.0;
+    for (int j = 0; j < V; j++) {
+        residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f;
+        mass += residual[j];
+    }
+    return mass > 0.0 ? sample_from(residual, V, u) : sample_from(p, V, u);
+}
+
+// Phase 3, ACCEPT/REJECT: walks the k candidates left to right. Candidate i is
+// accepted when u_i < min(1, p_i(c_i) / q_i(c_i)). The first rejection is replaced by
+// a draw from norm(max(0, p_i - q_i)) and ends the round. If all k pass and
+// allow_bonus is set, one bonus token is drawn from p_k. Writes the emitted tokens
+// to accepted and returns how many there are: 1 .. k+1 (k when the bonus is not allowed).
+// *rejected_at = the index of the rejected candidate, or -1.
+int accept_reject(const int *candidates, int k, const float *q_draft, const float *p_target,
+                  int V, int allow_bonus, Rng *rng, double *u, float *residual, int *accepted,
+                  int *rejected_at) {
+    *rejected_at = -1;
+    for (int i = 0; i < k; i++) {
+        int tok = candidates[i];
+        double q = q_draft[(size_t)i * V + tok]; // > 0: tok was sampled from this row
+        double p = p_target[(size_t)i * V + tok];
+        u[i] = rng_uniform(rng);
+        if (u[i] < fmin(1.0, p / q)) {
+            accepted[i] = tok; // the target agrees often enough: keep the draft's token
+            continue;
+        }
+        // rejected: this position is drawn again from the mass the draft under-covered
+        *rejected_at = i;
+        accepted[i] = sample_residual(p_target + (size_t)i * V, q_draft + (size_t)i * V, V,
+                                      residual, rng_uniform(rng));
+        return i + 1; // later candidates were drafted after a wrong token: discard them
+    }
+    if (!allow_bonus) return k;
+    // every candidate passed: p_k came free with the verify pass, so take one more token
+    accepted[k] = sample_from(p_target + (size_t)k * V, V, rng_uniform(rng));
+    return k + 1;
+}
+
+// Phase 4, TRIM: keeps cache_len_before + num_accepted positions, i.e. current_token
+// and the accepted drafts. num_accepted = len(accepted) counts the resampled or bonus
+// token too, and that one is NOT cached: it becomes the next current_token. So the
+// invariant holds: the newest token is never in the cache. The discarded positions
+// are zeroed, so a debugger shows them gone; the next pass overwrites them anyway.
+void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
+    RunState *s = &g->state;
+    const Config *c = &g->config;
+    int keep = cache_len_before + num_accepted;
+    size_t C = c->n_embd, S = c->block_size;
+    for (int l = 0; l < c->n_layer; l++) {
+        for (int pos = keep; pos < s->kv_len; pos++) {
+            memset(s->key_cache + (l * S + pos) * C, 0, C * sizeof(float));
+            memset(s->value_cache + (l * S + pos) * C, 0, C * sizeof(float));
+        }
+    }
+    s->kv_len = keep;
+}
+
+// ----------------------------------------------------------------------------
+// Generation loops: plain autoregressive decoding and speculative decoding
+
+// Counters of one generation; the trace-and-stats section prints them.
+typedef struct {
+    long rounds;          // speculative rounds (one verify pass each)
+    long drafted;         // candidates drafted, sum of k
+    long accepted;        // candidates accepted
+    long resampled;       // rounds that ended in a rejection and a residual draw
+    long bonus;           // rounds where all k passed and a bonus token was drawn
+    long prefill_passes;  // target passes over the prompt (1)
+    long reprefill_passes;// target passes that refilled a full cache
+    long verify_passes;   // target passes of speculative rounds
+    long decode_passes;   // one-token target passes of plain decoding
+    long emitted;         // tokens generated
+    long round_tokens;    // tokens emitted by speculative rounds
+    double seconds;       // wall time of the whole generation
+} Stats;
+
+long target_passes(const Stats *s) {
+    return s->prefill_passes + s->reprefill_passes + s->verify_passes + s->decode_passes;
+}
+
+// How a generation is run: shared by generate and speculative_generate.
+typedef struct {
+    float temperature;   // 1.0; 0 = greedy
+    int K;               // draft length, 4
+    int trace;           // print each phase on stderr
+    FILE *echo;          // where emitted text is written as it appears, or NULL
+    const Vocab *vocab;  // for echo and trace
+} DecodeOptions;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Writes newly emitted tokens to the echo stream, if any.
+static void echo_tokens(const DecodeOptions *o, const int *toks, int n) {
+    if (!o->echo || !o->vocab) return;
+    for (int i = 0; i < n; i++) fputc(decode(o->vocab, toks[i]), o->echo);
+    fflush(o->echo);
+}
+
+static void trace_prefill(const DecodeOptions *o, const char *what, int n_tokens,
+                          int kv_len, int sampled);
+static void trace_round(const DecodeOptions *o, long round, int current, int k,
+                        const SpecBuffers *b, int n_out, int cache_before,
+                        int cache_verified, int cache_after);
+
+// The context policy, one rule for both decoders. The cache holds at most S positions.
+// (Re)prefill runs the last tokens of the sequence, current token included, with
+// positions from 0, and returns the logits row of the current token. The first
+// prefill keeps the last S tokens of the prompt; when the cache is full, a re-prefill
+// keeps the last S/2 tokens, so the cost is paid once per S/2 tokens, not each token.
+// Both decoders refill at the same sequence index, so every token is predicted from
+// the same context in both.
+static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st,
+                            int is_refill) {
+    int n = n_seq < keep ? n_seq : keep;
+    g->state.kv_len = 0;
+    const float *logits = forward(g, seq + n_seq - n, n);
+    if (is_refill) st->reprefill_passes++;
+    else st->prefill_passes++;
+    return logits + (size_t)(n - 1) * g->config.vocab_size;
+}
+
+// The prompt as tokens; an empty prompt starts from token 0 ('\n' in Tiny
+// Shakespeare), as the lecture's generate starts from torch.zeros((1, 1)).
+// seq must have room for max(n_prompt, 1) + n_new tokens. Returns the sequence length.
+static int start_sequence(int *seq, const int *prompt, int n_prompt) {
+    if (n_prompt == 0) {
+        seq[0] = 0;
+        return 1;
+    }
+    memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
+    return n_prompt;
+}
+
+// Plain autoregressive decoding with the same cache: one target pass per token.
+// Writes n_new tokens to out; p is scratch (V). The baseline speculation must match.
+void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOptions *o,
+              Rng *rng, int *seq, float *p, Stats *st) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, st, 0);
+    if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, -1);
+    while (n_seq - first < n_new) {
+        // sample the next token from the logits of the current token
+        target_probs(p, logits, V, o->temperature);
+        seq[n_seq] = sample_from(p, V, rng_uniform(rng));
+        echo_tokens(o, seq + n_seq, 1);
+        n_seq++;
+        if (n_seq - first == n_new) break;
+        // feed it back: one token on top of the cache, or a refill when the cache is full
+        if (g->state.kv_len == S) logits = prefill(g, seq, n_seq, S / 2, st, 1);
+        else {
+            logits = forward(g, &seq[n_seq - 1], 1);
+            st->decode_passes++;
+        }
+    }
+    st->emitted = n_seq - first;
+    st->seconds = now_seconds() - t0;
+}
+
+// One speculative round on top of the cache: draft, verify, accept/reject, trim.
+// Returns the number of tokens it appends to seq (1 .. k+1).
+static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k,
+                             int allow_bonus, const DecodeOptions *o, Rng *rng,
+                             int current_token, Stats *st) {
+    int V = g->config.vocab_size;
+    int cache_len = g->state.kv_len;
+    draft_tokens(d, current_token, k, o->temperature, rng, b->candidates, b->q_draft);
+    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->p_target);
+    int cache_verified = g->state.kv_len;
+    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
+                          b->u, b->residual, b->accepted, &b->rejected_at);
+    trim_kv_cache(g, n, cache_len);
+    // count what happened: accepted drafts, and how the round ended
+    int n_acc = b->rejected_at >= 0 ? b->rejected_at : k;
+    if (b->rejected_at >= 0) st->resampled++;
+    if (n == k + 1) st->bonus++;
+    st->rounds++;
+    st->verify_passes++;
+    st->drafted += k;
+    st->accepted += n_acc;
+    st->round_tokens += n;
+    if (o->trace)
+        trace_round(o, st->rounds, current_token, k, b, n, cache_len, cache_verified,
+                    g->state.kv_len);
+    return n;
+}
+
+// Speculative decoding: prefill, then rounds until n_new tokens exist. Each round
+// drafts k = min(K, tokens still needed, room left in the cache) tokens, so a round
+// never verifies past the end of the cache. seq: room for max(n_prompt,1) + n_new.
+void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
+                          int n_prompt, int n_new, const DecodeOptions *o, Rng *rng,
+                          int *seq, Stats *st) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
+    // 1. prefill, and the first token sampled straight from it
+    const float *logits = prefill(g, seq, n_seq, S, st, 0);
+    target_probs(b->p_target, logits, V, o->temperature);
+    seq[n_seq] = sample_from(b->p_target, V, rng_uniform(rng));
+    if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, seq[n_seq]);
+    echo_tokens(o, seq + n_seq, 1);
+    n_seq++;
+    // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
+    while (n_seq - first < n_new) {
+        int remaining = n_new - (n_seq - first);
+        if (g->state.kv_len == S) {
+            // cache full: refill from the last S/2 tokens and sample, as plain decoding does
+            logits = prefill(g, seq, n_seq, S / 2, st, 1);
+            target_probs(b->p_target, logits, V, o->temperature);
+            seq[n_seq] = sample_from(b->p_target, V, rng_uniform(rng));
+            if (o->trace) trace_prefill(o, "REFILL", S / 2, g->state.kv_len, seq[n_seq]);
+            echo_tokens(o, seq + n_seq, 1);
+            n_seq++;
+            continue;
+        }
+        // k may be 0 when one free slot remains: then the round is one plain step
+        int room = S - 1 - g->state.kv_len;
+        int k = o->K < remaining ? o->K : remaining;
+        if (k > room) k = room;
+        int allow_bonus = k < remaining; // never emit more than was asked for
+        int n = speculative_round(g, d, b, k, allow_bonus, o, rng, seq[n_seq - 1], st);
+        memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
+        echo_tokens(o, seq + n_seq, n);
+        n_seq += n;
+    }
+    st->emitted = n_seq - first;
+    st->seconds = now_seconds() - t0;
+}
+
+// ----------------------------------------------------------------------------
+// Trace and stats (stderr)
+
+// Prints a (re)prefill: how many tokens went through, and the token it sampled.
+static void trace_prefill(const DecodeOptions *o, const char *what, int n_tokens, int kv_len,
+                          int sampled) {
+    fprintf(stderr, "%-8s one target pass over %d token%s at positions 0..%d -> cache_len %d",
+            what, n_tokens, n_tokens == 1 ? "" : "s", n_tokens - 1, kv_len);
+    if (sampled >= 0) {
+        char vis[8];
+        visible_char(vis, decode(o->vocab, sampled));
+        fprintf(stderr, "; sampled %s, the new current_token", vis);
+    }
+    fputc('\n', stderr);
+}
+
+// Prints one round the way the blog's worked example reads, with real numbers.
+static void trace_round(const DecodeOptions *o, long round, int current, int k,
+                        const SpecBuffers *b, int n_out, int cache_before,
+                        int cache_verified, int cache_after) {
+    const Vocab *v = o->vocab;
+    int V = b->V;
+    char vis[8];
+    visible_char(vis, decode(v, current));
+    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
+            cache_before, k);
+    // DRAFT: the chain current -> c0 -> c1 ..., with the q of each guess
+    fprintf(stderr, "  DRAFT   %s", vis);
+    for (int i = 0; i < k; i++) {
+        visible_char(vis, decode(v, b->candidates[i]));
+        fprintf(stderr, " -> %s (q=%.3f)", vis, b->q_draft[(size_t)i * V + b->candidates[i]]);
+    }
+    fputc('\n', stderr);
+    // VERIFY: the one pass, and which positions it scored
+    fprintf(stderr, "  VERIFY  one target pass over %d tokens at positions %d..%d\n", k + 1,
+            cache_before, cache_before + k);
+    // ACCEPT/REJECT: one line per candidate that was checked
+    int checked = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+    if (checked > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
+    for (int i = 0; i < checked; i++) {
+        int c = b->candidates[i];
+        double p = b->p_target[(size_t)i * V + c], q = b->q_draft[(size_t)i * V + c];
+        int ok = i != b->rejected_at;
+        visible_char(vis, decode(v, c));
+        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
+                vis, p, q, p / q, fmin(1.0, p / q), b->u[i], ok ? "ACCEPT" : "REJECT");
+    }
+    if (b->rejected_at >= 0) {
+        int left = k - b->rejected_at - 1;
+        visible_char(vis, decode(v, b->accepted[b->rejected_at]));
+        fprintf(stderr, "    resample from norm(max(0, p-q)) -> %s; discard the "
+                "remaining %d candidate%s\n", vis, left, left == 1 ? "" : "s");
+    } else if (n_out == k + 1) {
+        visible_char(vis, decode(v, b->accepted[k]));
+        fprintf(stderr, "  BONUS   all %d passed: one more token from p_target[%d] -> %s\n",
+                k, k, vis);
+    } else {
+        fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
+                "still needed)\n", k);
+    }
+    // RESULT and TRIM
+    fprintf(stderr, "  RESULT  emitted \"");
+    for (int i = 0; i < n_out; i++) {
+        unsigned char ch = decode(v, b->accepted[i]);
+        if (ch == '\n') fputs("\\n", stderr);
+        else fputc(isprint(ch) ? ch : '?', stderr);
+    }
+    fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
+    visible_char(vis, decode(v, b->accepted[n_out - 1]));
+    fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d accepted, dropped %d); "
+            "%s is the new current_token\n", cache_verified, cache_after,
+            cache_after - cache_before - 1, cache_verified - cache_after, vis);
+}
+
+// Prints the counters of one generation, one per line, on stderr.
+void print_stats(const char *title, const Stats *s, int speculative) {
+    fprintf(stderr, "\n%s\n", title);
+    fprintf(stderr, "  tokens emitted          %ld\n", s->emitted);
+    if (speculative) {
+        fprintf(stderr, "  rounds                  %ld\n", s->rounds);
+        fprintf(stderr, "  drafted                 %ld\n", s->drafted);
+        fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
+                s->accepted, s->drafted ? (double)s->accepted / s->drafted : 0.0);
+        fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
+                s->resampled, s->bonus);
+        fprintf(stderr, "  tokens per verify pass  %.3f\n",
+                s->rounds ? (double)s->round_tokens / s->rounds : 0.0);
+        fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, verify %ld)\n",
+                target_passes(s), s->prefill_passes, s->reprefill_passes, s->verify_passes);
+    } else {
+        fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, decode %ld)\n",
+                target_passes(s), s->prefill_passes, s->reprefill_passes, s->decode_passes);
+    }
+    fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
+            s->seconds > 0 ? s->emitted / s->seconds : 0.0);
+}
+
+// Prints speculative and plain side by side, with the ratios speculation is about.
+void print_comparison(const Stats *spec, const Stats *plain, int greedy, int identical) {
+    fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
+    fprintf(stderr, "  target passes        %11ld  %11ld  %11.3f\n", target_passes(spec),
+            target_passes(plain), (double)target_passes(spec) / target_passes(plain));
+    fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
+            1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
+    if (greedy)
+        fprintf(stderr, "  greedy outputs are %s\n", identical ? "byte-identical" : "DIFFERENT (a bug)");
+    else
+        fprintf(stderr, "  (sampled texts differ: the decoders use the random stream differently;"
+                " their distributions are the same)\n");
+}
+
+// ----------------------------------------------------------------------------
+// Checkpoint file and random initialisation
+//
+// Format (every integer uint32 and every float float32, little-endian):
+//   offset     size    field
+//   0          4       magic "SPDC"
+//   4          4       version = 1
+//   8          20      n_layer, n_head, n_embd, block_size, vocab_size
+//   28         V       the vocabulary: V distinct bytes, ascending (token i = byte i)
+//   28+V       4*P     the P parameters, tensor by tensor in TENSOR_NAMES order,
+//                      each row-major with the shape given in Weights (Linear
+//                      weights as (in, out), PyTorch's weight.T)
+//   28+V+4P    8       checksum: FNV-1a 64 of every byte before it
+// The file size is therefore exactly 36 + V + 4P, and the loader checks that first.
+
+#define CKPT_MAGIC "SPDC"
+#define CKPT_VERSION 1
+#define CKPT_HEADER 28
+
+// FNV-1a, 64-bit: a short, well-known hash; enough to catch a flipped byte.
+uint64_t fnv1a64(const unsigned char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+// Checks a config for sizes the model can be built with; fills err and returns -1 if not.
+int validate_config(const Config *c, char *err, size_t errlen) {
+    if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
+        c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
+        c->vocab_size < 1 || c->vocab_size > 256) {
+        snprintf(err, errlen, "config out of range (n_layer %d, n_head %d, n_embd %d, "
+                 "block_size %d, vocab_size %d)", c->n_layer, c->n_head, c->n_embd,
+                 c->block_size, c->vocab_size);
+        return -1;
+    }
+    if (c->n_embd % c->n_head != 0) {
+        snprintf(err, errlen, "n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
+        return -1;
+    }
+    return 0;
+}
+
+// Parses a checkpoint held in memory into g (built here) and vocab. Every field is
+// checked before it is used; fills err and returns -1 on the first problem.
+int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
+                     char *err, size_t errlen) {
+    // header: magic, version, config
+    if (n < CKPT_HEADER) {
+        snprintf(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n, CKPT_HEADER);
+        return -1;
+    }
+    if (memcmp(buf, CKPT_MAGIC, 4) != 0) {
+        snprintf(err, errlen, "wrong magic (not a specdec checkpoint)");
+        return -1;
+    }
+    uint32_t version = get_u32(buf + 4);
+    if (version != CKPT_VERSION) {
+        snprintf(err, errlen, "version %u, this program reads version %d", version, CKPT_VERSION);
+        return -1;
+    }
+    Config c;
+    uint32_t f[5];
+    for (int i = 0; i < 5; i++) f[i] = get_u32(buf + 8 + 4 * i);
+    // compare as unsigned first, so a huge field cannot wrap to a small int
+    for (int i = 0; i < 5; i++) if (f[i] > 4096) f[i] = 0;
+    c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2];
+    c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
+    if (validate_config(&c, err, errlen) != 0) return -1;
+    // size: known exactly from the config, so check it before reading further
+    size_t sizes[N_TENSORS];
+    size_t P = weight_sizes(&c, sizes);
+    size_t V = (size_t)c.vocab_size;
+    size_t expect = CKPT_HEADER + V + 4 * P + 8;
+    if (n != expect) {
+        snprintf(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d V=%d, "
+                 "%zu parameters) needs %zu: truncated or mismatched", n, c.n_layer,
+                 c.n_head, c.n_embd, c.block_size, c.vocab_size, P, expect);
+        return -1;
+    }
+    uint64_t stored = 0;
+    for (int i = 7; i >= 0; i--) stored = stored << 8 | buf[n - 8 + i];
+    if (fnv1a64(buf, n - 8) != stored) {
+        snprintf(err, errlen, "checksum mismatch: the file is corrupted");
+        return -1;
+    }
+    // vocabulary: strictly ascending bytes
+    const unsigned char *vb = buf + CKPT_HEADER;
+    for (size_t i = 1; i < V; i++) {
+        if (vb[i] <= vb[i - 1]) {
+            snprintf(err, errlen, "vocabulary bytes are not distinct and ascending at entry %zu", i);
+            return -1;
+        }
+    }
+    // parameters: copied out, and every one must be a finite number
+    if (build_gpt(g, &c) != 0) {
+        snprintf(err, errlen, "out of memory for %zu parameters", P);
+        free_gpt(g);
+        return -1;
+    }
+    const unsigned char *pb = vb + V;
+    for (size_t i = 0; i < P; i++) {
+        uint32_t bits = get_u32(pb + 4 * i);
+        memcpy(&g->params[i], &bits, 4);
+        if (!isfinite(g->params[i])) {
+            int t = 0; // name the tensor the bad value sits in
+            for (size_t end = sizes[0]; i >= end && t + 1 < N_TENSORS; end += sizes[++t]) {}
+            snprintf(err, errlen, "parameter %zu (in tensor %s) is not a finite number", i,
+                     TENSOR_NAMES[t]);
+            free_gpt(g);
+            return -1;
+        }
+    }
+    vocab->size = (int)V;
+    for (int b = 0; b < 256; b++) vocab->id[b] = -1;
+    for (size_t i = 0; i < V; i++) {
+        vocab->chars[i] = vb[i];
+        vocab->id[vb[i]] = (int)i;
+    }
+    return 0;
+}
+
+// Loads a checkpoint file; on failure err names the file and the problem.
+int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "checkpoint",
+                                   "create one with './specdec --init 1337 --save PATH'",
+                                   err, errlen);
+    if (!buf) return -1;
+    char why[256];
+    int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
+    free(buf);
+    if (rc != 0)
+        snprintf(err, errlen, "checkpoint '%s': %s (rewrite it with './specdec --init SEED "
+                 "--save %s')", path, why, path);
+    return rc;
+}
+
+// Writes a checkpoint atomically: to a temporary file beside path, then rename, so
+// an interrupted write never leaves a half-written file where a good one was.
+int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
+    const Config *c = &g->config;
+    size_t V = (size_t)c->vocab_size, n = CKPT_HEADER + V + 4 * g->n_params + 8;
+    unsigned char *buf = malloc(n);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
+    // header, vocabulary, parameters, checksum: the layout documented above
+    memcpy(buf, CKPT_MAGIC, 4);
+    put_u32(buf + 4, CKPT_VERSION);
+    int fields[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    for (int i = 0; i < 5; i++) put_u32(buf + 8 + 4 * i, (uint32_t)fields[i]);
+    memcpy(buf + CKPT_HEADER, vocab->chars, V);
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        put_u32(buf + CKPT_HEADER + V + 4 * i, bits);
+    }
+    uint64_t h = fnv1a64(buf, n - 8);
+    for (int i = 0; i < 8; i++) buf[n - 8 + i] = (unsigned char)(h >> (8 * i));
+    // the temporary file lives in the same directory, so rename is atomic
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        free(buf);
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    int ok = f && fwrite(buf, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f) ok = (fclose(f) == 0) && ok;
+    else if (fd >= 0) close(fd);
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write checkpoint '%s': %s (check the directory exists "
+                 "and is writable)", path, strerror(errno));
+        if (fd >= 0) unlink(tmp);
+    }
+    free(tmp);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+// Fills n floats uniformly from [-bound, bound).
+static void init_uniform(float *x, size_t n, double bound, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(bound * (2.0 * rng_uniform(r) - 1.0));
+}
+
+// A seeded random model with PyTorch's default initialisation: Linear weight and bias
+// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Embedding N(0, 1), LayerNorm weight 1, bias 0.
+void init_gpt_random(GPT *g, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    const Config *c = &g->config;
+    Weights *w = &g->w;
+    size_t sizes[N_TENSORS];
+    weight_sizes(c, sizes);
+    size_t L = c->n_layer, C = c->n_embd;
+    double bc = 1.0 / sqrt((double)C), b4c = 1.0 / sqrt(4.0 * C); // fan_in C or 4C
+    // embeddings
+    for (size_t i = 0; i < sizes[0]; i++) w->token_embedding[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < sizes[1]; i++) w->position_embedding[i] = (float)rng_normal(&r);
+    // LayerNorms start as the identity
+    for (size_t i = 0; i < L * C; i++) {
+        w->ln1_weight[i] = 1.0f; w->ln1_bias[i] = 0.0f;
+        w->ln2_weight[i] = 1.0f; w->ln2_bias[i] = 0.0f;
+    }
+    for (size_t i = 0; i < C; i++) { w->ln_f_weight[i] = 1.0f; w->ln_f_bias[i] = 0.0f; }
+    // Linears, each bounded by its fan-in
+    init_uniform(w->query, sizes[4], bc, &r);
+    init_uniform(w->key, sizes[5], bc, &r);
+    init_uniform(w->value, sizes[6], bc, &r);
+    init_uniform(w->proj_weight, sizes[7], bc, &r);
+    init_uniform(w->proj_bias, sizes[8], bc, &r);
+    init_uniform(w->ffwd_up_weight, sizes[11], bc, &r);
+    init_uniform(w->ffwd_up_bias, sizes[12], bc, &r);
+    init_uniform(w->ffwd_down_weight, sizes[13], b4c, &r);
+    init_uniform(w->ffwd_down_bias, sizes[14], b4c, &r);
+    init_uniform(w->lm_head_weight, sizes[17], bc, &r);
+    init_uniform(w->lm_head_bias, sizes[18], bc, &r);
+}
+
+// Prints the config and the parameter count (stderr).
+void print_config(const GPT *g, const char *source) {
+    const Config *c = &g->config;
+    fprintf(stderr, "model: %s\n", source);
+    fprintf(stderr, "config: n_layer=%d n_head=%d n_embd=%d block_size=%d vocab_size=%d -> "
+            "%zu parameters\n", c->n_layer, c->n_head, c->n_embd, c->block_size,
+            c->vocab_size, g->n_params);
+}
+
+// ----------------------------------------------------------------------------
+// Self-test: speculative greedy decoding is plain greedy decoding, bit for bit
+
+// Greedy speculative vs greedy plain on one prompt and one K: the texts must be equal.
+static int selftest_greedy_case(GPT *g, const BigramDraft *d, const Vocab *v,
+                                const char *label, const int *prompt, int n_prompt, int K,
+                                int n_new) {
+    int V = g->config.vocab_size;
+    int cap = (n_prompt > 0 ? n_prompt : 1) + n_new;
+    int *seq_spec = malloc((size_t)cap * sizeof(int));
+    int *seq_plain = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    SpecBuffers b;
+    DecodeOptions o = {0.0f, K, 0, NULL, v};
+    Stats ss = {0}, sp = {0};
+    Rng r1, r2;
+    rng_seed(&r1, 1);
+    rng_seed(&r2, 2); // different streams: greedy decoding must not depend on them
+    int ok = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
+    if (ok) {
+        speculative_generate(g, d, &b, prompt, n_prompt, n_new, &o, &r1, seq_spec, &ss);
+        generate(g, prompt, n_prompt, n_new, &o, &r2, seq_plain, p, &sp);
+        free_spec_buffers(&b);
+    }
+    int start = n_prompt > 0 ? n_prompt : 1;
+    int same = ok && ss.emitted == n_new && sp.emitted == n_new &&
+               memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
+    printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld refills, "
+           "acceptance %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n_new,
+           same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.reprefill_passes,
+           ss.drafted ? (double)ss.accepted / ss.drafted : 0.0, target_passes(&sp));
+    free(seq_spec);
+    free(seq_plain);
+    free(p);
+    return same;
+}
+
+// The logits of one T-token pass equal, bit for bit, those of the same tokens fed one
+// at a time: the property that makes verification agree with plain decoding.
+static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
+    int V = g->config.vocab_size;
+    float *multi = malloc((size_t)T * V * sizeof(float));
+    float *single = malloc((size_t)T * V * sizeof(float));
+    if (!multi || !single) { free(multi); free(single); return 0; }
+    g->state.kv_len = 0;
+    memcpy(multi, forward(g, tokens, T), (size_t)T * V * sizeof(float));
+    g->state.kv_len = 0;
+    for (int t = 0; t < T; t++)
+        memcpy(single + (size_t)t * V, forward(g, tokens + t, 1), (size_t)V * sizeof(float));
+    int same = memcmp(multi, single, (size_t)T * V * sizeof(float)) == 0;
+    printf("%s logits of one %d-token pass == %d one-token passes, bit for bit\n",
+           same ? "PASS" : "FAIL", T, T);
+    free(multi);
+    free(single);
+    return same;
+}
+
+// After draft -> verify -> accept/reject -> trim, the next forward gives the same
+// logits, bit for bit, as a cache that was filled one token at a time and never drafted.
+static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, int n_prompt,
+                              int K, float temperature, uint64_t seed) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) return 0;
+    int *seq = malloc((size_t)S * sizeof(int));
+    float *after_trim = malloc((size_t)V * sizeof(float));
+    Rng r;
+    rng_seed(&r, seed);
+    Stats st = {0};
+    DecodeOptions o = {temperature, K, 0, NULL, NULL};
+    // run A: prefill all but the last prompt token, then rounds until the cache nears S
+    memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
+    int n_seq = n_prompt, rounds = 0, all_same = 1;
+    g->state.kv_len = 0;
+    forward(g, seq, n_seq - 1);
+    while (g->state.kv_len + K + 1 <= S - 1) {
+        int n = speculative_round(g, d, &b, K, 1, &o, &r, seq[n_seq - 1], &st);
+        memcpy(seq + n_seq, b.accepted, (size_t)n * sizeof(int));
+        n_seq += n;
+        rounds++;
+        // A: the trimmed cache, then one forward of the new current token
+        int kept = g->state.kv_len;
+        memcpy(after_trim, forward(g, &seq[n_seq - 1], 1), (size_t)V * sizeof(float));
+        g->state.kv_len = kept; // undo that probe: the next round starts from the trim
+        // B: a fresh cache fed one token at a time, never drafted
+        GPT fresh = *g; // shares the weights; needs its own run state
+        if (build_run_state(&fresh.state, &g->config) != 0) { all_same = 0; break; }
+        const float *ref = NULL;
+        for (int t = 0; t < n_seq; t++) ref = forward(&fresh, &seq[t], 1);
+        all_same &= memcmp(after_trim, ref, (size_t)V * sizeof(float)) == 0;
+        free_run_state(&fresh.state);
+    }
+    printf("%s after draft/verify/trim (K=%d, t=%.1f, %d rounds, %ld accepted of %ld), the "
+           "next forward == a never-drafted cache, bit for bit\n", all_same ? "PASS" : "FAIL",
+           K, temperature, rounds, st.accepted, st.drafted);
+    free(seq);
+    free(after_trim);
+    free_spec_buffers(&b);
+    return all_same;
+}
+
+// Runs every self-test case, one line each; returns the number of failures.
+int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus) {
+    int S = g->config.block_size, failures = 0, cases = 0;
+    // prompts: empty, one char, the blog's, exactly S, longer than S, and a name line
+    const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
+    const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
+    int n_cases = 6;
+    size_t long_len = (size_t)2 * S + 7;
+    int *tokens = malloc((long_len + 64) * sizeof(int));
+    if (!tokens) return 1;
+    for (int c = 0; c < n_cases; c++) {
+        int n_prompt;
+        if (texts[c]) {
+            // prompts made of bytes the corpus may lack are skipped, not failed
+            n_prompt = (int)strlen(texts[c]);
+            if (encode(v, (const unsigned char *)texts[c], (size_t)n_prompt, tokens) >= 0) {
+                printf("PASS greedy %-14s skipped: the vocabulary lacks one of its bytes\n",
+                       labels[c]);
+                continue;
+            }
+        } else {
+            // taken from the corpus itself, so every byte is in the vocabulary
+            n_prompt = c == 3 ? S : (int)long_len;
+            if ((size_t)n_prompt > corpus->n) n_prompt = (int)corpus->n;
+            memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
+        }
+        for (int K = 1; K <= 8 && K < S; K++) {
+            failures += !selftest_greedy_case(g, d, v, labels[c], tokens, n_prompt, K, 300);
+            cases++;
+        }
+    }
+    // one pass vs one token at a time, for several pass lengths
+    int lens[] = {2, 5, 9, S};
+    for (int i = 0; i < 4; i++) {
+        int T = lens[i] < S ? lens[i] : S;
+        failures += !selftest_multi_vs_single(g, corpus->tokens, T);
+        cases++;
+    }
+    // draft -> verify -> trim leaves the cache as if no draft had happened
+    int np = S / 4 > 1 ? S / 4 : 2;
+    float temps[] = {0.0f, 1.0f, 1.0f, 0.7f};
+    int Ks[] = {4, 4, 1, 3};
+    for (int i = 0; i < 4; i++) {
+        int K = Ks[i] < S - np - 2 ? Ks[i] : 1;
+        size_t at = corpus->n > 1000 + (size_t)np ? 1000 : 0; // a window inside the corpus
+        failures += !selftest_trim_case(g, d, corpus->tokens + at, np, K, temps[i], 7 + i);
+        cases++;
+    }
+    printf("selftest: %d of %d cases passed\n", cases - failures, cases);
+    free(tokens);
+    return failures;
+}
+
+// ----------------------------------------------------------------------------
+// CLI: ./specdec [options], in the manner of llama2.c's run
+
+typedef struct {
+    const char *model_path;  // -m, default tinyshakespeare/model.bin
+    const char *corpus_path; // -i, default tinyshakespeare/input.txt
+    const char *prompt;      // -p
+    int n_new;               // -n, tokens to generate
+    int K;                   // -k, draft length
+    float temperature;       // -t
+    uint64_t seed;           // -s
+    int init;                // --init SEED given
+    uint64_t init_seed;
+    const char *save_path;   // --save PATH
+    int trace, compare, plain, run_selftest, help;
+} Options;
+
+#define DEFAULT_MODEL "tinyshakespeare/model.bin"
+#define DEFAULT_CORPUS "tinyshakespeare/input.txt"
+#define DEFAULT_PROMPT "To be or not to be, that is the "
+#define MAX_NEW_TOKENS 10000000
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: ./specdec [options]\n"
+        "  -m PATH     checkpoint (default " DEFAULT_MODEL "; if it is absent, a seeded\n"
+        "              random model stands in, as with --init 1337)\n"
+        "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
+        "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
+        "  -n N        tokens to generate, 1..%d (default 200)\n"
+        "  -k K        draft length, 1..block_size-1 (default 4)\n"
+        "  -t T        temperature >= 0; 0 = greedy (default 1.0)\n"
+        "  -s SEED     sampling seed, a non-negative integer (default 42)\n"
+        "  --init SEED build a seeded random model instead of loading one\n"
+        "  --save PATH write the model to PATH as a checkpoint and exit\n"
+        "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
+        "  --compare   also run plain decoding with the same seed; compare passes and time\n"
+        "  --plain     plain autoregressive decoding only\n"
+        "  --selftest  greedy equivalence and KV-cache checks; exit 1 on any failure\n"
+        "  -h, --help  this text\n"
+        "Generated text goes to stdout; config, trace and stats go to stderr.\n",
+        MAX_NEW_TOKENS);
+}
+
+// Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    if (!*s || isspace((unsigned char)*s)) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+// Parses a non-negative 64-bit seed; -1 if it is not one.
+static int parse_seed(const char *s, uint64_t *out) {
+    if (!isdigit((unsigned char)*s)) return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+// Fills o from argv; on a bad argument writes one line to err and returns -1.
+int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
+    *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0, NULL,
+                   0, 0, 0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        // flags without a value
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
+        if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
+        if (!strcmp(a, "--compare")) { o->compare = 1; continue; }
+        if (!strcmp(a, "--plain")) { o->plain = 1; continue; }
+        if (!strcmp(a, "--selftest")) { o->run_selftest = 1; continue; }
+        int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
+                          !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
+                          !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--save");
+        if (!takes_value) {
+            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "option %s needs a value (see ./specdec -h)", a);
+            return -1;
+        }
+        const char *val = argv[++i];
+        long v;
+        // options with a value, each checked in full: no silent clamping
+        if (!strcmp(a, "-m")) o->model_path = val;
+        else if (!strcmp(a, "-i")) o->corpus_path = val;
+        else if (!strcmp(a, "-p")) o->prompt = val;
+        else if (!strcmp(a, "--save")) o->save_path = val;
+        else if (!strcmp(a, "-n")) {
+            if (parse_int(val, 1, MAX_NEW_TOKENS, &v) != 0) {
+                snprintf(err, errlen, "-n must be a whole number of tokens from 1 to %d, got '%s'",
+                         MAX_NEW_TOKENS, val);
+                return -1;
+            }
+            o->n_new = (int)v;
+        } else if (!strcmp(a, "-k")) {
+            // the upper bound depends on the model's block_size, checked once it is loaded
+            if (parse_int(val, 1, 4096, &v) != 0) {
+                snprintf(err, errlen, "-k must be a whole number from 1 to block_size-1, got '%s'",
+                         val);
+                return -1;
+            }
+            o->K = (int)v;
+        } else if (!strcmp(a, "-t")) {
+            char *end;
+            errno = 0;
+            double t = strtod(val, &end);
+            if (!*val || *end || errno || !isfinite(t) || t < 0.0 || t > 1e6) {
+                snprintf(err, errlen, "-t must be a finite temperature from 0 (greedy) to 1e6, "
+                         "got '%s'", val);
+                return -1;
+            }
+            o->temperature = (float)t;
+        } else if (!strcmp(a, "-s")) {
+            if (parse_seed(val, &o->seed) != 0) {
+                snprintf(err, errlen, "-s must be a non-negative whole number below 2^64, got '%s'",
+                         val);
+                return -1;
+            }
+        } else if (!strcmp(a, "--init")) {
+            if (parse_seed(val, &o->init_seed) != 0) {
+                snprintf(err, errlen, "--init must be a non-negative whole number below 2^64, "
+                         "got '%s'", val);
+                return -1;
+            }
+            o->init = 1;
+        }
+    }
+    // combinations that cannot both hold
+    if (o->init && o->model_path) {
+        snprintf(err, errlen, "-m and --init both choose the model; give one of them");
+        return -1;
+    }
+    if (o->plain && o->compare) {
+        snprintf(err, errlen, "--plain and --compare cannot be combined; --compare already "
+                 "runs plain decoding");
+        return -1;
+    }
+    return 0;
+}
+
+// Encodes the prompt; names the first byte not in the vocabulary. 0 on success.
+int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, size_t errlen) {
+    size_t n = strlen(prompt);
+    long bad = encode(v, (const unsigned char *)prompt, n, tokens);
+    if (bad >= 0) {
+        char vis[8];
+        visible_char(vis, (unsigned char)prompt[bad]);
+        snprintf(err, errlen, "prompt character %s (byte 0x%02x) at position %ld is not in the "
+                 "model's vocabulary of %d characters; remove or replace it", vis,
+                 (unsigned char)prompt[bad], bad, v->size);
+        return -1;
+    }
+    return 0;
+}
+
+// Loads or builds the model and the corpus (in the order the vocabulary needs).
+static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *err,
+                       size_t errlen) {
+    const char *path = o->model_path;
+    int use_init = o->init;
+    uint64_t init_seed = o->init_seed;
+    struct stat st;
+    if (!use_init && !path) {
+        // no model named: the default checkpoint, or a seeded random stand-in
+        if (stat(DEFAULT_MODEL, &st) == 0) path = DEFAULT_MODEL;
+        else {
+            use_init = 1;
+            init_seed = 1337;
+            fprintf(stderr, "note: no trained checkpoint at " DEFAULT_MODEL "; using a seeded "
+                    "random model (--init 1337): the mechanics are real, the text is noise\n");
+        }
+    }
+    memset(v, 0, sizeof(*v));
+    if (use_init) {
+        // a random model takes its vocabulary from the corpus
+        if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
+        Config c = {4, 4, 64, 32, v->size};
+        if (build_gpt(g, &c) != 0) {
+            snprintf(err, errlen, "out of memory building the model");
+            return -1;
+        }
+        init_gpt_random(g, init_seed);
+        char src[64];
+        snprintf(src, sizeof(src), "random initialisation, --init %llu",
+                 (unsigned long long)init_seed);
+        print_config(g, src);
+        return 0;
+    }
+    // a checkpoint brings its vocabulary; the corpus must fit it
+    if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
+    print_config(g, path);
+    return load_corpus(corpus, o->corpus_path, v, err, errlen);
+}
+
+// Runs the chosen decoder(s) and prints text to stdout, stats to stderr.
+static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *v,
+                          const int *prompt, int n_prompt) {
+    int V = g->config.vocab_size;
+    int cap = (n_prompt > 0 ? n_prompt : 1) + o->n_new, start = n_prompt > 0 ? n_prompt : 1;
+    int *seq = malloc((size_t)cap * sizeof(int));
+    int *seq_plain = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    SpecBuffers b;
+    if (!seq || !seq_plain || !p || build_spec_buffers(&b, o->K, V) != 0) {
+        fprintf(stderr, "specdec: out of memory for %d tokens\n", o->n_new);
+        free(seq); free(seq_plain); free(p);
+        return 1;
+    }
+    // with --trace the trace has the stage; the text is printed whole at the end
+    DecodeOptions opt = {o->temperature, o->K, o->trace, o->trace ? NULL : stdout, v};
+    Stats spec = {0}, plain = {0};
+    Rng rng;
+    fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
+            (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
+            o->K, o->n_new);
+    fputs(o->prompt, stdout);
+    if (!o->plain) {
+        rng_seed(&rng, o->seed);
+        speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
+        if (o->trace) echo_tokens(&(DecodeOptions){0, 0, 0, stdout, v}, seq + start, o->n_new);
+        fputc('\n', stdout);
+        print_stats("speculative decoding", &spec, 1);
+    }
+    if (o->plain || o->compare) {
+        if (o->compare) {
+            fprintf(stderr, "\nplain decoding, same seed:\n");
+            fputs(o->prompt, stdout);
+        }
+        rng_seed(&rng, o->seed);
+        opt.trace = 0;
+        opt.echo = stdout;
+        generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
+        fputc('\n', stdout);
+        print_stats("plain decoding", &plain, 0);
+    }
+    if (o->compare) {
+        int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
+        print_comparison(&spec, &plain, o->temperature == 0.0f, same);
+    }
+    free(seq); free(seq_plain); free(p);
+    free_spec_buffers(&b);
+    return 0;
+}
+
+#ifndef TESTING
+int main(int argc, char **argv) {
+    char err[512];
+    Options o;
+    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "specdec: %s\n", err);
+        return 1;
+    }
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    memset(&g, 0, sizeof(g));
+    memset(&corpus, 0, sizeof(corpus));
+    if (setup_model(&o, &g, &v, &corpus, err, sizeof(err)) != 0) {
+        fprintf(stderr, "specdec: %s\n", err);
+        free_gpt(&g);
+        free_corpus(&corpus);
+        return 1;
+    }
+    int rc = 0;
+    int S = g.config.block_size;
+    int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int));
+    BigramDraft d = {0, NULL};
+    // checks that need the model: K against block_size, the prompt against the vocabulary
+    if (o.K >= S) {
+        fprintf(stderr, "specdec: -k %d is too large: a verify pass of K+1 tokens must fit "
+                "block_size %d; use -k 1..%d\n", o.K, S, S - 1);
+        rc = 1;
+    } else if (!prompt || encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) {
+        fprintf(stderr, "specdec: %s\n", prompt ? err : "out of memory");
+        rc = 1;
+    } else if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
+        fprintf(stderr, "specdec: out of memory building the bigram table\n");
+        rc = 1;
+    } else if (o.save_path) {
+        rc = save_checkpoint(&g, &v, o.save_path, err, sizeof(err)) != 0;
+        if (rc) fprintf(stderr, "specdec: %s\n", err);
+        else fprintf(stderr, "wrote %s\n", o.save_path);
+    } else if (o.run_selftest) {
+        rc = selftest(&g, &d, &v, &corpus) != 0;
+    } else {
+        rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
+    }
+    free(prompt);
+    free_bigram_draft(&d);
+    free_corpus(&corpus);
+    free_gpt(&g);
+    return rc;
+}
+#endif

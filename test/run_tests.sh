@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Test aggregator for specdec. Normally run as `make test`, which builds
+# ./specdec and ./specdec_debug and fetches the corpus first.
+#
+# What it runs, always from the repository root:
+#   1. every test/test_*.c, compiled twice into test/build/: <name> with the
+#      release flags and <name>_san with AddressSanitizer + UBSan;
+#   2. ./specdec --selftest --init 1337 (and the same with ./specdec_debug
+#      when that binary exists);
+#   3. every test/*_test.sh, run with bash.
+#
+# Protocol: a test prints one line per check starting with "PASS " or
+# "FAIL "; every other line is commentary. A program that exits non-zero
+# without printing any FAIL line counts as one extra failure. A test/*.c
+# file that does not compile counts as one failure.
+#
+# Environment:
+#   CC            C compiler (default gcc)
+#   TESTS_FILTER  only run tests whose name contains this substring; names
+#                 look like test/build/test_x, test/build/test_x_san,
+#                 ./specdec --selftest --init 1337, test/x_test.sh
+#   TEST_TIMEOUT  seconds before one test program is killed (default 1800;
+#                 needs the timeout command, 0 disables)
+#
+# The last line of output is always "N passed, M failed". The exit status
+# is 1 if M > 0 or N == 0, else 0.
+
+set -u
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+CC=${CC:-gcc}
+FILTER=${TESTS_FILTER:-}
+TIMEOUT=${TEST_TIMEOUT:-1800}
+RELEASE_FLAGS=(-std=c11 -O2 -Wall -Wextra -ffp-contract=off)
+SAN_FLAGS=(-std=c11 -O1 -g "-fsanitize=address,undefined"
+           -fno-omit-frame-pointer -fno-sanitize-recover=all)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+shopt -s nullglob
+
+passed=0
+failed=0
+failed_names=()
+out_file=$(mktemp "${TMPDIR:-/tmp}/specdec_test.XXXXXX") || exit 1
+trap 'rm -f "$out_file"' EXIT
+
+# selected NAME: true if NAME passes TESTS_FILTER.
+selected() {
+    [[ -z $FILTER || $1 == *"$FILTER"* ]]
+}
+
+# fail NAME MESSAGE: record one failure that is not from a test's own output.
+fail() {
+    echo "FAIL $1 $2"
+    failed=$((failed + 1))
+    failed_names+=("$1")
+}
+
+# run_test NAME CMD...: run CMD, echo its output as it goes, count its
+# PASS/FAIL lines, and add one failure if it exits non-zero without FAIL.
+run_test() {
+    local name=$1 status npass nfail
+    shift
+    echo "=== $name"
+    if [[ $TIMEOUT != 0 ]] && command -v timeout >/dev/null 2>&1; then
+        timeout "$TIMEOUT" "$@" 2>&1 | tee "$out_file"
+    else
+        "$@" 2>&1 | tee "$out_file"
+    fi
+    status=${PIPESTATUS[0]}
+    npass=$(grep -c '^PASS ' "$out_file")
+    nfail=$(grep -c '^FAIL ' "$out_file")
+    passed=$((passed + npass))
+    failed=$((failed + nfail))
+    if ((nfail > 0)); then
+        failed_names+=("$name")
+    fi
+    if ((status != 0 && nfail == 0)); then
+        if [[ $TIMEOUT != 0 ]] && ((status == 124)); then
+            fail "$name" "timed out after ${TIMEOUT}s (exit status 124)"
+        else
+            fail "$name" "exited with status $status"
+        fi
+    elif ((status == 0 && npass == 0 && nfail == 0)); then
+        echo "note: $name printed no PASS/FAIL lines"
+    fi
+}
+
+# compile_test SRC OUT FLAGS...: build one test program; a failure counts
+# as one failed test and the compiler's messages are shown.
+compile_test() {
+    local src=$1 out=$2
+    shift 2
+    echo "=== compile $out"
+    if "$CC" "$@" -o "$out" "$src" -lm 2>&1; then
+        return 0
+    fi
+    rm -f "$out"
+    fail "$out" "did not compile ($CC $* -o $out $src -lm)"
+    return 1
+}
+
+# 1. C unit tests, release and sanitizer builds.
+mkdir -p test/build || exit 1
+for src in test/test_*.c; do
+    base=$(basename "$src" .c)
+    bin=test/build/$base
+    if selected "$bin"; then
+        compile_test "$src" "$bin" "${RELEASE_FLAGS[@]}" && run_test "$bin" "./$bin"
+    fi
+    if selected "${bin}_san"; then
+        compile_test "$src" "${bin}_san" "${SAN_FLAGS[@]}" && run_test "${bin}_san" "./${bin}_san"
+    fi
+done
+
+# 2. The program's built-in self-test, release build (required) and
+# sanitizer build (when it has been built).
+name="./specdec --selftest --init 1337"
+if selected "$name"; then
+    if [[ -x ./specdec ]]; then
+        run_test "$name" ./specdec --selftest --init 1337
+    else
+        fail "$name" "cannot run: ./specdec is missing (run make first)"
+    fi
+fi
+name="./specdec_debug --selftest --init 1337"
+if selected "$name" && [[ -x ./specdec_debug ]]; then
+    run_test "$name" ./specdec_debug --selftest --init 1337
+fi
+
+# 3. Shell-script tests.
+for script in test/*_test.sh; do
+    if selected "$script"; then
+        run_test "$script" bash "$script"
+    fi
+done
+
+echo
+if ((${#failed_names[@]} > 0)); then
+    echo "failing: ${failed_names[*]}"
+fi
+echo "$passed passed, $failed failed"
+if ((failed > 0 || passed == 0)); then
+    exit 1
+fi
+exit 0
