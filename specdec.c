@@ -1617,8 +1617,9 @@ int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, si
 }
 
 // Loads or builds the model and the corpus (in the order the vocabulary needs).
-static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *err,
-                       size_t errlen) {
+// source receives a description of the model, printed once every input is checked.
+static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
+                       size_t srclen, char *err, size_t errlen) {
     const char *path = o->model_path;
     int use_init = o->init;
     uint64_t init_seed = o->init_seed;
@@ -1629,8 +1630,6 @@ static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char 
         else {
             use_init = 1;
             init_seed = 1337;
-            fprintf(stderr, "note: no trained checkpoint at " DEFAULT_MODEL "; using a seeded "
-                    "random model (--init 1337): the mechanics are real, the text is noise\n");
         }
     }
     memset(v, 0, sizeof(*v));
@@ -1643,15 +1642,14 @@ static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char 
             return -1;
         }
         init_gpt_random(g, init_seed);
-        char src[64];
-        snprintf(src, sizeof(src), "random initialisation, --init %llu",
-                 (unsigned long long)init_seed);
-        print_config(g, src);
+        snprintf(source, srclen, "random initialisation, --init %llu%s",
+                 (unsigned long long)init_seed, o->init ? "" : " (no trained checkpoint at "
+                 DEFAULT_MODEL ": the mechanics are real, the text is noise)");
         return 0;
     }
     // a checkpoint brings its vocabulary; the corpus must fit it
     if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
-    print_config(g, path);
+    snprintf(source, srclen, "%s", path);
     return load_corpus(corpus, o->corpus_path, v, err, errlen);
 }
 
@@ -1718,41 +1716,48 @@ int main(int argc, char **argv) {
         return 0;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
+    err[0] = '\0';
     GPT g;
     Vocab v;
     Corpus corpus;
+    char source[256];
     memset(&g, 0, sizeof(g));
     memset(&corpus, 0, sizeof(corpus));
-    if (setup_model(&o, &g, &v, &corpus, err, sizeof(err)) != 0) {
+    if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0) {
         fprintf(stderr, "specdec: %s\n", err);
         free_gpt(&g);
         free_corpus(&corpus);
         return 1;
     }
-    int rc = 0;
+    int rc = 1;
     int S = g.config.block_size;
     int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int));
     BigramDraft d = {0, NULL};
     // checks that need the model: K against block_size, the prompt against the vocabulary
     if (o.K >= S) {
-        fprintf(stderr, "specdec: -k %d is too large: a verify pass of K+1 tokens must fit "
-                "block_size %d; use -k 1..%d\n", o.K, S, S - 1);
-        rc = 1;
-    } else if (!prompt || encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) {
-        fprintf(stderr, "specdec: %s\n", prompt ? err : "out of memory");
-        rc = 1;
-    } else if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
-        fprintf(stderr, "specdec: out of memory building the bigram table\n");
-        rc = 1;
-    } else if (o.save_path) {
-        rc = save_checkpoint(&g, &v, o.save_path, err, sizeof(err)) != 0;
-        if (rc) fprintf(stderr, "specdec: %s\n", err);
-        else fprintf(stderr, "wrote %s\n", o.save_path);
+        snprintf(err, sizeof(err), "-k %d is too large: a verify pass of K+1 tokens must fit "
+                 "block_size %d; use -k 1..%d", o.K, S, S - 1);
+        goto done;
+    }
+    if (!prompt || encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
+    if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
+        snprintf(err, sizeof(err), "out of memory building the bigram table");
+        goto done;
+    }
+    // every input is good: say what runs, then run it
+    print_config(&g, source);
+    if (o.save_path) {
+        if (save_checkpoint(&g, &v, o.save_path, err, sizeof(err)) != 0) goto done;
+        fprintf(stderr, "wrote %s\n", o.save_path);
+        rc = 0;
     } else if (o.run_selftest) {
         rc = selftest(&g, &d, &v, &corpus) != 0;
     } else {
         rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
     }
+    err[0] = '\0';
+done:
+    if (rc != 0 && err[0]) fprintf(stderr, "specdec: %s\n", err);
     free(prompt);
     free_bigram_draft(&d);
     free_corpus(&corpus);
