@@ -10,7 +10,7 @@
 ifeq ($(origin CC),default)
 CC = gcc
 endif
-# No -ffast-math/-Ofast and no FMA contraction (-ffp-contract=off), so the
+# No fast-math flags of any kind and no FMA contraction (-ffp-contract=off), so the
 # sum computed for one token never depends on how many tokens share a
 # forward pass: verifying k drafted tokens at once must give bit-identical
 # logits to running them one by one.

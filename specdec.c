@@ -73,6 +73,9 @@ typedef struct {
     int vocab_size; // V,  distinct characters               e.g. 65
 } Config;
 
+// The blog's model: 4 layers, 4 heads, 64 wide, 32 tokens of context, 65 chars.
+#define DEFAULT_CONFIG {4, 4, 64, 32, 65}
+
 // The model's parameters, pointing into one allocation (see weight_sizes).
 // Names follow the lecture's PyTorch modules; each block's tensors are stacked
 // along a leading L axis. A Linear's weight is stored (in, out): PyTorch's
@@ -164,6 +167,7 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
 
 // Points every Weights field at its slice of the one parameter block.
 static void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
+    // the sizes table is the one place that knows the layout; this just walks it
     float **fields[N_TENSORS] = {
         &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias,
         &w->query, &w->key, &w->value, &w->proj_weight, &w->proj_bias,
@@ -195,6 +199,7 @@ static int build_run_state(RunState *s, const Config *c) {
             s->logits && s->key_cache && s->value_cache) ? 0 : -1;
 }
 
+// Frees what build_run_state allocated.
 static void free_run_state(RunState *s) {
     free(s->x); free(s->xn); free(s->q); free(s->att); free(s->att_out);
     free(s->ffwd_hidden); free(s->logits); free(s->key_cache); free(s->value_cache);
@@ -207,12 +212,14 @@ int build_gpt(GPT *g, const Config *c) {
     g->config = *c;
     size_t sizes[N_TENSORS];
     g->n_params = weight_sizes(c, sizes);
+    // one allocation for all parameters: one copy in, one copy out, one free
     g->params = calloc(g->n_params, sizeof(float));
     if (!g->params) return -1;
     point_weights(&g->w, g->params, sizes);
     return build_run_state(&g->state, c);
 }
 
+// Frees what build_gpt allocated; safe on a zeroed or half-built GPT.
 void free_gpt(GPT *g) {
     free(g->params);
     free_run_state(&g->state);
@@ -364,12 +371,15 @@ float *forward(GPT *g, const int *tokens, int T) {
                 "exceeds block_size %d\n", T, pos0, c->block_size);
         abort();
     }
+    // the new tokens enter at absolute positions pos0.. (the blog's positions tensor)
     embed(s->x, &g->w, tokens, T, pos0, c->n_embd);
+    // L blocks, each appending this pass's keys and values to its layer of the cache
     for (int l = 0; l < c->n_layer; l++) block_forward(g, l, T, pos0);
     // final LayerNorm and the language-model head
     layernorm(s->xn, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, c->n_embd);
     matmul(s->logits, s->xn, g->w.lm_head_weight, g->w.lm_head_bias, T, c->n_embd,
            c->vocab_size);
+    // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;
 }
@@ -379,6 +389,7 @@ float *forward(GPT *g, const int *tokens, int T) {
 
 // Builds the vocabulary of the sorted distinct bytes of text (as the lecture does).
 void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
+    // mark the bytes present, then number them in byte order: sorted(set(text))
     int seen[256] = {0};
     for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
     v->size = 0;
@@ -426,6 +437,7 @@ typedef struct {
 // Reads a whole file into memory; fills err and returns NULL on any failure.
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
+    // stat first: a directory opens fine with fopen and only fails later, confusingly
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
@@ -435,11 +447,13 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
         snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
         return NULL;
     }
+    // fopen can still fail after stat: no read permission, for instance
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
         return NULL;
     }
+    // one read of the whole file; a short read means it changed or broke underneath us
     size_t n = (size_t)st.st_size;
     unsigned char *buf = malloc(n ? n : 1);
     size_t got = buf ? fread(buf, 1, n, f) : 0;
@@ -467,6 +481,7 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
         free(c->bytes);
         return -1;
     }
+    // a random model learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
     c->tokens = malloc(c->n * sizeof(int));
     if (!c->tokens) {
@@ -474,6 +489,7 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
         free(c->bytes);
         return -1;
     }
+    // a byte the model has no token for cannot be counted in the bigram table
     long bad = encode(vocab, c->bytes, c->n, c->tokens);
     if (bad >= 0) {
         char vis[8];
@@ -485,11 +501,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
         free(c->tokens);
         return -1;
     }
+    // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
     c->n_train = (size_t)(0.9 * (double)c->n);
     c->n_val = c->n - c->n_train;
     return 0;
 }
 
+// Frees what load_corpus allocated.
 void free_corpus(Corpus *c) {
     free(c->bytes);
     free(c->tokens);
@@ -530,6 +548,7 @@ int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     return 0;
 }
 
+// Frees what BigramDraftModel allocated.
 void free_bigram_draft(BigramDraft *d) {
     free(d->probs);
     d->probs = NULL;
@@ -557,6 +576,7 @@ void rng_seed(Rng *r, uint64_t seed) {
     r->state = z ? z : 0x2545F4914F6CDD1DULL; // xorshift must never hold 0
 }
 
+// The next 64 random bits: three shifts and a multiply (xorshift64*).
 uint64_t rng_u64(Rng *r) {
     uint64_t x = r->state;
     x ^= x >> 12;
@@ -581,6 +601,7 @@ double rng_normal(Rng *r) {
 // past the last running sum, the last index with mass is returned: a token of
 // probability 0 can never come out. Returns -1 only if every entry is 0.
 int sample_from(const float *probs, int n, double u) {
+    // scale u by the actual total: a float row may sum to 1 +- 1e-7, never exactly 1
     double total = 0.0;
     for (int i = 0; i < n; i++) total += probs[i];
     double target = u * total, cdf = 0.0;
@@ -630,6 +651,7 @@ void draft_probs(float *q, const BigramDraft *d, int token, float temperature) {
         one_hot(q, V, argmax(row, V));
         return;
     }
+    // t = 1 must give the table's row exactly, not a re-rounded copy of it
     if (temperature == 1.0f) {
         memcpy(q, row, (size_t)V * sizeof(float));
         return;
@@ -654,9 +676,11 @@ typedef struct {
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
     double *u;        // (K)       the uniform draw that decided each candidate
     int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
+    float *p_next;    // (V)       target distribution after a (re)prefill, sampled directly
     int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
 
+// Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->K = K;
     b->V = V;
@@ -666,13 +690,16 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->residual = calloc((size_t)V, sizeof(float));
     b->u = calloc((size_t)K, sizeof(double));
     b->accepted = calloc((size_t)K + 1, sizeof(int));
-    return (b->candidates && b->q_draft && b->p_target && b->residual && b->u && b->accepted)
-               ? 0 : -1;
+    b->p_next = calloc((size_t)V, sizeof(float));
+    b->rejected_at = -1;
+    return (b->candidates && b->q_draft && b->p_target && b->residual && b->u && b->accepted &&
+            b->p_next) ? 0 : -1;
 }
 
+// Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     free(b->candidates); free(b->q_draft); free(b->p_target);
-    free(b->residual); free(b->u); free(b->accepted);
+    free(b->residual); free(b->u); free(b->accepted); free(b->p_next);
     memset(b, 0, sizeof(*b));
 }
 
@@ -784,6 +811,7 @@ typedef struct {
     double seconds;       // wall time of the whole generation
 } Stats;
 
+// Every forward pass of the target model, whatever its kind: the cost speculation cuts.
 long target_passes(const Stats *s) {
     return s->prefill_passes + s->reprefill_passes + s->verify_passes + s->decode_passes;
 }
@@ -797,6 +825,7 @@ typedef struct {
     const Vocab *vocab;  // for echo and trace
 } DecodeOptions;
 
+// Wall-clock seconds from a monotonic clock (never jumps with the date).
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -810,6 +839,7 @@ static void echo_tokens(const DecodeOptions *o, const int *toks, int n) {
     fflush(o->echo);
 }
 
+// The trace printers live in the trace-and-stats section below.
 static void trace_prefill(const DecodeOptions *o, const char *what, int n_tokens,
                           int kv_len, int sampled);
 static void trace_round(const DecodeOptions *o, long round, int current, int k,
@@ -845,8 +875,15 @@ static int start_sequence(int *seq, const int *prompt, int n_prompt) {
     return n_prompt;
 }
 
+// Samples one token from a row of target logits at the decoding temperature; p: (V).
+static int sample_target(const float *logits, int V, float temperature, float *p, Rng *rng) {
+    target_probs(p, logits, V, temperature);
+    return sample_from(p, V, rng_uniform(rng));
+}
+
 // Plain autoregressive decoding with the same cache: one target pass per token.
-// Writes n_new tokens to out; p is scratch (V). The baseline speculation must match.
+// seq receives the prompt (or the start token) and then n_new generated tokens;
+// p: (V) holds each step's target distribution. This is the baseline speculation must match.
 void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOptions *o,
               Rng *rng, int *seq, float *p, Stats *st) {
     int V = g->config.vocab_size, S = g->config.block_size;
@@ -856,8 +893,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, -1);
     while (n_seq - first < n_new) {
         // sample the next token from the logits of the current token
-        target_probs(p, logits, V, o->temperature);
-        seq[n_seq] = sample_from(p, V, rng_uniform(rng));
+        seq[n_seq] = sample_target(logits, V, o->temperature, p, rng);
         echo_tokens(o, seq + n_seq, 1);
         n_seq++;
         if (n_seq - first == n_new) break;
@@ -911,8 +947,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
     // 1. prefill, and the first token sampled straight from it
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
-    target_probs(b->p_target, logits, V, o->temperature);
-    seq[n_seq] = sample_from(b->p_target, V, rng_uniform(rng));
+    seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
     if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, seq[n_seq]);
     echo_tokens(o, seq + n_seq, 1);
     n_seq++;
@@ -922,8 +957,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
         if (g->state.kv_len == S) {
             // cache full: refill from the last S/2 tokens and sample, as plain decoding does
             logits = prefill(g, seq, n_seq, S / 2, st, 1);
-            target_probs(b->p_target, logits, V, o->temperature);
-            seq[n_seq] = sample_from(b->p_target, V, rng_uniform(rng));
+            seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
             if (o->trace) trace_prefill(o, "REFILL", S / 2, g->state.kv_len, seq[n_seq]);
             echo_tokens(o, seq + n_seq, 1);
             n_seq++;
@@ -977,8 +1011,10 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
     }
     fputc('\n', stderr);
     // VERIFY: the one pass, and which positions it scored
-    fprintf(stderr, "  VERIFY  one target pass over %d tokens at positions %d..%d\n", k + 1,
-            cache_before, cache_before + k);
+    if (k == 0) fprintf(stderr, "  (k = 0: one free cache slot is left, so no draft; this "
+                        "round is one plain step)\n");
+    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
+            k ? "s" : "", cache_before, cache_before + k);
     // ACCEPT/REJECT: one line per candidate that was checked
     int checked = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
     if (checked > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
@@ -990,6 +1026,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
         fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
                 vis, p, q, p / q, fmin(1.0, p / q), b->u[i], ok ? "ACCEPT" : "REJECT");
     }
+    // how the round ended: a resample at the rejection, a bonus, or neither (last round)
     if (b->rejected_at >= 0) {
         int left = k - b->rejected_at - 1;
         visible_char(vis, decode(v, b->accepted[b->rejected_at]));
@@ -1003,7 +1040,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
                 "still needed)\n", k);
     }
-    // RESULT and TRIM
+    // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
     for (int i = 0; i < n_out; i++) {
         unsigned char ch = decode(v, b->accepted[i]);
@@ -1011,6 +1048,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
         else fputc(isprint(ch) ? ch : '?', stderr);
     }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
+    // the last emitted token is not cached: it is the next round's current_token
     visible_char(vis, decode(v, b->accepted[n_out - 1]));
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d accepted, dropped %d); "
             "%s is the new current_token\n", cache_verified, cache_after,
@@ -1021,6 +1059,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
 void print_stats(const char *title, const Stats *s, int speculative) {
     fprintf(stderr, "\n%s\n", title);
     fprintf(stderr, "  tokens emitted          %ld\n", s->emitted);
+    // speculation's own counters: how much was guessed, kept and paid for
     if (speculative) {
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
         fprintf(stderr, "  drafted                 %ld\n", s->drafted);
@@ -1036,22 +1075,25 @@ void print_stats(const char *title, const Stats *s, int speculative) {
         fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, decode %ld)\n",
                 target_passes(s), s->prefill_passes, s->reprefill_passes, s->decode_passes);
     }
+    // the wall time covers prefill to last token, refills included
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             s->seconds > 0 ? s->emitted / s->seconds : 0.0);
 }
 
 // Prints speculative and plain side by side, with the ratios speculation is about.
 void print_comparison(const Stats *spec, const Stats *plain, int greedy, int identical) {
+    // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
     fprintf(stderr, "  target passes        %11ld  %11ld  %11.3f\n", target_passes(spec),
             target_passes(plain), (double)target_passes(spec) / target_passes(plain));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
+    // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy)
         fprintf(stderr, "  greedy outputs are %s\n", identical ? "byte-identical" : "DIFFERENT (a bug)");
     else
-        fprintf(stderr, "  (sampled texts differ: the decoders use the random stream differently;"
-                " their distributions are the same)\n");
+        fprintf(stderr, "  (sampled texts %s: the decoders consume the random stream "
+                "differently; their distributions are the same)\n", identical ? "agree" : "differ");
 }
 
 // ----------------------------------------------------------------------------
@@ -1062,7 +1104,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
 //   0          4       magic "SPDC"
 //   4          4       version = 1
 //   8          20      n_layer, n_head, n_embd, block_size, vocab_size
-//   28         V       the vocabulary: V distinct bytes, ascending (token i = byte i)
+//   28         V       the vocabulary: V distinct bytes, ascending (token i is the i-th)
 //   28+V       4*P     the P parameters, tensor by tensor in TENSOR_NAMES order,
 //                      each row-major with the shape given in Weights (Linear
 //                      weights as (in, out), PyTorch's weight.T)
@@ -1083,6 +1125,7 @@ uint64_t fnv1a64(const unsigned char *p, size_t n) {
     return h;
 }
 
+// Little-endian byte order, written and read byte by byte: the same file on any host.
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
@@ -1092,6 +1135,7 @@ static uint32_t get_u32(const unsigned char *p) {
 
 // Checks a config for sizes the model can be built with; fills err and returns -1 if not.
 int validate_config(const Config *c, char *err, size_t errlen) {
+    // generous bounds that still keep every size product far from overflow
     if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
         c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
         c->vocab_size < 1 || c->vocab_size > 256) {
@@ -1100,6 +1144,7 @@ int validate_config(const Config *c, char *err, size_t errlen) {
                  c->block_size, c->vocab_size);
         return -1;
     }
+    // heads split the embedding evenly: HS = C / NH must be whole
     if (c->n_embd % c->n_head != 0) {
         snprintf(err, errlen, "n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
         return -1;
@@ -1128,7 +1173,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     Config c;
     uint32_t f[5];
     for (int i = 0; i < 5; i++) f[i] = get_u32(buf + 8 + 4 * i);
-    // compare as unsigned first, so a huge field cannot wrap to a small int
+    // a huge field would wrap to a negative int: map it to 0, which validation rejects
     for (int i = 0; i < 5; i++) if (f[i] > 4096) f[i] = 0;
     c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2];
     c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
@@ -1137,6 +1182,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     size_t sizes[N_TENSORS];
     size_t P = weight_sizes(&c, sizes);
     size_t V = (size_t)c.vocab_size;
+    // one number covers truncation at any section and a config that lies about the tensors
     size_t expect = CKPT_HEADER + V + 4 * P + 8;
     if (n != expect) {
         snprintf(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d V=%d, "
@@ -1144,6 +1190,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                  c.n_head, c.n_embd, c.block_size, c.vocab_size, P, expect);
         return -1;
     }
+    // checksum: the last 8 bytes, little-endian, over everything before them
     uint64_t stored = 0;
     for (int i = 7; i >= 0; i--) stored = stored << 8 | buf[n - 8 + i];
     if (fnv1a64(buf, n - 8) != stored) {
@@ -1164,6 +1211,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
         free_gpt(g);
         return -1;
     }
+    // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
     const unsigned char *pb = vb + V;
     for (size_t i = 0; i < P; i++) {
         uint32_t bits = get_u32(pb + 4 * i);
@@ -1177,6 +1225,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
             return -1;
         }
     }
+    // vocabulary: token i is the i-th byte; every other byte maps to -1
     vocab->size = (int)V;
     for (int b = 0; b < 256; b++) vocab->id[b] = -1;
     for (size_t i = 0; i < V; i++) {
@@ -1233,6 +1282,8 @@ int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *er
         snprintf(err, errlen, "out of memory writing '%s'", path);
         return -1;
     }
+    // mkstemp picks a fresh name, so two writers never share a temporary file;
+    // fsync before rename, so the new name never points at data still in flight
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
@@ -1241,6 +1292,7 @@ int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *er
     else if (fd >= 0) close(fd);
     if (ok) ok = rename(tmp, path) == 0;
     if (!ok) {
+        // the old file, if any, is untouched; only the temporary one is removed
         snprintf(err, errlen, "cannot write checkpoint '%s': %s (check the directory exists "
                  "and is writable)", path, strerror(errno));
         if (fd >= 0) unlink(tmp);
@@ -1258,6 +1310,7 @@ static void init_uniform(float *x, size_t n, double bound, Rng *r) {
 // A seeded random model with PyTorch's default initialisation: Linear weight and bias
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Embedding N(0, 1), LayerNorm weight 1, bias 0.
 void init_gpt_random(GPT *g, uint64_t seed) {
+    // its own generator, so the model does not depend on the sampling seed
     Rng r;
     rng_seed(&r, seed);
     const Config *c = &g->config;
@@ -1318,10 +1371,12 @@ static int selftest_greedy_case(GPT *g, const BigramDraft *d, const Vocab *v,
     rng_seed(&r2, 2); // different streams: greedy decoding must not depend on them
     int ok = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
     if (ok) {
+        // both decoders from the same prompt; each refills its own cache from scratch
         speculative_generate(g, d, &b, prompt, n_prompt, n_new, &o, &r1, seq_spec, &ss);
         generate(g, prompt, n_prompt, n_new, &o, &r2, seq_plain, p, &sp);
         free_spec_buffers(&b);
     }
+    // compare the generated parts only (the prompt is shared), byte for byte
     int start = n_prompt > 0 ? n_prompt : 1;
     int same = ok && ss.emitted == n_new && sp.emitted == n_new &&
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
@@ -1342,11 +1397,13 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
     float *multi = malloc((size_t)T * V * sizeof(float));
     float *single = malloc((size_t)T * V * sizeof(float));
     if (!multi || !single) { free(multi); free(single); return 0; }
+    // the same T tokens twice from an empty cache: once as one pass, once one by one
     g->state.kv_len = 0;
     memcpy(multi, forward(g, tokens, T), (size_t)T * V * sizeof(float));
     g->state.kv_len = 0;
     for (int t = 0; t < T; t++)
         memcpy(single + (size_t)t * V, forward(g, tokens + t, 1), (size_t)V * sizeof(float));
+    // memcmp, not a tolerance: greedy equivalence needs exact equality of every float
     int same = memcmp(multi, single, (size_t)T * V * sizeof(float)) == 0;
     printf("%s logits of one %d-token pass == %d one-token passes, bit for bit\n",
            same ? "PASS" : "FAIL", T, T);
@@ -1373,6 +1430,7 @@ static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, i
     int n_seq = n_prompt, rounds = 0, all_same = 1;
     g->state.kv_len = 0;
     forward(g, seq, n_seq - 1);
+    // stop while a verify pass and the probe below still fit in the cache
     while (g->state.kv_len + K + 1 <= S - 1) {
         int n = speculative_round(g, d, &b, K, 1, &o, &r, seq[n_seq - 1], &st);
         memcpy(seq + n_seq, b.accepted, (size_t)n * sizeof(int));
@@ -1425,6 +1483,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
             if ((size_t)n_prompt > corpus->n) n_prompt = (int)corpus->n;
             memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
         }
+        // K = 1..8: short and long drafts; 300 tokens is several refills of the cache
         for (int K = 1; K <= 8 && K < S; K++) {
             failures += !selftest_greedy_case(g, d, v, labels[c], tokens, n_prompt, K, 300);
             cases++;
@@ -1447,6 +1506,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
         failures += !selftest_trim_case(g, d, corpus->tokens + at, np, K, temps[i], 7 + i);
         cases++;
     }
+    // the summary line is commentary for the test runner, which counts PASS/FAIL lines
     printf("selftest: %d of %d cases passed\n", cases - failures, cases);
     free(tokens);
     return failures;
@@ -1474,6 +1534,7 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000
 
+// The help text of -h.
 static void usage(FILE *f) {
     fprintf(f,
         "usage: ./specdec [options]\n"
@@ -1498,6 +1559,7 @@ static void usage(FILE *f) {
 
 // Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
 static int parse_int(const char *s, long lo, long hi, long *out) {
+    // strtol alone accepts "", " 5" and "5x"; demand digits from the first to the last byte
     if (!*s || isspace((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
@@ -1509,6 +1571,7 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 
 // Parses a non-negative 64-bit seed; -1 if it is not one.
 static int parse_seed(const char *s, uint64_t *out) {
+    // strtoull would quietly turn "-1" into 2^64-1; a seed must start with a digit
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
@@ -1520,11 +1583,12 @@ static int parse_seed(const char *s, uint64_t *out) {
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
+    // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0, NULL,
                    0, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        // flags without a value
+        // flags without a value; a later error still wins over -h, so no typo goes unseen
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
         if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
         if (!strcmp(a, "--compare")) { o->compare = 1; continue; }
@@ -1537,6 +1601,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
             snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a);
             return -1;
         }
+        // the value is the next word, whatever it looks like ("-p -x" is a prompt)
         if (i + 1 >= argc) {
             snprintf(err, errlen, "option %s needs a value (see ./specdec -h)", a);
             return -1;
@@ -1564,6 +1629,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
             }
             o->K = (int)v;
         } else if (!strcmp(a, "-t")) {
+            // strtod happily reads "nan" and "inf": a temperature must be finite and >= 0
             char *end;
             errno = 0;
             double t = strtod(val, &end);
@@ -1605,6 +1671,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
 int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, size_t errlen) {
     size_t n = strlen(prompt);
     long bad = encode(v, (const unsigned char *)prompt, n, tokens);
+    // name the byte, visibly, and where it is: the user can find it and fix it
     if (bad >= 0) {
         char vis[8];
         visible_char(vis, (unsigned char)prompt[bad]);
@@ -1634,9 +1701,10 @@ static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char 
     }
     memset(v, 0, sizeof(*v));
     if (use_init) {
-        // a random model takes its vocabulary from the corpus
+        // a random model takes its vocabulary from the corpus, and the blog's sizes
         if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
-        Config c = {4, 4, 64, 32, v->size};
+        Config c = DEFAULT_CONFIG;
+        c.vocab_size = v->size;
         if (build_gpt(g, &c) != 0) {
             snprintf(err, errlen, "out of memory building the model");
             return -1;
@@ -1661,6 +1729,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
     int *seq = malloc((size_t)cap * sizeof(int));
     int *seq_plain = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
+    // seq holds prompt + output for refills; the plain run keeps its own for the comparison
     SpecBuffers b;
     if (!seq || !seq_plain || !p || build_spec_buffers(&b, o->K, V) != 0) {
         fprintf(stderr, "specdec: out of memory for %d tokens\n", o->n_new);
@@ -1674,6 +1743,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
+    // stdout carries the prompt and the text; everything else went to stderr
     fputs(o->prompt, stdout);
     if (!o->plain) {
         rng_seed(&rng, o->seed);
@@ -1687,6 +1757,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
             fprintf(stderr, "\nplain decoding, same seed:\n");
             fputs(o->prompt, stdout);
         }
+        // the same seed, so that in greedy mode the two texts can be compared byte for byte
         rng_seed(&rng, o->seed);
         opt.trace = 0;
         opt.echo = stdout;
@@ -1695,6 +1766,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
         print_stats("plain decoding", &plain, 0);
     }
     if (o->compare) {
+        // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
         print_comparison(&spec, &plain, o->temperature == 0.0f, same);
     }
@@ -1707,6 +1779,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
 int main(int argc, char **argv) {
     char err[512];
     Options o;
+    // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
         fprintf(stderr, "specdec: %s\n", err);
         return 1;
@@ -1720,6 +1793,7 @@ int main(int argc, char **argv) {
     GPT g;
     Vocab v;
     Corpus corpus;
+    // 2. the model and the corpus (zeroed first, so the frees below are always safe)
     char source[256];
     memset(&g, 0, sizeof(g));
     memset(&corpus, 0, sizeof(corpus));
@@ -1729,6 +1803,7 @@ int main(int argc, char **argv) {
         free_corpus(&corpus);
         return 1;
     }
+    // 3. checks that need the model, then the one action asked for
     int rc = 1;
     int S = g.config.block_size;
     int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int));
@@ -1757,6 +1832,7 @@ int main(int argc, char **argv) {
     }
     err[0] = '\0';
 done:
+    // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) fprintf(stderr, "specdec: %s\n", err);
     free(prompt);
     free_bigram_draft(&d);
