@@ -468,6 +468,13 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
     return buf;
 }
 
+// Frees what load_corpus allocated; safe to call twice.
+void free_corpus(Corpus *c) {
+    free(c->bytes);
+    free(c->tokens);
+    memset(c, 0, sizeof(*c));
+}
+
 // Loads the corpus and encodes it; with vocab->size == 0 the vocabulary is built
 // from the corpus, otherwise every byte must already be in it. 0 on success.
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
@@ -475,10 +482,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     c->bytes = read_file(path, &c->n, "corpus", "run 'make data' to fetch Tiny Shakespeare",
                          err, errlen);
     if (!c->bytes) return -1;
+    // every error below frees through free_corpus, which leaves NULLs behind, so the
+    // caller's own free_corpus afterwards is harmless
     if (c->n < 2) {
-        snprintf(err, errlen, "corpus '%s' has %zu bytes; it needs at least 2 to count "
-                 "a bigram (run 'make data' for Tiny Shakespeare)", path, c->n);
-        free(c->bytes);
+        snprintf(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to count "
+                 "a bigram (run 'make data' for Tiny Shakespeare)", path, c->n,
+                 c->n == 1 ? "" : "s");
+        free_corpus(c);
         return -1;
     }
     // a random model learns its vocabulary here; a checkpoint brought its own
@@ -486,7 +496,7 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     c->tokens = malloc(c->n * sizeof(int));
     if (!c->tokens) {
         snprintf(err, errlen, "out of memory encoding corpus '%s'", path);
-        free(c->bytes);
+        free_corpus(c);
         return -1;
     }
     // a byte the model has no token for cannot be counted in the bigram table
@@ -497,21 +507,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
         snprintf(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, which is not "
                  "in the model's vocabulary (use the corpus the model was built with)",
                  path, vis, c->bytes[bad], bad);
-        free(c->bytes);
-        free(c->tokens);
+        free_corpus(c);
         return -1;
     }
     // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
     c->n_train = (size_t)(0.9 * (double)c->n);
     c->n_val = c->n - c->n_train;
     return 0;
-}
-
-// Frees what load_corpus allocated.
-void free_corpus(Corpus *c) {
-    free(c->bytes);
-    free(c->tokens);
-    memset(c, 0, sizeof(*c));
 }
 
 // ----------------------------------------------------------------------------
@@ -663,6 +665,14 @@ void draft_probs(float *q, const BigramDraft *d, int token, float temperature) {
         q[i] = (float)(exp((log((double)row[i]) - logmax) / temperature) / sum);
 }
 
+// Draws one token after `token` from the draft, and returns the row q it was drawn
+// from: the blog's BigramDraftModel.sample, which returns (token, probs) for the
+// same reason: accept_reject needs q of the guess. q: (V).
+int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, float *q) {
+    draft_probs(q, d, token, temperature); // the row the ratio will use is the row we sample
+    return sample_from(q, d->V, rng_uniform(rng));
+}
+
 // ----------------------------------------------------------------------------
 // The four phases of one speculative round
 
@@ -710,9 +720,8 @@ void draft_tokens(const BigramDraft *d, int current_token, int k, float temperat
                   Rng *rng, int *candidates, float *q_draft) {
     int tok = current_token;
     for (int i = 0; i < k; i++) {
-        float *q = q_draft + (size_t)i * d->V;
-        draft_probs(q, d, tok, temperature); // the row the ratio will use is the row we sample
-        candidates[i] = sample_from(q, d->V, rng_uniform(rng));
+        // each guess is conditioned on the previous guess, not on the target's view
+        candidates[i] = bigram_sample(d, tok, temperature, rng, q_draft + (size_t)i * d->V);
         tok = candidates[i];
     }
 }
@@ -958,7 +967,11 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
             // cache full: refill from the last S/2 tokens and sample, as plain decoding does
             logits = prefill(g, seq, n_seq, S / 2, st, 1);
             seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
-            if (o->trace) trace_prefill(o, "REFILL", S / 2, g->state.kv_len, seq[n_seq]);
+            if (o->trace) {
+                fprintf(stderr, "cache full (cache_len %d = block_size): keep the last %d tokens\n",
+                        S, S / 2);
+                trace_prefill(o, "REFILL", S / 2, g->state.kv_len, seq[n_seq]);
+            }
             echo_tokens(o, seq + n_seq, 1);
             n_seq++;
             continue;
@@ -1421,6 +1434,12 @@ static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, i
     if (build_spec_buffers(&b, K, V) != 0) return 0;
     int *seq = malloc((size_t)S * sizeof(int));
     float *after_trim = malloc((size_t)V * sizeof(float));
+    if (!seq || !after_trim) {
+        free(seq);
+        free(after_trim);
+        free_spec_buffers(&b);
+        return 0;
+    }
     Rng r;
     rng_seed(&r, seed);
     Stats st = {0};
@@ -1443,8 +1462,8 @@ static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, i
         // B: a fresh cache fed one token at a time, never drafted
         GPT fresh = *g; // shares the weights; needs its own run state
         if (build_run_state(&fresh.state, &g->config) != 0) { all_same = 0; break; }
-        const float *ref = NULL;
-        for (int t = 0; t < n_seq; t++) ref = forward(&fresh, &seq[t], 1);
+        const float *ref = forward(&fresh, &seq[0], 1);
+        for (int t = 1; t < n_seq; t++) ref = forward(&fresh, &seq[t], 1);
         all_same &= memcmp(after_trim, ref, (size_t)V * sizeof(float)) == 0;
         free_run_state(&fresh.state);
     }
@@ -1819,15 +1838,18 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof(err), "out of memory building the bigram table");
         goto done;
     }
-    // every input is good: say what runs, then run it
-    print_config(&g, source);
+    // every input is good: say what runs, then run it (a save speaks only after it worked,
+    // so that a failed write is one line, like every other error)
     if (o.save_path) {
         if (save_checkpoint(&g, &v, o.save_path, err, sizeof(err)) != 0) goto done;
+        print_config(&g, source);
         fprintf(stderr, "wrote %s\n", o.save_path);
         rc = 0;
     } else if (o.run_selftest) {
+        print_config(&g, source);
         rc = selftest(&g, &d, &v, &corpus) != 0;
     } else {
+        print_config(&g, source);
         rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
     }
     err[0] = '\0';

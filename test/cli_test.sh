@@ -54,7 +54,7 @@ if [[ ! -f $CORPUS ]]; then fail "cli: $CORPUS is missing (run make data)"; exit
 # The subshell's own stderr is dropped so that bash's "Aborted" job notice
 # for a crashing child does not clutter the output (the FAIL line says it).
 run() {
-    (timeout 60 "$BIN" "$@" >"$T/out" 2>"$T/err") 2>/dev/null
+    (timeout 60 "$BIN" "$@" >"$T/out" 2>"$T/err"; exit $?) 2>/dev/null
     rc=$?
 }
 # Helpers over the last run's output.
@@ -189,7 +189,7 @@ prompt with non-ASCII byte  | 1 | byte 0xc3) at position 1          | -p $'x\xc3
 corpus missing              | 1 | cannot open corpus && make data   | -i "$T/no_such_corpus.txt"
 corpus is a directory       | 1 | not a regular file                | -i "$T/dir"
 corpus empty                | 1 | has 0 bytes && at least 2         | -i "$T/empty"
-corpus of 1 byte            | 1 | has 1 bytes && at least 2         | -i "$T/one_byte"
+corpus of 1 byte            | 1 | has 1 byte; && at least 2         | -i "$T/one_byte"
 corpus byte not in model    | 1 | '#' (0x23) at offset 5            | -m "$T/good.bin" -i "$T/hash_corpus"
 # checkpoint problems
 checkpoint missing          | 1 | cannot open checkpoint && --init  | -m "$T/no_such.bin"
