@@ -954,12 +954,14 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    // 1. prefill, and the first token sampled straight from it
+    // 1. prefill, and the first token sampled straight from it (if any is wanted at all)
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
-    seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
-    if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, seq[n_seq]);
-    echo_tokens(o, seq + n_seq, 1);
-    n_seq++;
+    if (n_new > 0) {
+        seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
+        if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, seq[n_seq]);
+        echo_tokens(o, seq + n_seq, 1);
+        n_seq++;
+    }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
     while (n_seq - first < n_new) {
         int remaining = n_new - (n_seq - first);

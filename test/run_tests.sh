@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Test aggregator for specdec. Normally run as `make test`, which builds
-# ./specdec and ./specdec_debug and fetches the corpus first.
+# ./specdec (and ./specdec_debug, to prove it builds) and fetches the corpus first.
 #
 # What it runs, always from the repository root:
 #   1. every test/test_*.c, compiled twice into test/build/: <name> with the
 #      release flags and <name>_san with AddressSanitizer + UBSan;
-#   2. ./specdec --selftest --init 1337 (and the same with ./specdec_debug
-#      when that binary exists);
-#   3. every test/*_test.sh, run with bash.
+#   2. ./specdec --selftest --init 1337, and the same with
+#      test/build/specdec_san, a sanitizer build of specdec.c;
+#   3. every test/*_test.sh, run with bash, against ./specdec and again
+#      against test/build/specdec_san (through SPECDEC_BIN).
 #
 # Protocol: a test prints one line per check starting with "PASS " or
 # "FAIL "; every other line is commentary. A program that exits non-zero
@@ -115,25 +116,30 @@ for src in test/test_*.c; do
     fi
 done
 
-# 2. The program's built-in self-test, release build (required) and
-# sanitizer build (when it has been built).
-name="./specdec --selftest --init 1337"
-if selected "$name"; then
-    if [[ -x ./specdec ]]; then
-        run_test "$name" ./specdec --selftest --init 1337
-    else
-        fail "$name" "cannot run: ./specdec is missing (run make first)"
+# 2. The program's built-in self-test: the release build, and a sanitizer
+# build of specdec.c made here (-O1 like the test programs: -O0, as in
+# `make debug`, is for gdb and runs the self-test five times slower).
+san_bin=test/build/specdec_san
+for name in "./specdec --selftest --init 1337" "$san_bin --selftest --init 1337"; do
+    selected "$name" || continue
+    bin=${name%% *}
+    if [[ $bin == "$san_bin" ]]; then
+        compile_test specdec.c "$san_bin" "${SAN_FLAGS[@]}" || continue
+    elif [[ ! -x $bin ]]; then
+        fail "$name" "cannot run: $bin is missing (run make first)"
+        continue
     fi
-fi
-name="./specdec_debug --selftest --init 1337"
-if selected "$name" && [[ -x ./specdec_debug ]]; then
-    run_test "$name" ./specdec_debug --selftest --init 1337
-fi
+    run_test "$name" "$bin" --selftest --init 1337
+done
 
-# 3. Shell-script tests.
+# 3. Shell-script tests, against the release build and again against the
+# sanitizer build (SPECDEC_BIN), so every bad input also runs under ASan/UBSan.
 for script in test/*_test.sh; do
     if selected "$script"; then
         run_test "$script" bash "$script"
+    fi
+    if selected "$script (sanitizers)" && [[ -x $san_bin ]]; then
+        run_test "$script (sanitizers)" env SPECDEC_BIN="$san_bin" bash "$script"
     fi
 done
 

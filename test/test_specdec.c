@@ -1,0 +1,1432 @@
+/*
+ * test/test_specdec.c: unit tests of specdec.c.
+ *
+ * specdec.c is included whole with TESTING defined (its main is left out), so
+ * every function, static or not, can be called directly. Each check prints one
+ * line, "PASS ..." or "FAIL ...", with the numbers it measured; the program exits
+ * 1 if any check failed. Expected values are computed here, independently of the
+ * code under test: parameter counts from the lecture's module list, bigram counts
+ * from the raw bytes, logits from a naive double-precision forward, speculative
+ * statistics from the test's own driver loop, and so on.
+ *
+ * Run from the repository root (test/run_tests.sh does) with the corpus at
+ * tinyshakespeare/input.txt (make data).
+ */
+#define TESTING
+#include "../specdec.c"
+
+#include <dirent.h>
+#include <stdarg.h>
+
+#define CORPUS_PATH "tinyshakespeare/input.txt"
+#define CORPUS_BYTES 1115394 // the canonical file's size (Makefile: CORPUS_SIZE)
+#define U_BELOW_1 0x1.fffffffffffffp-1 // the largest double below 1
+
+static int n_passed, n_failed;
+
+// Prints one PASS/FAIL line for a check and counts it; returns ok.
+static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(ok ? "PASS " : "FAIL ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    if (ok) n_passed++;
+    else n_failed++;
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// Small helpers
+
+// Inputs shared by the tests: the corpus, its vocabulary, the default random model
+// (init seed 1337, as the CLI uses) and the Tiny Shakespeare bigram draft.
+typedef struct {
+    Corpus corpus;
+    Vocab vocab;
+    GPT model;
+    BigramDraft draft;
+} Fixture;
+
+static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+// Largest |a[i] - b[i]| over n floats.
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || d != d) m = d;
+    }
+    return m;
+}
+
+// Empties the KV cache: kv_len 0 and every cached key and value zeroed.
+static void reset_cache(GPT *g) {
+    size_t n = (size_t)g->config.n_layer * g->config.block_size * g->config.n_embd;
+    memset(g->state.key_cache, 0, n * sizeof(float));
+    memset(g->state.value_cache, 0, n * sizeof(float));
+    g->state.kv_len = 0;
+}
+
+// Reads a whole file with stdio (not specdec's read_file); NULL on failure.
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0, len = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            unsigned char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *n = len;
+    return buf;
+}
+
+// Writes n bytes to path; 0 on success.
+static int write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, n, f) == n;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+// Encodes a C string with the vocabulary; returns its length, or -1 if a byte is missing.
+static int encode_str(const Vocab *v, const char *s, int *out) {
+    size_t n = strlen(s);
+    return encode(v, (const unsigned char *)s, n, out) >= 0 ? -1 : (int)n;
+}
+
+// Index of the largest entry, lowest on ties: the test's own argmax.
+static int ref_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+// Writes a row that is 1 at index i and 0 elsewhere.
+static void set_one_hot(float *row, int n, int i) {
+    for (int j = 0; j < n; j++) row[j] = 0.0f;
+    row[i] = 1.0f;
+}
+
+// Gives every LayerNorm a random weight and bias, so that swapping ln1/ln2/ln_f or a
+// weight with its bias changes the output (the default init makes them all 1 and 0).
+static void perturb_layernorms(GPT *g, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    size_t LC = (size_t)g->config.n_layer * g->config.n_embd, C = g->config.n_embd;
+    for (size_t i = 0; i < LC; i++) {
+        g->w.ln1_weight[i] = (float)(1.0 + 0.3 * rng_normal(&r));
+        g->w.ln1_bias[i] = (float)(0.3 * rng_normal(&r));
+        g->w.ln2_weight[i] = (float)(1.0 + 0.3 * rng_normal(&r));
+        g->w.ln2_bias[i] = (float)(0.3 * rng_normal(&r));
+    }
+    for (size_t i = 0; i < C; i++) {
+        g->w.ln_f_weight[i] = (float)(1.0 + 0.3 * rng_normal(&r));
+        g->w.ln_f_bias[i] = (float)(0.3 * rng_normal(&r));
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 1. Parameter count
+
+// The lecture's parameter count, module by module (independent of weight_sizes).
+static size_t lecture_param_count(const Config *c) {
+    size_t L = c->n_layer, NH = c->n_head, C = c->n_embd, S = c->block_size;
+    size_t V = c->vocab_size, HS = C / NH;
+    size_t layernorm = 2 * C;                     // nn.LayerNorm(C): weight and bias
+    size_t heads = NH * 3 * (C * HS);             // per head key, query, value: Linear(C, HS, bias=False)
+    size_t proj = C * C + C;                      // Linear(C, C)
+    size_t ffwd = (C * 4 * C + 4 * C) + (4 * C * C + C); // Linear(C, 4C), Linear(4C, C)
+    size_t block = layernorm + heads + proj + layernorm + ffwd;
+    return L * block + V * C + S * C + layernorm + (C * V + V); // + embeddings, ln_f, lm_head
+}
+
+// weight_sizes and build_gpt count the lecture's parameters, for the default config
+// (209,729, the number the blog quotes) and an odd one that catches swapped sizes.
+static void test_param_count(void) {
+    Config configs[2] = {{4, 4, 64, 32, 65}, {2, 2, 6, 5, 7}};
+    for (int i = 0; i < 2; i++) {
+        const Config *c = &configs[i];
+        size_t expect = lecture_param_count(c), sizes[N_TENSORS], sum = 0;
+        size_t total = weight_sizes(c, sizes);
+        for (int t = 0; t < N_TENSORS; t++) sum += sizes[t];
+        GPT g;
+        int built = build_gpt(&g, c) == 0;
+        size_t np = built ? g.n_params : 0;
+        // the last tensor (lm_head bias, V floats) must end exactly at the end of the block
+        int ends = built && g.w.lm_head_bias + c->vocab_size == g.params + g.n_params &&
+                   g.w.token_embedding == g.params;
+        int ok = total == expect && sum == expect && np == expect && ends &&
+                 (i != 0 || expect == 209729);
+        check(ok, "parameter count L=%d NH=%d C=%d S=%d V=%d: lecture modules %zu, "
+              "weight_sizes %zu (sum of tensors %zu), build_gpt n_params %zu, layout spans "
+              "the block: %s", c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size,
+              expect, total, sum, np, ends ? "yes" : "no");
+        free_gpt(&g); // also safe on a half-built GPT
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 2. Tokenizer and corpus
+
+// load_corpus builds the 65-char vocabulary (sorted distinct bytes), encode/decode
+// round-trip every byte, and the split is the lecture's int(0.9 * N).
+static void test_tokenizer_corpus(const Fixture *fx) {
+    const Corpus *c = &fx->corpus;
+    const Vocab *v = &fx->vocab;
+    size_t n = 0;
+    unsigned char *raw = slurp(CORPUS_PATH, &n);
+    if (!check(raw != NULL, "read %s independently with stdio (%zu bytes)", CORPUS_PATH, n))
+        return;
+    check(n == CORPUS_BYTES && c->n == n, "corpus size: load_corpus %zu bytes, stdio %zu, "
+          "expected %d", c->n, n, CORPUS_BYTES);
+    // the distinct bytes, counted here
+    int seen[256] = {0}, distinct = 0;
+    for (size_t i = 0; i < n; i++) seen[raw[i]] = 1;
+    for (int b = 0; b < 256; b++) distinct += seen[b];
+    int ascending = 1, consistent = 1, members = 0;
+    for (int i = 1; i < v->size; i++) ascending &= v->chars[i] > v->chars[i - 1];
+    for (int i = 0; i < v->size; i++) consistent &= v->id[v->chars[i]] == i;
+    for (int b = 0; b < 256; b++) {
+        if (v->id[b] >= 0) members++;
+        consistent &= (v->id[b] >= 0) == (seen[b] == 1);
+        if (v->id[b] >= 0) consistent &= v->id[b] < v->size && v->chars[v->id[b]] == b;
+    }
+    check(v->size == 65 && distinct == 65 && ascending && consistent && members == 65,
+          "vocabulary: %d tokens (distinct bytes counted here: %d), chars strictly ascending: "
+          "%s, id[] consistent with chars[] for all 256 bytes: %s", v->size, distinct,
+          ascending ? "yes" : "no", consistent ? "yes" : "no");
+    // encode afresh, decode every token, compare with the bytes read by stdio
+    int *toks = malloc(n * sizeof(int));
+    unsigned char *back = malloc(n);
+    long bad = toks ? encode(v, raw, n, toks) : 0;
+    size_t mismatch = 0, tok_mismatch = 0;
+    if (toks && back && bad < 0) {
+        for (size_t i = 0; i < n; i++) back[i] = decode(v, toks[i]);
+        for (size_t i = 0; i < n; i++) mismatch += back[i] != raw[i];
+        for (size_t i = 0; i < n && i < c->n; i++) tok_mismatch += toks[i] != c->tokens[i];
+    }
+    check(toks && back && bad < 0 && mismatch == 0 && tok_mismatch == 0,
+          "decode(encode(corpus)) == corpus for all %zu bytes (encode returned %ld, %zu bytes "
+          "differ, %zu tokens differ from load_corpus's)", n, bad, mismatch, tok_mismatch);
+    free(toks);
+    free(back);
+    size_t want_train = (size_t)(0.9 * (double)n), want_val = n - want_train;
+    check(c->n_train == want_train && c->n_train == 1003854 && c->n_val == want_val &&
+          c->n_val == 111540, "train/val split: n_train %zu (int(0.9*%zu) = %zu), n_val %zu "
+          "(expected %zu)", c->n_train, n, want_train, c->n_val, want_val);
+    free(raw);
+}
+
+// ----------------------------------------------------------------------------
+// 3. Bigram draft
+
+// The Laplace bigram table: rows are distributions with no zero, and a few cells
+// equal (count + 1) / (row total + V) with counts taken from the raw train bytes.
+static void test_bigram(const Fixture *fx) {
+    const BigramDraft *d = &fx->draft;
+    const Vocab *v = &fx->vocab;
+    int V = d->V;
+    double worst = 0.0;
+    float min_entry = 1.0f;
+    for (int a = 0; a < V; a++) {
+        double s = 0.0;
+        for (int b = 0; b < V; b++) {
+            float p = d->probs[(size_t)a * V + b];
+            s += p;
+            if (p < min_entry || p != p) min_entry = p;
+        }
+        if (fabs(s - 1.0) > worst) worst = fabs(s - 1.0);
+    }
+    check(V == v->size && worst < 1e-5, "bigram rows sum to 1 (V=%d, max |sum-1| = %.2g)", V,
+          worst);
+    check(min_entry > 0.0f, "bigram entries all > 0 (smallest %.3g)", (double)min_entry);
+    // cells checked against counts of the raw train bytes
+    size_t n = 0;
+    unsigned char *raw = slurp(CORPUS_PATH, &n);
+    if (!raw) { check(0, "cannot read %s for the bigram counts", CORPUS_PATH); return; }
+    size_t n_train = (size_t)(0.9 * (double)n);
+    const char *pairs[] = {"th", "e ", "\n\n", "qu", "zz"};
+    for (int k = 0; k < 5; k++) {
+        unsigned char a = (unsigned char)pairs[k][0], b = (unsigned char)pairs[k][1];
+        size_t count = 0, rowtotal = 0;
+        for (size_t i = 0; i + 1 < n_train; i++) {
+            if (raw[i] != a) continue;
+            rowtotal++;
+            count += raw[i + 1] == b;
+        }
+        double want = ((double)count + 1.0) / ((double)rowtotal + V);
+        int ia = v->id[a], ib = v->id[b];
+        double got = (ia >= 0 && ib >= 0) ? d->probs[(size_t)ia * V + ib] : -1.0;
+        char va[8], vb[8];
+        visible_char(va, a);
+        visible_char(vb, b);
+        check(fabs(got - want) < 1e-6, "bigram P(%s -> %s): %zu of %zu train pairs, "
+              "(count+1)/(total+V) = %.9f, table %.9f (diff %.2g)", va, vb, count, rowtotal,
+              want, got, fabs(got - want));
+    }
+    // every cell, against all pair counts of the raw train bytes
+    size_t *pair = calloc(256 * 256, sizeof(size_t)), row[256] = {0};
+    for (size_t i = 0; i + 1 < n_train; i++) {
+        pair[raw[i] * 256 + raw[i + 1]]++;
+        row[raw[i]]++;
+    }
+    double worst_cell = 0.0;
+    for (int a = 0; a < 256; a++) {
+        for (int b = 0; b < 256; b++) {
+            if (v->id[a] < 0 || v->id[b] < 0) continue;
+            double want = ((double)pair[a * 256 + b] + 1.0) / ((double)row[a] + V);
+            double d_ab = fabs(d->probs[(size_t)v->id[a] * V + v->id[b]] - want);
+            if (d_ab > worst_cell || d_ab != d_ab) worst_cell = d_ab;
+        }
+    }
+    check(worst_cell < 1e-6, "bigram table == (count+1)/(row total+V) from the raw train bytes "
+          "in all %d cells (max |diff| = %.2g)", V * V, worst_cell);
+    free(pair);
+    free(raw);
+}
+
+// ----------------------------------------------------------------------------
+// 4. Forward against an independent reference
+
+// LayerNorm of one row in double: biased variance, eps 1e-5.
+static void ref_layernorm(double *out, const double *x, const float *w, const float *b, int C) {
+    double mean = 0.0, var = 0.0;
+    for (int i = 0; i < C; i++) mean += x[i];
+    mean /= C;
+    for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+    var /= C;
+    double r = 1.0 / sqrt(var + 1e-5);
+    for (int i = 0; i < C; i++) out[i] = (x[i] - mean) * r * w[i] + b[i];
+}
+
+// y = bias + x @ W for one row, W stored (in, out); bias may be NULL.
+static void ref_linear(double *y, const double *x, const float *W, const float *bias, int in,
+                       int out) {
+    for (int o = 0; o < out; o++) {
+        double s = bias ? bias[o] : 0.0;
+        for (int i = 0; i < in; i++) s += x[i] * W[(size_t)i * out + o];
+        y[o] = s;
+    }
+}
+
+// The lecture's model in double, the whole sequence from scratch (no KV cache):
+// writes T rows of V logits.
+static void ref_forward(const GPT *g, const int *tok, int T, double *logits) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
+    int L = c->n_layer, NH = c->n_head, C = c->n_embd, V = c->vocab_size, HS = C / NH;
+    int F = 4 * C;
+    size_t TC = (size_t)T * C;
+    double *x = malloc(TC * sizeof(double)), *xn = malloc(TC * sizeof(double));
+    double *q = malloc(TC * sizeof(double)), *k = malloc(TC * sizeof(double));
+    double *v = malloc(TC * sizeof(double)), *ao = malloc(TC * sizeof(double));
+    double *y = malloc((size_t)C * sizeof(double)), *hid = malloc((size_t)F * sizeof(double));
+    double *sc = malloc((size_t)T * sizeof(double));
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++)
+            x[(size_t)t * C + i] = (double)w->token_embedding[(size_t)tok[t] * C + i] +
+                                   (double)w->position_embedding[(size_t)t * C + i];
+    for (int l = 0; l < L; l++) {
+        size_t lC = (size_t)l * C, lCC = (size_t)l * C * C, lCF = (size_t)l * C * F;
+        // self-attention: pre-LN, heads side by side in the columns of q, k, v
+        for (int t = 0; t < T; t++) {
+            ref_layernorm(xn + t * C, x + t * C, w->ln1_weight + lC, w->ln1_bias + lC, C);
+            ref_linear(q + t * C, xn + t * C, w->query + lCC, NULL, C, C);
+            ref_linear(k + t * C, xn + t * C, w->key + lCC, NULL, C, C);
+            ref_linear(v + t * C, xn + t * C, w->value + lCC, NULL, C, C);
+        }
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                double m = -INFINITY, z = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    double dot = 0.0;
+                    for (int j = 0; j < HS; j++)
+                        dot += q[(size_t)t * C + h * HS + j] * k[(size_t)s * C + h * HS + j];
+                    sc[s] = dot * pow((double)HS, -0.5);
+                    if (sc[s] > m) m = sc[s];
+                }
+                for (int s = 0; s <= t; s++) {
+                    sc[s] = exp(sc[s] - m);
+                    z += sc[s];
+                }
+                for (int j = 0; j < HS; j++) {
+                    double acc = 0.0;
+                    for (int s = 0; s <= t; s++) acc += sc[s] / z * v[(size_t)s * C + h * HS + j];
+                    ao[(size_t)t * C + h * HS + j] = acc;
+                }
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            ref_linear(y, ao + t * C, w->proj_weight + lCC, w->proj_bias + lC, C, C);
+            for (int i = 0; i < C; i++) x[(size_t)t * C + i] += y[i];
+            // feed-forward: pre-LN, Linear(C, 4C), ReLU, Linear(4C, C)
+            ref_layernorm(xn + t * C, x + t * C, w->ln2_weight + lC, w->ln2_bias + lC, C);
+            ref_linear(hid, xn + t * C, w->ffwd_up_weight + lCF, w->ffwd_up_bias + (size_t)l * F,
+                       C, F);
+            for (int i = 0; i < F; i++) hid[i] = hid[i] > 0.0 ? hid[i] : 0.0;
+            ref_linear(y, hid, w->ffwd_down_weight + lCF, w->ffwd_down_bias + lC, F, C);
+            for (int i = 0; i < C; i++) x[(size_t)t * C + i] += y[i];
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        ref_layernorm(xn + t * C, x + t * C, w->ln_f_weight, w->ln_f_bias, C);
+        ref_linear(logits + (size_t)t * V, xn + t * C, w->lm_head_weight, w->lm_head_bias, C, V);
+    }
+    free(x); free(xn); free(q); free(k); free(v); free(ao); free(y); free(hid); free(sc);
+}
+
+// One comparison: forward() from an empty cache vs the reference, all T rows.
+static void compare_with_reference(GPT *g, const int *tok, int T, const char *label) {
+    int V = g->config.vocab_size;
+    double *ref = malloc((size_t)T * V * sizeof(double));
+    ref_forward(g, tok, T, ref);
+    reset_cache(g);
+    const float *got = forward(g, tok, T);
+    double worst = 0.0, biggest = 0.0;
+    for (size_t i = 0; i < (size_t)T * V; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (d > worst || d != d) worst = d;
+        if (fabs(ref[i]) > biggest) biggest = fabs(ref[i]);
+    }
+    check(worst < 1e-4 && g->state.kv_len == T, "forward == double reference, %s, T=%d: "
+          "max |diff| = %.2g over %d logits (largest |logit| %.2f), kv_len %d", label, T,
+          worst, T * V, biggest, g->state.kv_len);
+    free(ref);
+}
+
+// forward() computes the lecture architecture: compared with a naive double-precision
+// reference on the default config and on a tiny odd config that exposes shape mix-ups.
+static void test_forward_reference(const Fixture *fx) {
+    Config c = {4, 4, 64, 32, fx->vocab.size};
+    GPT g;
+    if (!check(build_gpt(&g, &c) == 0, "build a default-config model for the reference test")) {
+        free_gpt(&g);
+        return;
+    }
+    init_gpt_random(&g, 2024);
+    perturb_layernorms(&g, 77);
+    int Ts[3] = {1, 7, 32};
+    for (int i = 0; i < 3; i++)
+        compare_with_reference(&g, fx->corpus.tokens + 5000, Ts[i], "default config");
+    free_gpt(&g);
+
+    Config odd = {2, 2, 6, 5, 7};
+    if (!check(build_gpt(&g, &odd) == 0, "build the odd-config model")) {
+        free_gpt(&g);
+        return;
+    }
+    init_gpt_random(&g, 5);
+    perturb_layernorms(&g, 6);
+    int tok[5];
+    Rng r;
+    rng_seed(&r, 11);
+    for (int t = 0; t < 5; t++) tok[t] = (int)(rng_u64(&r) % 7);
+    compare_with_reference(&g, tok, 5, "L=2 NH=2 C=6 S=5 V=7");
+    compare_with_reference(&g, tok, 3, "L=2 NH=2 C=6 S=5 V=7");
+    free_gpt(&g);
+}
+
+// ----------------------------------------------------------------------------
+// 5. KV cache chunking
+
+// The same 32 tokens give bit-identical logits in one pass, one at a time, or in
+// uneven chunks: verification must score tokens exactly as plain decoding does.
+static void test_kv_chunking(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size;
+    const int *tok = fx->corpus.tokens + 20000;
+    size_t n = (size_t)S * V;
+    float *single = malloc(n * sizeof(float)), *ones = malloc(n * sizeof(float));
+    float *chunked = calloc(n, sizeof(float));
+    reset_cache(g);
+    memcpy(single, forward(g, tok, S), n * sizeof(float));
+    int kv_single = g->state.kv_len;
+    reset_cache(g);
+    for (int t = 0; t < S; t++)
+        memcpy(ones + (size_t)t * V, forward(g, tok + t, 1), (size_t)V * sizeof(float));
+    int kv_ones = g->state.kv_len;
+    int chunks[] = {3, 1, 5, 2, 7, 4, 6, 4}; // sums to 32
+    reset_cache(g);
+    int pos = 0, kv_ok = 1;
+    for (int i = 0; i < 8 && pos + chunks[i] <= S; i++) {
+        const float *lg = forward(g, tok + pos, chunks[i]);
+        memcpy(chunked + (size_t)pos * V, lg, (size_t)chunks[i] * V * sizeof(float));
+        pos += chunks[i];
+        kv_ok &= g->state.kv_len == pos;
+    }
+    check(pos == S && memcmp(single, chunked, n * sizeof(float)) == 0 && kv_ok &&
+          g->state.kv_len == S, "chunks 3,1,5,2,7,4,6,4 == one %d-token pass, bit for bit "
+          "(max diff %.2g; kv_len %d after each chunk: %s)", S, max_abs_diff(single, chunked, n),
+          g->state.kv_len, kv_ok ? "right" : "WRONG");
+    check(memcmp(single, ones, n * sizeof(float)) == 0 && kv_single == S && kv_ones == S,
+          "%d one-token passes == one %d-token pass, bit for bit (max diff %.2g; kv_len %d "
+          "and %d)", S, S, max_abs_diff(single, ones, n), kv_ones, kv_single);
+    free(single);
+    free(ones);
+    free(chunked);
+}
+
+// ----------------------------------------------------------------------------
+// 6. trim_kv_cache
+
+// After a verify of k+1 tokens, trimming to before+n keeps exactly those rows,
+// untouched, and zeroes the rest in every layer, for every n the round can emit.
+static void test_trim(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int L = g->config.n_layer, K = 4;
+    size_t cache_n = (size_t)L * S * C;
+    const int *prompt = fx->corpus.tokens + 30000;
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "trim: buffers"); return; }
+    float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    Rng r;
+    rng_seed(&r, 3);
+    reset_cache(g);
+    forward(g, prompt, 9); // cache: 9 positions; prompt[9] is the current token
+    int before = g->state.kv_len;
+    draft_tokens(&fx->draft, prompt[9], K, 1.0f, &r, b.candidates, b.q_draft);
+    verify_candidates(g, prompt[9], b.candidates, K, 1.0f, b.p_target);
+    int verified = g->state.kv_len;
+    check(before == 9 && verified == before + K + 1, "verify of k+1=%d tokens: kv_len %d -> %d",
+          K + 1, before, verified);
+    memcpy(kc, g->state.key_cache, cache_n * sizeof(float));
+    memcpy(vc, g->state.value_cache, cache_n * sizeof(float));
+    for (int n = 1; n <= K + 1; n++) {
+        memcpy(g->state.key_cache, kc, cache_n * sizeof(float));
+        memcpy(g->state.value_cache, vc, cache_n * sizeof(float));
+        g->state.kv_len = verified;
+        trim_kv_cache(g, n, before);
+        int keep = before + n;
+        size_t nonzero = 0, was_nonzero = 0, changed = 0;
+        for (int l = 0; l < L; l++) {
+            for (int pos = 0; pos < S; pos++) {
+                size_t off = ((size_t)l * S + pos) * C;
+                for (int i = 0; i < C; i++) {
+                    float k = g->state.key_cache[off + i], v = g->state.value_cache[off + i];
+                    if (pos >= keep) {
+                        nonzero += (k != 0.0f) + (v != 0.0f);
+                        was_nonzero += (kc[off + i] != 0.0f) + (vc[off + i] != 0.0f);
+                    } else {
+                        changed += (k != kc[off + i]) + (v != vc[off + i]);
+                    }
+                }
+            }
+        }
+        // rows keep..verified-1 held data before the trim, unless nothing was trimmed
+        int meaningful = keep == verified || was_nonzero > 0;
+        check(g->state.kv_len == keep && nonzero == 0 && changed == 0 && meaningful,
+              "trim n=%d: kv_len %d (want %d); rows %d..%d of %d layers: %zu nonzero floats "
+              "left (%zu before trim); rows 0..%d: %zu floats changed", n, g->state.kv_len, keep,
+              keep, S - 1, L, nonzero, was_nonzero, keep - 1, changed);
+    }
+    free(kc);
+    free(vc);
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
+// 7. Negative control for the cache tests
+
+// A rejected candidate is dropped from the cache by the trim; skipping the trim (or
+// keeping one row too many) must change the next logits, so the memcmp-based cache
+// tests above can detect such a bug.
+static void test_untrimmed_control(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4;
+    const int *prompt = fx->corpus.tokens + 40000; // 10 tokens, the last one is current
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "negative control: buffers"); return; }
+    float *ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
+    // never-drafted reference: the 10 prompt tokens, then the greedy next token g0
+    reset_cache(g);
+    const float *lg = forward(g, prompt, 10);
+    int g0 = ref_argmax(lg + (size_t)9 * V, V);
+    memcpy(ref, forward(g, &g0, 1), (size_t)V * sizeof(float));
+    // a greedy draft whose first guess is wrong, so the target rejects it
+    int cand[4] = {(g0 + 1) % V, prompt[3], prompt[4], prompt[5]};
+    for (int i = 0; i < K; i++) {
+        b.candidates[i] = cand[i];
+        set_one_hot(b.q_draft + (size_t)i * V, V, cand[i]);
+    }
+    Rng r;
+    // variant 0: the correct trim; 1: no trim at all; 2: one row too many kept
+    const char *what[3] = {"a trimmed cache", "an untrimmed cache",
+                           "a cache keeping the rejected candidate"};
+    for (int variant = 0; variant < 3; variant++) {
+        rng_seed(&r, 9);
+        reset_cache(g);
+        forward(g, prompt, 9);
+        int before = g->state.kv_len;
+        verify_candidates(g, prompt[9], b.candidates, K, 0.0f, b.p_target);
+        int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u, b.residual,
+                              b.accepted, &b.rejected_at);
+        if (variant == 0) trim_kv_cache(g, n, before);
+        if (variant == 2) trim_kv_cache(g, n + 1, before);
+        int kv = g->state.kv_len;
+        memcpy(got, forward(g, &b.accepted[n - 1], 1), (size_t)V * sizeof(float));
+        double diff = max_abs_diff(ref, got, (size_t)V);
+        int same = memcmp(ref, got, (size_t)V * sizeof(float)) == 0;
+        int setup = n == 1 && b.rejected_at == 0 && b.accepted[0] == g0;
+        if (variant == 0)
+            check(setup && same, "control: rejected first guess (n=%d, rejected_at %d, resampled "
+                  "%d, greedy %d), trimmed cache (kv_len %d) gives the never-drafted logits "
+                  "(max diff %.2g)", n, b.rejected_at, b.accepted[0], g0, kv, diff);
+        else
+            check(setup && !same, "negative control: %s gives different logits (max diff "
+                  "%.3g; kv_len %d, should be %d)", what[variant], diff, kv, before + n);
+    }
+    free(ref);
+    free(got);
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
+// 8. sample_from
+
+// Inverse-CDF sampling never returns a zero-probability index, whatever u and however
+// far the float row's sum is from 1; frequencies follow the row.
+static void test_sample_from(void) {
+    enum { N = 5, DRAWS = 100000 };
+    struct { const char *name; float p[N]; } rows[] = {
+        {"zeros at the start", {0.0f, 0.0f, 0.2f, 0.3f, 0.5f}},
+        {"zeros in the middle", {0.3f, 0.0f, 0.0f, 0.2f, 0.5f}},
+        {"zeros at the end", {0.5f, 0.3f, 0.2f, 0.0f, 0.0f}},
+        {"float sum < 1 (0.8)", {0.1f, 0.2f, 0.0f, 0.3f, 0.2f}},
+        {"float sum > 1 (1.8)", {0.5f, 0.0f, 0.7f, 0.6f, 0.0f}},
+    };
+    Rng r;
+    rng_seed(&r, 12345);
+    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+        const float *p = rows[k].p;
+        int first = -1, last = -1;
+        double total = 0.0;
+        for (int i = 0; i < N; i++) {
+            total += p[i];
+            if (p[i] > 0.0f) { if (first < 0) first = i; last = i; }
+        }
+        int at0 = sample_from(p, N, 0.0), at1 = sample_from(p, N, U_BELOW_1);
+        long hits[N] = {0}, bad = 0;
+        for (int t = 0; t < DRAWS; t++) {
+            int i = sample_from(p, N, rng_uniform(&r));
+            if (i < 0 || i >= N || p[i] <= 0.0f) bad++;
+            else hits[i]++;
+        }
+        double worst = 0.0, worst_sigma = 0.0;
+        for (int i = 0; i < N; i++) {
+            double want = p[i] / total, freq = (double)hits[i] / DRAWS;
+            double sigma = sqrt(want * (1.0 - want) / DRAWS);
+            if (fabs(freq - want) > worst) worst = fabs(freq - want);
+            if (sigma > 0 && fabs(freq - want) / sigma > worst_sigma)
+                worst_sigma = fabs(freq - want) / sigma;
+            if (sigma == 0 && hits[i] != 0) worst_sigma = INFINITY;
+        }
+        check(at0 == first && at1 == last && bad == 0 && worst_sigma < 5.0,
+              "sample_from, %s: u=0 -> %d (want %d), u=1-2^-53 -> %d (want %d), %d random u: "
+              "%ld zero-probability draws, max |freq - p/sum| = %.4f (%.1f sigma)",
+              rows[k].name, at0, first, at1, last, DRAWS, bad, worst, worst_sigma);
+    }
+    // one-hot rows: the index for every u
+    int onehot_bad = 0;
+    for (int i = 0; i < N; i++) {
+        float p[N];
+        set_one_hot(p, N, i);
+        double us[4] = {0.0, 0.5, U_BELOW_1, rng_uniform(&r)};
+        for (int j = 0; j < 4; j++) onehot_bad += sample_from(p, N, us[j]) != i;
+        for (int t = 0; t < 1000; t++) onehot_bad += sample_from(p, N, rng_uniform(&r)) != i;
+    }
+    check(onehot_bad == 0, "sample_from one-hot rows (index 0..4) return that index for every u "
+          "(%d of %d draws wrong)", onehot_bad, N * 1004);
+    float zero[N] = {0};
+    int z0 = sample_from(zero, N, 0.0), z1 = sample_from(zero, N, 0.5),
+        z2 = sample_from(zero, N, U_BELOW_1);
+    check(z0 == -1 && z1 == -1 && z2 == -1, "sample_from all-zero row returns -1 (got %d, %d, %d)",
+          z0, z1, z2);
+    // exact inverse-CDF boundaries: index i covers [cdf_(i-1), cdf_i)
+    float q[3] = {0.25f, 0.25f, 0.5f};
+    double us[5] = {0.2499, 0.25, 0.4999, 0.5, 0.9999};
+    int want[5] = {0, 1, 1, 2, 2}, got[5], ok = 1;
+    for (int j = 0; j < 5; j++) ok &= (got[j] = sample_from(q, 3, us[j])) == want[j];
+    check(ok, "sample_from {0.25,0.25,0.5} boundaries: u=0.2499 -> %d, 0.25 -> %d, 0.4999 -> %d, "
+          "0.5 -> %d, 0.9999 -> %d (want 0,1,1,2,2)", got[0], got[1], got[2], got[3], got[4]);
+}
+
+// ----------------------------------------------------------------------------
+// 9. target_probs and draft_probs
+
+// softmax(x / t) in double, the test's own.
+static void ref_softmax(double *out, const float *x, int n, double t) {
+    double m = -INFINITY, z = 0.0;
+    for (int i = 0; i < n; i++) if (x[i] / t > m) m = x[i] / t;
+    for (int i = 0; i < n; i++) z += (out[i] = exp(x[i] / t - m));
+    for (int i = 0; i < n; i++) out[i] /= z;
+}
+
+// Largest |a[i] - b[i]| and |sum(a) - 1| of a float row against a double row.
+static void row_errors(const float *a, const double *b, int n, double *diff, double *sum_err) {
+    double s = 0.0;
+    *diff = 0.0;
+    for (int i = 0; i < n; i++) {
+        s += a[i];
+        double d = fabs((double)a[i] - b[i]);
+        if (d > *diff || d != d) *diff = d;
+    }
+    *sum_err = fabs(s - 1.0);
+}
+
+// Temperature handling: t=0 is a one-hot argmax (ties to the lowest index), t=1 plain
+// softmax, t=0.5 softmax(2x); the draft row is exact at t=1 and q^2-normalised at 0.5.
+static void test_probs(const Fixture *fx) {
+    enum { V = 65 };
+    float logits[V], p[V];
+    double ref[V], diff, serr;
+    Rng r;
+    rng_seed(&r, 99);
+    for (int i = 0; i < V; i++) logits[i] = (float)(3.0 * rng_normal(&r));
+    // t = 1 and t = 0.5 against the double softmax
+    float temps[2] = {1.0f, 0.5f};
+    for (int j = 0; j < 2; j++) {
+        target_probs(p, logits, V, temps[j]);
+        ref_softmax(ref, logits, V, temps[j]);
+        row_errors(p, ref, V, &diff, &serr);
+        check(diff < 1e-6 && serr < 1e-5, "target_probs t=%.1f == softmax(logits/%.1f) in double: "
+              "max |diff| = %.2g, |sum-1| = %.2g", temps[j], temps[j], diff, serr);
+    }
+    // large logits: the max-subtraction keeps exp finite
+    float big[V];
+    for (int i = 0; i < V; i++) big[i] = 200.0f * logits[i];
+    target_probs(p, big, V, 0.5f);
+    ref_softmax(ref, big, V, 0.5);
+    row_errors(p, ref, V, &diff, &serr);
+    check(diff < 1e-6 && serr < 1e-5, "target_probs t=0.5 on logits up to |%.0f|: finite, max "
+          "|diff| = %.2g, |sum-1| = %.2g", 200.0 * 3.0 * 3.0, diff, serr);
+    // t = 0: one-hot at the argmax, ties to the lowest index
+    target_probs(p, logits, V, 0.0f);
+    int am = ref_argmax(logits, V), ones = 0, at = -1;
+    for (int i = 0; i < V; i++) if (p[i] != 0.0f) { ones++; at = i; }
+    check(ones == 1 && at == am && p[am] == 1.0f, "target_probs t=0 is one-hot at the argmax "
+          "(%d nonzero entries, at %d, want %d)", ones, at, am);
+    float tie[5] = {1.0f, 3.0f, 2.0f, 3.0f, 0.0f}, pt[5];
+    target_probs(pt, tie, 5, 0.0f);
+    check(pt[1] == 1.0f && pt[0] == 0.0f && pt[2] == 0.0f && pt[3] == 0.0f && pt[4] == 0.0f,
+          "target_probs t=0 with a tie at 1 and 3 picks the lowest index (row %g %g %g %g %g)",
+          pt[0], pt[1], pt[2], pt[3], pt[4]);
+
+    // draft_probs on the Tiny Shakespeare table, for a few rows
+    const BigramDraft *d = &fx->draft;
+    int DV = d->V;
+    float *q = malloc((size_t)DV * sizeof(float));
+    double *qref = malloc((size_t)DV * sizeof(double));
+    const char *from = "tq\nz ";
+    for (int c = 0; from[c]; c++) {
+        int a = fx->vocab.id[(unsigned char)from[c]];
+        const float *row = d->probs + (size_t)a * DV;
+        char vis[8];
+        visible_char(vis, (unsigned char)from[c]);
+        draft_probs(q, d, a, 1.0f);
+        int exact = memcmp(q, row, (size_t)DV * sizeof(float)) == 0;
+        draft_probs(q, d, a, 0.0f);
+        int amr = ref_argmax(row, DV), hot = 1;
+        for (int i = 0; i < DV; i++) hot &= q[i] == (i == amr ? 1.0f : 0.0f);
+        draft_probs(q, d, a, 0.5f);
+        double z = 0.0;
+        for (int i = 0; i < DV; i++) z += (double)row[i] * row[i];
+        for (int i = 0; i < DV; i++) qref[i] = (double)row[i] * row[i] / z;
+        row_errors(q, qref, DV, &diff, &serr);
+        check(exact && hot && diff < 1e-6 && serr < 1e-5, "draft_probs row %s: t=1 is the table "
+              "row exactly: %s; t=0 one-hot at argmax %d: %s; t=0.5 vs q^2/sum(q^2): max |diff| "
+              "= %.2g, |sum-1| = %.2g", vis, exact ? "yes" : "no", amr, hot ? "yes" : "no", diff,
+              serr);
+    }
+    free(q);
+    free(qref);
+}
+
+// ----------------------------------------------------------------------------
+// 10. accept_reject and sample_residual
+
+// Runs accept_reject on the buffers with a fresh Rng seeded with seed.
+static int run_accept(SpecBuffers *b, int k, int allow_bonus, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    return accept_reject(b->candidates, k, b->q_draft, b->p_target, b->V, allow_bonus, &r, b->u,
+                         b->residual, b->accepted, &b->rejected_at);
+}
+
+// The accept/reject rule on constructed rows: certain acceptance, certain rejection,
+// the residual draw, the bonus, and the emitted token's distribution equal to p.
+static void test_accept_reject(void) {
+    enum { V = 5, K = 3 };
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "accept_reject: buffers"); return; }
+    int cand[K] = {1, 3, 0};
+    // (a) p one-hot at each candidate, q uniform: all accepted, bonus from p[k]
+    for (int i = 0; i < K; i++) {
+        b.candidates[i] = cand[i];
+        for (int j = 0; j < V; j++) b.q_draft[i * V + j] = 0.2f;
+        set_one_hot(b.p_target + i * V, V, cand[i]);
+    }
+    set_one_hot(b.p_target + K * V, V, 4);
+    int bad = 0, n = 0;
+    for (uint64_t s = 0; s < 100; s++) {
+        n = run_accept(&b, K, 1, s);
+        bad += !(n == K + 1 && b.rejected_at == -1 && b.accepted[0] == 1 && b.accepted[1] == 3 &&
+                 b.accepted[2] == 0 && b.accepted[3] == 4);
+    }
+    check(bad == 0, "accept_reject, p one-hot at each candidate: all accepted + bonus 4 for 100 "
+          "seeds (%d wrong; last: n=%d, rejected_at %d, emitted %d %d %d %d)", bad, n,
+          b.rejected_at, b.accepted[0], b.accepted[1], b.accepted[2], b.accepted[3]);
+    // (b) the same without a bonus
+    bad = 0;
+    for (uint64_t s = 0; s < 100; s++) {
+        n = run_accept(&b, K, 0, s);
+        bad += !(n == K && b.rejected_at == -1 && b.accepted[0] == 1 && b.accepted[1] == 3 &&
+                 b.accepted[2] == 0);
+    }
+    check(bad == 0, "accept_reject, allow_bonus=0 and all accepted: returns k=%d for 100 seeds "
+          "(%d wrong; last n=%d)", K, bad, n);
+    // (c) p at position 1 one-hot at 2, candidate is 3: reject, resample 2
+    set_one_hot(b.p_target + 1 * V, V, 2);
+    bad = 0;
+    for (uint64_t s = 0; s < 100; s++) {
+        n = run_accept(&b, K, 1, s);
+        bad += !(n == 2 && b.rejected_at == 1 && b.accepted[0] == 1 && b.accepted[1] == 2 &&
+                 b.residual[2] == 1.0f - 0.2f && b.residual[3] == 0.0f);
+    }
+    check(bad == 0, "accept_reject, p(c1)=0: c0 accepted, c1 rejected and resampled as p's "
+          "argmax 2 for 100 seeds (%d wrong; last n=%d, rejected_at %d, emitted %d %d)", bad, n,
+          b.rejected_at, b.accepted[0], b.accepted[1]);
+    // (d) p == q, all entries > 0: min(1, p/q) = 1, so every candidate passes
+    Rng r;
+    rng_seed(&r, 5);
+    for (int i = 0; i <= K; i++) {
+        double z = 0.0;
+        float row[V];
+        for (int j = 0; j < V; j++) z += (row[j] = (float)(0.05 + rng_uniform(&r)));
+        for (int j = 0; j < V; j++) b.p_target[i * V + j] = (float)(row[j] / z);
+        if (i < K) memcpy(b.q_draft + i * V, b.p_target + i * V, V * sizeof(float));
+    }
+    bad = 0;
+    for (uint64_t s = 0; s < 1000; s++) {
+        for (int i = 0; i < K; i++) b.candidates[i] = (int)((s + 2 * i) % V);
+        n = run_accept(&b, K, 1, s);
+        bad += !(n == K + 1 && b.rejected_at == -1);
+    }
+    check(bad == 0, "accept_reject, p == q: every candidate accepted for 1000 seeds (%d wrong)",
+          bad);
+    // (e) sample_residual: p == q leaves no residual mass, so it samples p itself
+    float pe[V] = {0.0f, 0.25f, 0.0f, 0.75f, 0.0f}, res[V];
+    double ue[5] = {0.0, 0.2, 0.25, 0.9, U_BELOW_1};
+    int we[5] = {1, 1, 3, 3, 3}, ge[5], ok = 1;
+    for (int j = 0; j < 5; j++) ok &= (ge[j] = sample_residual(pe, pe, V, res, ue[j])) == we[j];
+    for (int j = 0; j < V; j++) ok &= res[j] == 0.0f;
+    check(ok, "sample_residual with p == q samples p {0,.25,0,.75,0}: u=0,.2,.25,.9,1-2^-53 -> "
+          "%d %d %d %d %d (want 1 1 3 3 3), residual all zero", ge[0], ge[1], ge[2], ge[3], ge[4]);
+    float pr[V] = {0.1f, 0.6f, 0.3f, 0.0f, 0.0f}, qr[V] = {0.3f, 0.2f, 0.1f, 0.2f, 0.2f};
+    int r1 = sample_residual(pr, qr, V, res, 0.5), r2 = sample_residual(pr, qr, V, res, 0.7);
+    check(r1 == 1 && r2 == 2 && res[0] == 0.0f && res[3] == 0.0f && res[4] == 0.0f,
+          "sample_residual norm(max(0,p-q)) = {0,.4,.2,0,0}/.6: u=0.5 -> %d (want 1), u=0.7 -> %d "
+          "(want 2)", r1, r2);
+    // (f) p(c) = 0: never accepted; the resample has residual mass
+    float pf[2 * V] = {0.3f, 0.3f, 0.0f, 0.2f, 0.2f}, qf[V] = {0.1f, 0.2f, 0.4f, 0.2f, 0.1f};
+    int c2 = 2, acc[2], rej = 0, never = 0;
+    double u1[1];
+    float resid[V];
+    for (uint64_t s = 0; s < 1000; s++) {
+        Rng rs;
+        rng_seed(&rs, s);
+        int m = accept_reject(&c2, 1, qf, pf, V, 1, &rs, u1, resid, acc, &rej);
+        // residual max(0, p - q) = {0.2, 0.1, 0, 0, 0.1}: only 0, 1, 4 can come out
+        never += !(m == 1 && rej == 0 && (acc[0] == 0 || acc[0] == 1 || acc[0] == 4));
+    }
+    check(never == 0, "accept_reject, p(c)=0: rejected and resampled from {0,1,4} for 1000 seeds "
+          "(%d wrong)", never);
+    // (g) the first emitted token is distributed as p (the speculative sampling theorem)
+    float pg[2 * V] = {0.3f, 0.3f, 0.05f, 0.2f, 0.15f}, qg[V] = {0.1f, 0.2f, 0.4f, 0.2f, 0.1f};
+    enum { TRIALS = 200000 };
+    long hits[V] = {0}, accepted = 0;
+    Rng rg;
+    rng_seed(&rg, 2718);
+    for (int t = 0; t < TRIALS; t++) {
+        int c = sample_from(qg, V, rng_uniform(&rg));
+        accept_reject(&c, 1, qg, pg, V, 0, &rg, u1, resid, acc, &rej);
+        hits[acc[0]]++;
+        accepted += rej < 0;
+    }
+    double worst = 0.0;
+    for (int i = 0; i < V; i++) {
+        double sigma = sqrt(pg[i] * (1.0 - pg[i]) / TRIALS);
+        double z = fabs((double)hits[i] / TRIALS - pg[i]) / sigma;
+        if (z > worst) worst = z;
+    }
+    // acceptance probability sum_x min(p(x), q(x)) = 0.1+0.2+0.05+0.2+0.1 = 0.65
+    double acc_rate = (double)accepted / TRIALS, acc_z = fabs(acc_rate - 0.65) /
+                                                         sqrt(0.65 * 0.35 / TRIALS);
+    check(worst < 5.0 && acc_z < 5.0, "draft-then-accept_reject emits tokens distributed as p over "
+          "%d trials (worst bin %.1f sigma; acceptance %.4f vs sum min(p,q) = 0.65, %.1f sigma)",
+          TRIALS, worst, acc_rate, acc_z);
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
+// 11. Greedy equivalence with a draft that agrees often
+
+// Greedy speculative decoding == greedy plain decoding, byte for byte, for K = 1..8
+// and three prompts, with a draft built from the model's own greedy text so that
+// accepted drafts and bonus tokens really occur.
+static void test_greedy_equivalence(Fixture *fx) {
+    GPT *g = &fx->model;
+    const Vocab *v = &fx->vocab;
+    int V = g->config.vocab_size;
+    enum { N_SELF = 3000, N_NEW = 300 };
+    DecodeOptions o = {.temperature = 0.0f, .K = 1, .trace = 0, .echo = NULL, .vocab = v};
+    // the draft: bigrams of 3,000 greedy tokens of the target itself
+    int seed_prompt[64];
+    int np0 = encode_str(v, "First Citizen:\n", seed_prompt);
+    int *self = malloc((size_t)(np0 + N_SELF) * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    Stats st;
+    memset(&st, 0, sizeof(st));
+    Rng r;
+    rng_seed(&r, 1);
+    generate(g, seed_prompt, np0, N_SELF, &o, &r, self, p, &st);
+    BigramDraft dself = {0, NULL};
+    if (!check(st.emitted == N_SELF && BigramDraftModel(&dself, self + np0, N_SELF, V) == 0,
+               "greedy self-draft: %ld greedy tokens generated and counted into a bigram table",
+               st.emitted)) {
+        free(self); free(p); free_bigram_draft(&dself);
+        return;
+    }
+    // prompts: empty, the blog's, a 50-char corpus slice
+    int to_be[64], n_to_be = encode_str(v, "To be or not to be, that is the ", to_be);
+    struct { const char *name; const int *tok; int n; } prompts[3] = {
+        {"empty", NULL, 0}, {"to-be", to_be, n_to_be}, {"corpus-50", fx->corpus.tokens + 123456, 50}};
+    long k1_acc = 0, k1_drafted = 0, bonus = 0, resampled = 0;
+    for (int pi = 0; pi < 3; pi++) {
+        int cap = (prompts[pi].n > 0 ? prompts[pi].n : 1) + N_NEW;
+        int start = cap - N_NEW;
+        int *ss = malloc((size_t)cap * sizeof(int)), *sp = malloc((size_t)cap * sizeof(int));
+        for (int K = 1; K <= 8; K++) {
+            SpecBuffers b;
+            if (build_spec_buffers(&b, K, V) != 0) { check(0, "greedy: buffers"); break; }
+            Stats a, c;
+            memset(&a, 0, sizeof(a));
+            memset(&c, 0, sizeof(c));
+            Rng r1, r2;
+            rng_seed(&r1, 100 + K);
+            rng_seed(&r2, 200 + K); // greedy decoding must not depend on the stream
+            o.K = K;
+            speculative_generate(g, &dself, &b, prompts[pi].tok, prompts[pi].n, N_NEW, &o, &r1, ss, &a);
+            generate(g, prompts[pi].tok, prompts[pi].n, N_NEW, &o, &r2, sp, p, &c);
+            int diff_at = -1;
+            for (int i = 0; i < N_NEW && diff_at < 0; i++)
+                if (ss[start + i] != sp[start + i]) diff_at = i;
+            double rate = a.drafted ? (double)a.accepted / a.drafted : 0.0;
+            check(diff_at < 0 && a.emitted == N_NEW && c.emitted == N_NEW,
+                  "greedy speculative == plain, prompt %s, K=%d: %d tokens %s (acceptance %.3f, "
+                  "%ld bonus, %ld resampled, %ld vs %ld target passes)", prompts[pi].name, K,
+                  N_NEW, diff_at < 0 ? "identical" : "DIFFER", rate, a.bonus, a.resampled,
+                  target_passes(&a), target_passes(&c));
+            if (diff_at >= 0) printf("  first difference at generated token %d\n", diff_at);
+            if (K == 1) { k1_acc += a.accepted; k1_drafted += a.drafted; }
+            bonus += a.bonus;
+            resampled += a.resampled;
+            free_spec_buffers(&b);
+        }
+        free(ss);
+        free(sp);
+    }
+    double k1 = k1_drafted ? (double)k1_acc / k1_drafted : 0.0;
+    check(k1 > 0.2, "greedy self-draft acceptance at K=1 is %.3f (> 0.2: the accept path ran, "
+          "%ld of %ld)", k1, k1_acc, k1_drafted);
+    check(bonus > 0 && resampled > 0, "greedy runs exercised both round endings: %ld bonus "
+          "tokens, %ld resamples", bonus, resampled);
+    free_bigram_draft(&dself);
+    free(self);
+    free(p);
+}
+
+// ----------------------------------------------------------------------------
+// 12. Stats invariants on sampled runs
+
+// What the test's own speculative loop counted.
+typedef struct {
+    long rounds, drafted, accepted, resampled, bonus, no_bonus_full, refills;
+} LoopCounts;
+
+// The documented decoding policy, driven with the four phase functions: prefill the
+// last S prompt tokens and sample; when the cache is full refill from the last S/2
+// tokens and sample; otherwise one round with k = min(K, remaining, S-1-kv_len) and a
+// bonus only if k < remaining. Returns the sequence length.
+static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
+                              int n_prompt, int n_new, float t, int K, Rng *rng, int *seq,
+                              float *p, LoopCounts *lc) {
+    int V = g->config.vocab_size, S = g->config.block_size, n_seq;
+    if (n_prompt == 0) { seq[0] = 0; n_seq = 1; }
+    else { memcpy(seq, prompt, (size_t)n_prompt * sizeof(int)); n_seq = n_prompt; }
+    int first = n_seq, refill = 0;
+    memset(lc, 0, sizeof(*lc));
+    while (n_seq - first < n_new) {
+        if (n_seq == first || g->state.kv_len == S) {
+            // (re)prefill from position 0 and sample straight from the current token's row
+            int keep = refill ? S / 2 : S, n = n_seq < keep ? n_seq : keep;
+            g->state.kv_len = 0;
+            const float *lg = forward(g, seq + n_seq - n, n);
+            target_probs(p, lg + (size_t)(n - 1) * V, V, t);
+            seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
+            lc->refills += refill;
+            refill = 1;
+            continue;
+        }
+        int remaining = n_new - (n_seq - first), before = g->state.kv_len;
+        int k = K < remaining ? K : remaining;
+        if (k > S - 1 - before) k = S - 1 - before;
+        draft_tokens(d, seq[n_seq - 1], k, t, rng, b->candidates, b->q_draft);
+        verify_candidates(g, seq[n_seq - 1], b->candidates, k, t, b->p_target);
+        int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
+                              b->u, b->residual, b->accepted, &b->rejected_at);
+        trim_kv_cache(g, m, before);
+        lc->rounds++;
+        lc->drafted += k;
+        if (b->rejected_at >= 0) { lc->accepted += b->rejected_at; lc->resampled++; }
+        else {
+            lc->accepted += k;
+            if (m == k + 1) lc->bonus++;
+            else lc->no_bonus_full++;
+        }
+        memcpy(seq + n_seq, b->accepted, (size_t)m * sizeof(int));
+        n_seq += m;
+    }
+    return n_seq;
+}
+
+// The counters of a sampled run add up (every token and every pass accounted for),
+// and agree with the test's own driver loop, which also fixes the tokens.
+static void test_stats(Fixture *fx) {
+    GPT *g = &fx->model;
+    const Vocab *v = &fx->vocab;
+    int V = g->config.vocab_size, K = 4;
+    enum { N_NEW = 500 };
+    int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
+    int cap = np + N_NEW;
+    int *seq = malloc((size_t)cap * sizeof(int)), *ref = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    float temps[2] = {1.0f, 0.7f};
+    for (int ti = 0; ti < 2; ti++) {
+        float t = temps[ti];
+        SpecBuffers b;
+        if (build_spec_buffers(&b, K, V) != 0) { check(0, "stats: buffers"); break; }
+        DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v};
+        Stats s;
+        memset(&s, 0, sizeof(s));
+        Rng r;
+        rng_seed(&r, 31 + ti);
+        speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &s);
+        LoopCounts lc;
+        rng_seed(&r, 31 + ti);
+        int n_ref = driver_speculative(g, &fx->draft, &b, prompt, np, N_NEW, t, K, &r, ref, p, &lc);
+        int same = n_ref == cap && memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
+        check(same, "t=%.1f K=%d: speculative_generate's %d tokens == the test's own "
+              "draft/verify/accept/trim loop (%d tokens)", t, K, N_NEW, n_ref - np);
+        check(s.emitted == N_NEW && s.emitted == 1 + s.reprefill_passes + s.round_tokens,
+              "t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld round tokens",
+              t, s.emitted, N_NEW, s.reprefill_passes, s.round_tokens);
+        long x = s.round_tokens - (s.accepted + s.resampled + s.bonus);
+        check(x == lc.no_bonus_full && x >= 0 && x <= 1 && s.rounds == s.resampled + s.bonus + x,
+              "t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld "
+              "all-accepted rounds without bonus (driver counted %ld; rounds %ld)", t,
+              s.round_tokens, s.accepted, s.resampled, s.bonus, x, lc.no_bonus_full, s.rounds);
+        check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
+              s.resampled == lc.resampled && s.bonus == lc.bonus &&
+              s.reprefill_passes == lc.refills && s.accepted <= s.drafted,
+              "t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
+              " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld (stats/driver)", t, s.drafted,
+              lc.drafted, s.rounds, lc.rounds, s.accepted, lc.accepted, s.resampled,
+              lc.resampled, s.bonus, lc.bonus, s.reprefill_passes, lc.refills);
+        check(target_passes(&s) == s.prefill_passes + s.reprefill_passes + s.verify_passes &&
+              s.prefill_passes == 1 && s.decode_passes == 0 && s.verify_passes == s.rounds,
+              "t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld (decode %ld, "
+              "verify == rounds %ld)", t, target_passes(&s), s.prefill_passes,
+              s.reprefill_passes, s.verify_passes, s.decode_passes, s.rounds);
+        free_spec_buffers(&b);
+    }
+    free(seq);
+    free(ref);
+    free(p);
+}
+
+// ----------------------------------------------------------------------------
+// 13. Determinism, and the n_new = 0 edge
+
+// A seed fixes a sampled run; another seed gives another text (for both decoders).
+static void test_determinism(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4;
+    enum { N_NEW = 400 };
+    int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt), cap = np + N_NEW;
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "determinism: buffers"); return; }
+    int *a = malloc((size_t)cap * sizeof(int)), *b2 = malloc((size_t)cap * sizeof(int));
+    int *c = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    DecodeOptions o = {.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    for (int plain = 0; plain < 2; plain++) {
+        uint64_t seeds[3] = {42, 42, 43};
+        int *out[3] = {a, b2, c};
+        for (int i = 0; i < 3; i++) {
+            Stats s;
+            memset(&s, 0, sizeof(s));
+            Rng r;
+            rng_seed(&r, seeds[i]);
+            if (plain) generate(g, prompt, np, N_NEW, &o, &r, out[i], p, &s);
+            else speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, out[i], &s);
+        }
+        int differ = 0;
+        for (int i = np; i < cap; i++) differ += a[i] != c[i];
+        int same = memcmp(a, b2, (size_t)cap * sizeof(int)) == 0;
+        check(same && differ > 0, "%s t=1: seed 42 twice gives the same %d tokens: %s; seed 43 "
+              "differs at %d of %d positions", plain ? "plain" : "speculative", N_NEW,
+              same ? "yes" : "no", differ, N_NEW);
+    }
+    free_spec_buffers(&b);
+    free(a); free(b2); free(c); free(p);
+}
+
+// n_new = 0 asks for nothing: both decoders must emit 0 tokens and write nothing past
+// the documented capacity max(n_prompt, 1) + n_new (a guard slot sits just after it).
+static void test_zero_new_tokens(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4, prompt[64];
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "n_new=0: buffers"); return; }
+    int *seq = malloc((size_t)(np + 1) * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    DecodeOptions o = {.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    for (int plain = 0; plain < 2; plain++) {
+        Stats s;
+        memset(&s, 0, sizeof(s));
+        Rng r;
+        rng_seed(&r, 1);
+        seq[np] = -12345; // guard slot
+        if (plain) generate(g, prompt, np, 0, &o, &r, seq, p, &s);
+        else speculative_generate(g, &fx->draft, &b, prompt, np, 0, &o, &r, seq, &s);
+        check(s.emitted == 0 && seq[np] == -12345, "%s with n_new=0 emits %ld tokens (want 0) and "
+              "%s the slot after its capacity", plain ? "generate" : "speculative_generate",
+              s.emitted, seq[np] == -12345 ? "leaves" : "WRITES");
+    }
+    free_spec_buffers(&b);
+    free(seq);
+    free(p);
+}
+
+// ----------------------------------------------------------------------------
+// 14. Checkpoint
+
+// parse_checkpoint on a private heap copy of len bytes (so a sanitizer sees any read
+// past the end); leaves the message in err and frees whatever was built.
+static int parse_copy(const unsigned char *buf, size_t len, char *err, size_t errlen) {
+    unsigned char *c = malloc(len ? len : 1);
+    if (len) memcpy(c, buf, len);
+    GPT g;
+    Vocab v;
+    memset(&g, 0, sizeof(g));
+    memset(&v, 0, sizeof(v));
+    err[0] = '\0';
+    int rc = parse_checkpoint(c, len, &g, &v, err, errlen);
+    free_gpt(&g);
+    free(c);
+    return rc;
+}
+
+// Rewrites the trailing FNV-1a checksum after an edit, so that the intended check fires.
+static void fix_checksum(unsigned char *buf, size_t n) {
+    uint64_t h = fnv1a64(buf, n - 8);
+    for (int i = 0; i < 8; i++) buf[n - 8 + i] = (unsigned char)(h >> (8 * i));
+}
+
+// Expects parse_checkpoint to reject a mutated copy with a message containing want.
+static void expect_reject(const unsigned char *buf, size_t len, const char *what,
+                          const char *want, const char *want2) {
+    char err[512];
+    int rc = parse_copy(buf, len, err, sizeof(err));
+    check(rc == -1 && contains(err, want) && (!want2 || contains(err, want2)),
+          "checkpoint %s rejected (rc %d) with \"%s\"%s%s: \"%s\"", what, rc, want,
+          want2 ? " and " : "", want2 ? want2 : "", err);
+}
+
+// Counts directory entries whose name contains sub.
+static int count_entries(const char *dir, const char *sub) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, sub) != NULL;
+    closedir(d);
+    return n;
+}
+
+// save/load round-trips the model exactly; every kind of corruption is caught with a
+// message that names it; a failed save leaves nothing and a save replaces a file whole.
+static void test_checkpoint(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size;
+    char dir[] = "/tmp/specdec_test.XXXXXX";
+    if (!check(mkdtemp(dir) != NULL, "make a temporary directory for checkpoints")) return;
+    char path[256], over[256], missing_dir[256], missing[512], err[512];
+    snprintf(path, sizeof(path), "%s/model.bin", dir);
+    snprintf(over, sizeof(over), "%s/over.bin", dir);
+    snprintf(missing_dir, sizeof(missing_dir), "%s/no_such_dir", dir);
+    snprintf(missing, sizeof(missing), "%s/model.bin", missing_dir);
+
+    // round trip
+    err[0] = '\0';
+    int rc = save_checkpoint(g, &fx->vocab, path, err, sizeof(err));
+    GPT h;
+    Vocab hv;
+    memset(&h, 0, sizeof(h));
+    memset(&hv, 0, sizeof(hv));
+    int rc2 = rc == 0 ? load_checkpoint(path, &h, &hv, err, sizeof(err)) : -1;
+    if (check(rc == 0 && rc2 == 0, "save_checkpoint + load_checkpoint succeed (%d, %d) %s", rc,
+              rc2, err)) {
+        int cfg = memcmp(&h.config, &g->config, sizeof(Config)) == 0;
+        int voc = hv.size == fx->vocab.size &&
+                  memcmp(hv.chars, fx->vocab.chars, (size_t)hv.size) == 0 &&
+                  memcmp(hv.id, fx->vocab.id, sizeof(hv.id)) == 0;
+        int par = h.n_params == g->n_params &&
+                  memcmp(h.params, g->params, g->n_params * sizeof(float)) == 0;
+        check(cfg && voc && par, "checkpoint round trip: config %s, vocabulary %s, %zu parameters "
+              "%s", cfg ? "equal" : "DIFFER", voc ? "equal" : "DIFFER", h.n_params,
+              par ? "bit-identical" : "DIFFER");
+        if (cfg) {
+            const int *tok = fx->corpus.tokens + 777;
+            size_t n = (size_t)16 * V;
+            float *lg = malloc(n * sizeof(float));
+            reset_cache(g);
+            memcpy(lg, forward(g, tok, 16), n * sizeof(float));
+            reset_cache(&h);
+            const float *lh = forward(&h, tok, 16);
+            check(memcmp(lg, lh, n * sizeof(float)) == 0, "loaded model's logits == original's "
+                  "for 16 tokens, bit for bit (max diff %.2g)", max_abs_diff(lg, lh, n));
+            free(lg);
+        }
+    }
+    free_gpt(&h);
+
+    // the file: size 36 + V + 4P, checksum FNV-1a 64 little-endian over the rest
+    size_t n = 0;
+    unsigned char *file = slurp(path, &n);
+    size_t P = lecture_param_count(&g->config), want_n = 36 + (size_t)V + 4 * P;
+    if (!check(file && n == want_n, "checkpoint file is %zu bytes (36 + V + 4P = %zu)", n, want_n)) {
+        free(file);
+        goto cleanup;
+    }
+    uint64_t stored = 0;
+    for (int i = 7; i >= 0; i--) stored = stored << 8 | file[n - 8 + i];
+    int vectors = fnv1a64((const unsigned char *)"", 0) == 0xcbf29ce484222325ULL &&
+                  fnv1a64((const unsigned char *)"a", 1) == 0xaf63dc4c8601ec8cULL &&
+                  fnv1a64((const unsigned char *)"foobar", 6) == 0x85944171f73967e8ULL;
+    check(vectors && stored == fnv1a64(file, n - 8) && memcmp(file, "SPDC", 4) == 0,
+          "fnv1a64 matches the published FNV-1a 64 vectors (\"\", \"a\", \"foobar\"): %s; the "
+          "file's magic and trailing checksum %016llx are right", vectors ? "yes" : "no",
+          (unsigned long long)stored);
+    err[0] = '\0';
+    check(parse_copy(file, n, err, sizeof(err)) == 0, "parse_checkpoint accepts an unmodified "
+          "in-memory copy %s", err);
+
+    // truncation at every section boundary
+    size_t header = 28, params_at = header + (size_t)V;
+    size_t cuts[] = {0, 3, 4, 8, 27, 28, params_at - 1, params_at, params_at + 4 * P / 2, n - 8,
+                     n - 1};
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "truncated to %zu bytes", cuts[i]);
+        if (cuts[i] < header) expect_reject(file, cuts[i], what, "shorter than", "bytes");
+        else expect_reject(file, cuts[i], what, "needs", "bytes");
+    }
+    // header and content corruptions (checksum recomputed where a later check must fire)
+    unsigned char *m = malloc(n);
+    memcpy(m, file, n);
+    m[0] = 'X';
+    expect_reject(m, n, "with wrong magic", "magic", NULL);
+    memcpy(m, file, n);
+    put_u32(m + 4, 2);
+    fix_checksum(m, n);
+    expect_reject(m, n, "with version 2", "version", NULL);
+    memcpy(m, file, n);
+    m[params_at + 1000] ^= 0x40;
+    expect_reject(m, n, "with a flipped parameter byte", "checksum", NULL);
+    memcpy(m, file, n);
+    put_u32(m + 8, 3);
+    fix_checksum(m, n);
+    expect_reject(m, n, "with n_layer 3 (checksum fixed)", "needs", NULL);
+    memcpy(m, file, n);
+    m[header + 1] = m[header];
+    fix_checksum(m, n);
+    expect_reject(m, n, "with a repeated vocabulary byte (checksum fixed)", "ascending", NULL);
+    memcpy(m, file, n);
+    size_t sizes[N_TENSORS], key_at = 0;
+    weight_sizes(&g->config, sizes);
+    for (int t = 0; t < 5; t++) key_at += sizes[t]; // tensor 5 is "key"
+    put_u32(m + params_at + 4 * (key_at + 3), 0x7fc00000u); // a quiet NaN
+    fix_checksum(m, n);
+    expect_reject(m, n, "with a NaN in key (checksum fixed)", "finite", "tensor key");
+    memcpy(m, file, n);
+    put_u32(m + params_at + 4 * (P - 1), 0x7f800000u); // +inf, the very last parameter
+    fix_checksum(m, n);
+    expect_reject(m, n, "with +inf as the last parameter (checksum fixed)", "finite",
+                  "lm_head_bias");
+    memcpy(m, file, n);
+    put_u32(m + 12, 3);
+    fix_checksum(m, n);
+    expect_reject(m, n, "with n_head 3 for n_embd 64 (checksum fixed)", "multiple", NULL);
+    free(m);
+
+    // a save into a missing directory fails and leaves nothing behind
+    err[0] = '\0';
+    rc = save_checkpoint(g, &fx->vocab, missing, err, sizeof(err));
+    struct stat st;
+    int nothing = stat(missing, &st) != 0 && stat(missing_dir, &st) != 0;
+    check(rc == -1 && contains(err, "cannot write") && nothing, "save into a missing directory "
+          "fails (rc %d) with \"cannot write\" and creates nothing: \"%s\"", rc, err);
+
+    // a save over a larger existing file replaces it completely
+    size_t junk_n = n + 1000;
+    unsigned char *junk = malloc(junk_n);
+    memset(junk, 0xAB, junk_n);
+    write_bytes(over, junk, junk_n);
+    free(junk);
+    err[0] = '\0';
+    rc = save_checkpoint(g, &fx->vocab, over, err, sizeof(err));
+    size_t n2 = 0;
+    unsigned char *again = slurp(over, &n2);
+    int replaced = again && n2 == n && memcmp(again, file, n) == 0;
+    int tmps = count_entries(dir, ".tmp.");
+    check(rc == 0 && replaced && tmps == 0, "save over a %zu-byte file replaces it whole (rc %d, "
+          "now %zu bytes, equal to a fresh save: %s) and leaves %d *.tmp.* files", junk_n, rc, n2,
+          replaced ? "yes" : "no", tmps);
+    free(again);
+    free(file);
+cleanup:
+    unlink(path);
+    unlink(over);
+    rmdir(dir);
+}
+
+// ----------------------------------------------------------------------------
+// 15. load_corpus errors
+
+// Each bad corpus gets an error naming the problem, and the Corpus left behind holds
+// no freed pointer (main calls free_corpus after a failed load).
+static void test_corpus_errors(const Fixture *fx) {
+    char dir[] = "/tmp/specdec_corpus.XXXXXX";
+    if (!check(mkdtemp(dir) != NULL, "make a temporary directory for corpora")) return;
+    char missing[256], empty[256], one[256], hash[256];
+    snprintf(missing, sizeof(missing), "%s/no_such_file.txt", dir);
+    snprintf(empty, sizeof(empty), "%s/empty.txt", dir);
+    snprintf(one, sizeof(one), "%s/one.txt", dir);
+    snprintf(hash, sizeof(hash), "%s/hash.txt", dir);
+    write_bytes(empty, "", 0);
+    write_bytes(one, "a", 1);
+    const char *hash_text = "hello\n#abc"; // '#' at offset 6 is not in Tiny Shakespeare
+    write_bytes(hash, hash_text, strlen(hash_text));
+    struct { const char *name, *path; int given_vocab; const char *want[3]; } cases[] = {
+        {"a missing file", missing, 0, {"make data", "no_such_file.txt", NULL}},
+        {"a directory", dir, 0, {"not a regular file", NULL, NULL}},
+        {"an empty file", empty, 0, {"at least 2", "has 0 bytes", NULL}},
+        {"a 1-byte file", one, 0, {"at least 2", "has 1 byte", NULL}},
+        {"a '#' with the 65-char vocabulary", hash, 1, {"'#'", "0x23", "offset 6"}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Corpus c;
+        Vocab v;
+        if (cases[i].given_vocab) v = fx->vocab;
+        else memset(&v, 0, sizeof(v));
+        char err[512] = "";
+        int rc = load_corpus(&c, cases[i].path, &v, err, sizeof(err));
+        int named = 1;
+        for (int j = 0; j < 3 && cases[i].want[j]; j++) named &= contains(err, cases[i].want[j]);
+        check(rc == -1 && named, "load_corpus of %s fails (rc %d) with %s%s%s%s%s: \"%s\"",
+              cases[i].name, rc, cases[i].want[0], cases[i].want[1] ? ", " : "",
+              cases[i].want[1] ? cases[i].want[1] : "", cases[i].want[2] ? ", " : "",
+              cases[i].want[2] ? cases[i].want[2] : "", err);
+        // main() calls free_corpus on this Corpus: it must not hold freed pointers
+        int clean = c.bytes == NULL && c.tokens == NULL;
+        check(clean, "load_corpus of %s leaves no freed pointer in the Corpus (bytes %s, tokens "
+              "%s), so free_corpus after it is safe", cases[i].name,
+              c.bytes ? "DANGLING" : "NULL", c.tokens ? "DANGLING" : "NULL");
+        if (clean) free_corpus(&c); // a no-op then; calling it on dangling pointers would crash
+    }
+    unlink(empty);
+    unlink(one);
+    unlink(hash);
+    rmdir(dir);
+}
+
+// ----------------------------------------------------------------------------
+
+// Runs one test function and prints its wall time as a commentary line.
+#define TIMED(call)                                                              \
+    do {                                                                         \
+        double t0_ = now_seconds();                                              \
+        call;                                                                    \
+        printf("  (%s: %.2f s)\n", #call, now_seconds() - t0_);                 \
+    } while (0)
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); // each line reaches the runner even after an abort
+    Fixture fx;
+    memset(&fx, 0, sizeof(fx));
+    char err[512] = "";
+    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
+        check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
+        return 1;
+    }
+    Config c = {4, 4, 64, 32, fx.vocab.size};
+    if (build_gpt(&fx.model, &c) != 0 ||
+        BigramDraftModel(&fx.draft, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
+        check(0, "build the shared model and draft: out of memory");
+        return 1;
+    }
+    init_gpt_random(&fx.model, 1337);
+    // the CLI's helpers are not under test here; naming them keeps -Wunused-function quiet
+    (void)usage;
+    (void)setup_model;
+    (void)run_generation;
+
+    TIMED(test_param_count());
+    TIMED(test_tokenizer_corpus(&fx));
+    TIMED(test_bigram(&fx));
+    TIMED(test_forward_reference(&fx));
+    TIMED(test_kv_chunking(&fx));
+    TIMED(test_trim(&fx));
+    TIMED(test_untrimmed_control(&fx));
+    TIMED(test_sample_from());
+    TIMED(test_probs(&fx));
+    TIMED(test_accept_reject());
+    TIMED(test_greedy_equivalence(&fx));
+    TIMED(test_stats(&fx));
+    TIMED(test_determinism(&fx));
+    TIMED(test_zero_new_tokens(&fx));
+    TIMED(test_checkpoint(&fx));
+    TIMED(test_corpus_errors(&fx));
+
+    free_bigram_draft(&fx.draft);
+    free_gpt(&fx.model);
+    free_corpus(&fx.corpus);
+    printf("test_specdec summary: %d checks passed and %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+}
