@@ -253,6 +253,7 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
 // 1, 2, ... in order, whatever T is: a token's logits are bit-identical alone or in a pass.
 void matmul(float *restrict out, const float *restrict in, const float *restrict weight,
             const float *restrict bias, int T, int in_dim, int out_dim) {
+    // start every output at its bias (or 0), then add one input feature at a time
     for (int t = 0; t < T; t++)
         for (int o = 0; o < out_dim; o++) out[(size_t)t * out_dim + o] = bias ? bias[o] : 0.0f;
     for (int i = 0; i < in_dim; i++) {
@@ -270,6 +271,7 @@ void matmul(float *restrict out, const float *restrict in, const float *restrict
 // q: (T, C); key_cache, value_cache: (S, C) of one layer; att: (NH, S, S); out: (T, C).
 void attention(float *out, float *att, const float *q, const float *key_cache,
                const float *value_cache, int T, int pos0, int C, int NH, int S) {
+    // each head sees its own HS-wide slice of q, k and v; the slices sit side by side
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS); // head_size ** -0.5, as in the lecture
     for (int t = 0; t < T; t++) {
@@ -320,6 +322,7 @@ void residual_add(float *x, const float *y, size_t n) {
 
 // x[t] = token_embedding[tokens[t]] + position_embedding[pos0 + t].
 static void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C) {
+    // the position is absolute: a token verified at cache position 20 gets row 20
     for (int t = 0; t < T; t++) {
         const float *te = w->token_embedding + (size_t)tokens[t] * C;
         const float *pe = w->position_embedding + (size_t)(pos0 + t) * C;
@@ -364,6 +367,7 @@ static void block_forward(GPT *g, int l, int T, int pos0) {
 float *forward(GPT *g, const int *tokens, int T) {
     const Config *c = &g->config;
     RunState *s = &g->state;
+    // the new tokens go right after the cached ones, and must fit the context
     int pos0 = s->kv_len;
     if (T < 1 || pos0 + T > c->block_size) {
         // callers keep to the context policy, so this is a bug, not bad input
@@ -538,6 +542,7 @@ int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
         return -1;
     }
     // counts[a][b] = how often b follows a
+    // double counts: a float would stop counting exactly past 2^24 pairs
     for (size_t i = 0; i + 1 < n; i++) counts[(size_t)train[i] * V + train[i + 1]] += 1.0;
     // +1 on every cell, then each row divided by its total
     for (int a = 0; a < V; a++) {
@@ -731,11 +736,13 @@ void draft_tokens(const BigramDraft *d, int current_token, int k, float temperat
 // after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
 void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
                        float temperature, float *p_target) {
+    // the blog's all_tokens = [current_token] + candidates
     int V = g->config.vocab_size;
     int all_tokens[k + 1]; // k < block_size, so this stays small
     all_tokens[0] = current_token;
     for (int i = 0; i < k; i++) all_tokens[i + 1] = candidates[i];
     const float *logits = forward(g, all_tokens, k + 1); // the single pass
+    // softmax each row at the decoding temperature, as the blog's F.softmax loop does
     for (int i = 0; i <= k; i++)
         target_probs(p_target + (size_t)i * V, logits + (size_t)i * V, V, temperature);
 }
@@ -743,6 +750,7 @@ void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
 // has no mass (p == q in floating point) it draws from p instead. residual: (V).
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
+    // the residual stays unnormalised: sample_from scales by its total anyway
     double mass = 0.0;
     for (int j = 0; j < V; j++) {
         residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f;
@@ -790,6 +798,7 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
 void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
     RunState *s = &g->state;
     const Config *c = &g->config;
+    // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
     int keep = cache_len_before + num_accepted;
     size_t C = c->n_embd, S = c->block_size;
     for (int l = 0; l < c->n_layer; l++) {
@@ -864,6 +873,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
 // the same context in both.
 static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st,
                             int is_refill) {
+    // empty the cache and run the window in one pass: positions restart at 0
     int n = n_seq < keep ? n_seq : keep;
     g->state.kv_len = 0;
     const float *logits = forward(g, seq + n_seq - n, n);
@@ -897,6 +907,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
               Rng *rng, int *seq, float *p, Stats *st) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
+    // seq[first..] is the generated part; seq[n_seq-1] is always the current token
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, -1);
@@ -978,7 +989,9 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
             n_seq++;
             continue;
         }
-        // k may be 0 when one free slot remains: then the round is one plain step
+        // a verify pass writes k+1 positions from kv_len, so k <= S-1-kv_len keeps it
+        // inside the cache. k may be 0 when one free slot remains: then the round is
+        // one plain step, the same pass plain decoding makes at this point
         int room = S - 1 - g->state.kv_len;
         int k = o->K < remaining ? o->K : remaining;
         if (k > room) k = room;
