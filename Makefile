@@ -15,7 +15,7 @@ endif
 # forward pass: verifying k drafted tokens at once must give bit-identical
 # logits to running them one by one.
 CFLAGS = -std=c11 -O3 -Wall -Wextra -ffp-contract=off
-DEBUG_CFLAGS = -std=c11 -O0 -g3 -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
+DEBUG_CFLAGS = -std=c11 -O0 -g3 -ffp-contract=off -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
 LDLIBS = -lm
 # Directory that may already hold a verified tinyshakespeare/input.txt.
 SHARED ?= ../shared

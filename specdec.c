@@ -48,11 +48,14 @@
  *   NH number of attention heads           (4);  HS = C / NH, the head size (16)
  *   S  block_size, the longest context     (32)
  *   K  draft length, tokens guessed per round (4 by default)
+ *   N  corpus length in bytes                (1,115,394)
+ *   P  parameter count                        (209,729)
  */
 
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -691,6 +694,7 @@ typedef struct {
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
     double *u;        // (K)       the uniform draw that decided each candidate
     int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
+    int *all_tokens;  // (K+1)     the verify pass's input: [current, c0 .. c(k-1)]
     float *p_next;    // (V)       target distribution after a (re)prefill, sampled directly
     int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
@@ -705,16 +709,17 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->residual = calloc((size_t)V, sizeof(float));
     b->u = calloc((size_t)K, sizeof(double));
     b->accepted = calloc((size_t)K + 1, sizeof(int));
+    b->all_tokens = calloc((size_t)K + 1, sizeof(int));
     b->p_next = calloc((size_t)V, sizeof(float));
     b->rejected_at = -1;
     return (b->candidates && b->q_draft && b->p_target && b->residual && b->u && b->accepted &&
-            b->p_next) ? 0 : -1;
+            b->all_tokens && b->p_next) ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     free(b->candidates); free(b->q_draft); free(b->p_target);
-    free(b->residual); free(b->u); free(b->accepted); free(b->p_next);
+    free(b->residual); free(b->u); free(b->accepted); free(b->all_tokens); free(b->p_next);
     memset(b, 0, sizeof(*b));
 }
 
@@ -734,11 +739,11 @@ void draft_tokens(const BigramDraft *d, int current_token, int k, float temperat
 // Phase 2, VERIFY: ONE target forward over [current_token, c0 .. c(k-1)] at positions
 // kv_len .. kv_len+k. Row i of the output is the target's distribution for the token
 // after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
+// all_tokens: (k+1) receives the pass's input, so a debugger can show it.
 void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
-                       float temperature, float *p_target) {
+                       float temperature, int *all_tokens, float *p_target) {
     // the blog's all_tokens = [current_token] + candidates
     int V = g->config.vocab_size;
-    int all_tokens[k + 1]; // k < block_size, so this stays small
     all_tokens[0] = current_token;
     for (int i = 0; i < k; i++) all_tokens[i + 1] = candidates[i];
     const float *logits = forward(g, all_tokens, k + 1); // the single pass
@@ -748,7 +753,8 @@ void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
-// has no mass (p == q in floating point) it draws from p instead. residual: (V).
+// has no mass (p <= q everywhere, which for two rows summing to 1 means p == q up to
+// rounding) it draws from p instead. residual: (V).
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
     // the residual stays unnormalised: sample_from scales by its total anyway
     double mass = 0.0;
@@ -791,9 +797,10 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
 }
 
 // Phase 4, TRIM: keeps cache_len_before + num_accepted positions, i.e. current_token
-// and the accepted drafts. num_accepted = len(accepted) counts the resampled or bonus
-// token too, and that one is NOT cached: it becomes the next current_token. So the
-// invariant holds: the newest token is never in the cache. The discarded positions
+// and the accepted drafts but the last emitted token. num_accepted = len(accepted)
+// counts that last token too (a resample, a bonus, or in a final round without bonus
+// the last accepted draft), and it is NOT cached: it becomes the next current_token.
+// So the invariant holds: the newest token is never in the cache. The discarded positions
 // are zeroed, so a debugger shows them gone; the next pass overwrites them anyway.
 void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
     RunState *s = &g->state;
@@ -823,7 +830,8 @@ typedef struct {
     long prefill_passes;  // target passes over the prompt (1)
     long reprefill_passes;// target passes that refilled a full cache
     long verify_passes;   // target passes of speculative rounds
-    long decode_passes;   // one-token target passes of plain decoding
+    long decode_passes;   // one-token target passes: every step of plain decoding, and
+                          // speculative decoding's steps when one cache slot is left
     long emitted;         // tokens generated
     long round_tokens;    // tokens emitted by speculative rounds
     double seconds;       // wall time of the whole generation
@@ -858,8 +866,8 @@ static void echo_tokens(const DecodeOptions *o, const int *toks, int n) {
 }
 
 // The trace printers live in the trace-and-stats section below.
-static void trace_prefill(const DecodeOptions *o, const char *what, int n_tokens,
-                          int kv_len, int sampled);
+static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
+                       int kv_len, int sampled);
 static void trace_round(const DecodeOptions *o, long round, int current, int k,
                         const SpecBuffers *b, int n_out, int cache_before,
                         int cache_verified, int cache_after);
@@ -910,7 +918,6 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     // seq[first..] is the generated part; seq[n_seq-1] is always the current token
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
-    if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, -1);
     while (n_seq - first < n_new) {
         // sample the next token from the logits of the current token
         seq[n_seq] = sample_target(logits, V, o->temperature, p, rng);
@@ -936,7 +943,8 @@ static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k
     int V = g->config.vocab_size;
     int cache_len = g->state.kv_len;
     draft_tokens(d, current_token, k, o->temperature, rng, b->candidates, b->q_draft);
-    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->p_target);
+    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->all_tokens,
+                      b->p_target);
     int cache_verified = g->state.kv_len;
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at);
@@ -969,37 +977,47 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     if (n_new > 0) {
         seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
-        if (o->trace) trace_prefill(o, "PREFILL", n_seq < S ? n_seq : S, g->state.kv_len, seq[n_seq]);
+        if (o->trace) trace_pass(o, "PREFILL", g->state.kv_len, 0, g->state.kv_len, seq[n_seq]);
         echo_tokens(o, seq + n_seq, 1);
         n_seq++;
     }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
     while (n_seq - first < n_new) {
         int remaining = n_new - (n_seq - first);
-        if (g->state.kv_len == S) {
-            // cache full: refill from the last S/2 tokens and sample, as plain decoding does
-            logits = prefill(g, seq, n_seq, S / 2, st, 1);
-            seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
-            if (o->trace) {
-                fprintf(stderr, "cache full (cache_len %d = block_size): keep the last %d tokens\n",
-                        S, S / 2);
-                trace_prefill(o, "REFILL", S / 2, g->state.kv_len, seq[n_seq]);
-            }
-            echo_tokens(o, seq + n_seq, 1);
-            n_seq++;
+        // a verify pass writes k+1 positions from kv_len, so k <= S-1-kv_len keeps it
+        // inside the cache; a round needs room for at least one draft
+        int room = S - 1 - g->state.kv_len;
+        if (room > 0) {
+            int k = o->K < remaining ? o->K : remaining;
+            if (k > room) k = room;
+            int allow_bonus = k < remaining; // never emit more than was asked for
+            int n = speculative_round(g, d, b, k, allow_bonus, o, rng, seq[n_seq - 1], st);
+            memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
+            echo_tokens(o, seq + n_seq, n);
+            n_seq += n;
             continue;
         }
-        // a verify pass writes k+1 positions from kv_len, so k <= S-1-kv_len keeps it
-        // inside the cache. k may be 0 when one free slot remains: then the round is
-        // one plain step, the same pass plain decoding makes at this point
-        int room = S - 1 - g->state.kv_len;
-        int k = o->K < remaining ? o->K : remaining;
-        if (k > room) k = room;
-        int allow_bonus = k < remaining; // never emit more than was asked for
-        int n = speculative_round(g, d, b, k, allow_bonus, o, rng, seq[n_seq - 1], st);
-        memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
-        echo_tokens(o, seq + n_seq, n);
-        n_seq += n;
+        // no room for a draft: the next token comes from one target pass, exactly the
+        // pass plain decoding makes at this point of the text
+        int pos0 = g->state.kv_len, n_pass;
+        const char *what;
+        if (pos0 == S) {
+            // cache full: refill from the last S/2 tokens, as plain decoding does
+            logits = prefill(g, seq, n_seq, S / 2, st, 1);
+            what = "REFILL";
+            n_pass = S / 2;
+            pos0 = 0;
+        } else {
+            // one free slot: the current token alone, at the last position
+            logits = forward(g, &seq[n_seq - 1], 1);
+            st->decode_passes++;
+            what = "STEP";
+            n_pass = 1;
+        }
+        seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
+        if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
+        echo_tokens(o, seq + n_seq, 1);
+        n_seq++;
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
@@ -1008,17 +1026,19 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
 // ----------------------------------------------------------------------------
 // Trace and stats (stderr)
 
-// Prints a (re)prefill: how many tokens went through, and the token it sampled.
-static void trace_prefill(const DecodeOptions *o, const char *what, int n_tokens, int kv_len,
-                          int sampled) {
-    fprintf(stderr, "%-8s one target pass over %d token%s at positions 0..%d -> cache_len %d",
-            what, n_tokens, n_tokens == 1 ? "" : "s", n_tokens - 1, kv_len);
-    if (sampled >= 0) {
-        char vis[8];
-        visible_char(vis, decode(o->vocab, sampled));
-        fprintf(stderr, "; sampled %s, the new current_token", vis);
-    }
-    fputc('\n', stderr);
+// Prints a target pass outside the rounds (prefill, refill, or a one-token step at the
+// cache edge): what it ran, where, and the token sampled from its last row.
+static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
+                       int kv_len, int sampled) {
+    char vis[8];
+    visible_char(vis, decode(o->vocab, sampled));
+    if (!strcmp(what, "REFILL"))
+        fprintf(stderr, "cache full (cache_len = block_size): keep the last %d tokens\n", n_tokens);
+    if (!strcmp(what, "STEP"))
+        fprintf(stderr, "one free cache slot: no room to verify a draft, so one plain step\n");
+    fprintf(stderr, "%-8s one target pass over %d token%s at positions %d..%d -> cache_len %d; "
+            "sampled %s, the new current_token\n", what, n_tokens, n_tokens == 1 ? "" : "s",
+            pos0, pos0 + n_tokens - 1, kv_len, vis);
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
@@ -1039,10 +1059,8 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
     }
     fputc('\n', stderr);
     // VERIFY: the one pass, and which positions it scored
-    if (k == 0) fprintf(stderr, "  (k = 0: one free cache slot is left, so no draft; this "
-                        "round is one plain step)\n");
-    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
-            k ? "s" : "", cache_before, cache_before + k);
+    fprintf(stderr, "  VERIFY  one target pass over %d tokens at positions %d..%d\n", k + 1,
+            cache_before, cache_before + k);
     // ACCEPT/REJECT: one line per candidate that was checked
     int checked = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
     if (checked > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
@@ -1097,13 +1115,15 @@ void print_stats(const char *title, const Stats *s, int speculative) {
                 s->resampled, s->bonus);
         fprintf(stderr, "  tokens per verify pass  %.3f\n",
                 s->rounds ? (double)s->round_tokens / s->rounds : 0.0);
-        fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, verify %ld)\n",
-                target_passes(s), s->prefill_passes, s->reprefill_passes, s->verify_passes);
+        fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, verify %ld, "
+                "one-token steps at the cache edge %ld)\n", target_passes(s), s->prefill_passes,
+                s->reprefill_passes, s->verify_passes, s->decode_passes);
     } else {
         fprintf(stderr, "  target passes           %ld   (prefill %ld, re-prefill %ld, decode %ld)\n",
                 target_passes(s), s->prefill_passes, s->reprefill_passes, s->decode_passes);
     }
-    // the wall time covers prefill to last token, refills included
+    // the wall time covers prefill to last token, refills included; also the trace and
+    // the streamed text when they are on (--compare turns streaming off for both decoders)
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             s->seconds > 0 ? s->emitted / s->seconds : 0.0);
 }
@@ -1157,13 +1177,14 @@ uint64_t fnv1a64(const unsigned char *p, size_t n) {
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
+// Reads what put_u32 wrote.
 static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 // Checks a config for sizes the model can be built with; fills err and returns -1 if not.
 int validate_config(const Config *c, char *err, size_t errlen) {
-    // generous bounds that still keep every size product far from overflow
+    // generous bounds; every size product stays far below 2^63 (a 64-bit size_t)
     if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
         c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
         c->vocab_size < 1 || c->vocab_size > 256) {
@@ -1235,7 +1256,8 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     }
     // parameters: copied out, and every one must be a finite number
     if (build_gpt(g, &c) != 0) {
-        snprintf(err, errlen, "out of memory for %zu parameters", P);
+        snprintf(err, errlen, "out of memory for %zu parameters and the activations of a "
+                 "%d-token context", P, c.block_size);
         free_gpt(g);
         return -1;
     }
@@ -1314,6 +1336,10 @@ int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *er
     // fsync before rename, so the new name never points at data still in flight
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
+    // mkstemp creates the file 0600; give it the mode an ordinary write would (0666 & ~umask)
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0) fchmod(fd, 0666 & ~mask);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     int ok = f && fwrite(buf, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (f) ok = (fclose(f) == 0) && ok;
@@ -1491,6 +1517,9 @@ static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, i
     return all_same;
 }
 
+// The corpus length the self-test needs: its longest prompt, 2S+7 tokens, comes from it.
+size_t selftest_min_corpus(int S) { return (size_t)2 * S + 7; }
+
 // Runs every self-test case, one line each; returns the number of failures.
 int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus) {
     int S = g->config.block_size, failures = 0, cases = 0;
@@ -1498,23 +1527,25 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int n_cases = 6;
-    size_t long_len = (size_t)2 * S + 7;
+    size_t long_len = selftest_min_corpus(S);
     int *tokens = malloc((long_len + 64) * sizeof(int));
     if (!tokens) return 1;
     for (int c = 0; c < n_cases; c++) {
         int n_prompt;
         if (texts[c]) {
-            // prompts made of bytes the corpus may lack are skipped, not failed
+            // a vocabulary without these bytes cannot run the required prompts: a failure
             n_prompt = (int)strlen(texts[c]);
             if (encode(v, (const unsigned char *)texts[c], (size_t)n_prompt, tokens) >= 0) {
-                printf("PASS greedy %-14s skipped: the vocabulary lacks one of its bytes\n",
-                       labels[c]);
+                printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
+                       "(use Tiny Shakespeare)\n", labels[c]);
+                failures++;
+                cases++;
                 continue;
             }
         } else {
             // taken from the corpus itself, so every byte is in the vocabulary
+            // main has checked that the corpus holds long_len tokens
             n_prompt = c == 3 ? S : (int)long_len;
-            if ((size_t)n_prompt > corpus->n) n_prompt = (int)corpus->n;
             memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
         }
         // K = 1..8: short and long drafts; 300 tokens is several refills of the cache
@@ -1585,7 +1616,8 @@ static void usage(FILE *f) {
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
-        "  --selftest  greedy equivalence and KV-cache checks; exit 1 on any failure\n"
+        "  --selftest  greedy equivalence and KV-cache checks, one PASS/FAIL line per case\n"
+        "              on stdout; exit 1 on any failure\n"
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr.\n",
         MAX_NEW_TOKENS);
@@ -1672,6 +1704,12 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                          "got '%s'", val);
                 return -1;
             }
+            // a temperature float cannot hold would become 0, greedy, without a word
+            if (t > 0.0 && (float)t < FLT_MIN) {
+                snprintf(err, errlen, "-t %s is too small to be a temperature; use -t 0 for "
+                         "greedy decoding", val);
+                return -1;
+            }
             o->temperature = (float)t;
         } else if (!strcmp(a, "-s")) {
             if (parse_seed(val, &o->seed) != 0) {
@@ -1696,6 +1734,19 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     if (o->plain && o->compare) {
         snprintf(err, errlen, "--plain and --compare cannot be combined; --compare already "
                  "runs plain decoding");
+        return -1;
+    }
+    if (o->plain && o->trace) {
+        snprintf(err, errlen, "--trace shows the rounds of speculative decoding; drop --plain "
+                 "to see them");
+        return -1;
+    }
+    // one action per run: write a checkpoint, run the self-test, or generate
+    int generation_flags = o->trace || o->compare || o->plain;
+    if ((o->save_path && (o->run_selftest || generation_flags)) ||
+        (o->run_selftest && generation_flags)) {
+        snprintf(err, errlen, "--save, --selftest and generation (--trace, --compare, "
+                 "--plain) are separate actions; give one per run");
         return -1;
     }
     return 0;
@@ -1765,37 +1816,40 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
     float *p = malloc((size_t)V * sizeof(float));
     // seq holds prompt + output for refills; the plain run keeps its own for the comparison
     SpecBuffers b;
+    memset(&b, 0, sizeof(b));
     if (!seq || !seq_plain || !p || build_spec_buffers(&b, o->K, V) != 0) {
-        fprintf(stderr, "specdec: out of memory for %d tokens\n", o->n_new);
         free(seq); free(seq_plain); free(p);
-        return 1;
+        free_spec_buffers(&b);
+        return 1; // main reports it
     }
-    // with --trace the trace has the stage; the text is printed whole at the end
-    DecodeOptions opt = {o->temperature, o->K, o->trace, o->trace ? NULL : stdout, v};
+    // the text streams to stdout as it is made, except with --trace (the trace has the
+    // stage) and --compare (so that both wall times measure decoding, not printing);
+    // then it is printed whole afterwards
+    FILE *stream = o->trace || o->compare ? NULL : stdout;
+    DecodeOptions opt = {o->temperature, o->K, o->trace, stream, v};
+    DecodeOptions print_whole = {0, 0, 0, stdout, v};
     Stats spec = {0}, plain = {0};
     Rng rng;
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
-    // stdout carries the prompt and the text; everything else went to stderr
-    fputs(o->prompt, stdout);
     if (!o->plain) {
+        // stdout carries the prompt and the text; everything else goes to stderr
+        fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
-        if (o->trace) echo_tokens(&(DecodeOptions){0, 0, 0, stdout, v}, seq + start, o->n_new);
+        if (!stream) echo_tokens(&print_whole, seq + start, o->n_new);
         fputc('\n', stdout);
         print_stats("speculative decoding", &spec, 1);
     }
     if (o->plain || o->compare) {
-        if (o->compare) {
-            fprintf(stderr, "\nplain decoding, same seed:\n");
-            fputs(o->prompt, stdout);
-        }
+        if (o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         // the same seed, so that in greedy mode the two texts can be compared byte for byte
+        fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         opt.trace = 0;
-        opt.echo = stdout;
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
+        if (!stream) echo_tokens(&print_whole, seq_plain + start, o->n_new);
         fputc('\n', stdout);
         print_stats("plain decoding", &plain, 0);
     }
@@ -1810,6 +1864,7 @@ static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const 
 }
 
 #ifndef TESTING
+// Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     char err[512];
     Options o;
@@ -1842,13 +1897,25 @@ int main(int argc, char **argv) {
     int S = g.config.block_size;
     int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int));
     BigramDraft d = {0, NULL};
-    // checks that need the model: K against block_size, the prompt against the vocabulary
-    if (o.K >= S) {
+    // checks that need the model: K against block_size, the prompt against the
+    // vocabulary (generation only: the self-test brings its own prompts and Ks), and
+    // for the self-test a corpus long enough to take its longest prompt from
+    if (!prompt) {
+        snprintf(err, sizeof(err), "out of memory for a prompt of %zu bytes", strlen(o.prompt));
+        goto done;
+    }
+    if (o.run_selftest && corpus.n < selftest_min_corpus(S)) {
+        snprintf(err, sizeof(err), "the self-test takes prompts of up to %zu tokens from the "
+                 "corpus, which has %zu; use Tiny Shakespeare (make data)",
+                 selftest_min_corpus(S), corpus.n);
+        goto done;
+    }
+    if (!o.run_selftest && o.K >= S) {
         snprintf(err, sizeof(err), "-k %d is too large: a verify pass of K+1 tokens must fit "
                  "block_size %d; use -k 1..%d", o.K, S, S - 1);
         goto done;
     }
-    if (!prompt || encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
+    if (!o.run_selftest && encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
     if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
         snprintf(err, sizeof(err), "out of memory building the bigram table");
         goto done;
@@ -1866,8 +1933,9 @@ int main(int argc, char **argv) {
     } else {
         print_config(&g, source);
         rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
+        if (rc) snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
     }
-    err[0] = '\0';
+    if (rc == 0) err[0] = '\0';
 done:
     // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) fprintf(stderr, "specdec: %s\n", err);

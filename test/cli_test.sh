@@ -105,6 +105,7 @@ check "--init 7 --save writes a checkpoint (exit 0, $CKPT_SIZE bytes, magic SPDC
 mkdir "$T/dir"
 : >"$T/empty"
 printf 'a' >"$T/one_byte"
+printf 'To be, or not to be\n' >"$T/short_corpus"  # 20 bytes: too short for --selftest
 printf 'hello#world\nhello world\n' >"$T/hash_corpus"   # '#' at offset 5
 G=$T/good.bin
 head -c 0 "$G" >"$T/ck_empty"
@@ -185,6 +186,11 @@ prompt with non-ASCII byte  | 1 | byte 0xc3) at position 1          | -p $'x\xc3
 # options that exclude each other
 -m with --init              | 1 | -m and --init                     | -m "$T/good.bin" --init 3
 --plain with --compare      | 1 | --plain and --compare             | --plain --compare
+--plain with --trace        | 1 | --trace && drop --plain           | --plain --trace
+--save with --selftest      | 1 | separate actions                  | --init 7 --save "$T/x.bin" --selftest
+--selftest with --compare   | 1 | separate actions                  | --selftest --compare
+-t below the smallest float | 1 | too small && -t 0                 | -t 1e-50
+self-test on a short corpus | 1 | self-test && 71 && make data      | --selftest -i "$T/short_corpus"
 # corpus problems
 corpus missing              | 1 | cannot open corpus && make data   | -i "$T/no_such_corpus.txt"
 corpus is a directory       | 1 | not a regular file                | -i "$T/dir"

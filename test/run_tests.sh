@@ -34,7 +34,7 @@ CC=${CC:-gcc}
 FILTER=${TESTS_FILTER:-}
 TIMEOUT=${TEST_TIMEOUT:-1800}
 RELEASE_FLAGS=(-std=c11 -O2 -Wall -Wextra -ffp-contract=off)
-SAN_FLAGS=(-std=c11 -O1 -g "-fsanitize=address,undefined"
+SAN_FLAGS=(-std=c11 -O1 -g -ffp-contract=off "-fsanitize=address,undefined"
            -fno-omit-frame-pointer -fno-sanitize-recover=all)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

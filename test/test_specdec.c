@@ -499,7 +499,7 @@ static void test_trim(Fixture *fx) {
     forward(g, prompt, 9); // cache: 9 positions; prompt[9] is the current token
     int before = g->state.kv_len;
     draft_tokens(&fx->draft, prompt[9], K, 1.0f, &r, b.candidates, b.q_draft);
-    verify_candidates(g, prompt[9], b.candidates, K, 1.0f, b.p_target);
+    verify_candidates(g, prompt[9], b.candidates, K, 1.0f, b.all_tokens, b.p_target);
     int verified = g->state.kv_len;
     check(before == 9 && verified == before + K + 1, "verify of k+1=%d tokens: kv_len %d -> %d",
           K + 1, before, verified);
@@ -571,7 +571,7 @@ static void test_untrimmed_control(Fixture *fx) {
         reset_cache(g);
         forward(g, prompt, 9);
         int before = g->state.kv_len;
-        verify_candidates(g, prompt[9], b.candidates, K, 0.0f, b.p_target);
+        verify_candidates(g, prompt[9], b.candidates, K, 0.0f, b.all_tokens, b.p_target);
         int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u, b.residual,
                               b.accepted, &b.rejected_at);
         if (variant == 0) trim_kv_cache(g, n, before);
@@ -964,13 +964,14 @@ static void test_greedy_equivalence(Fixture *fx) {
 
 // What the test's own speculative loop counted.
 typedef struct {
-    long rounds, drafted, accepted, resampled, bonus, no_bonus_full, refills;
+    long rounds, drafted, accepted, resampled, bonus, no_bonus_full, refills, edge_steps;
 } LoopCounts;
 
 // The documented decoding policy, driven with the four phase functions: prefill the
 // last S prompt tokens and sample; when the cache is full refill from the last S/2
-// tokens and sample; otherwise one round with k = min(K, remaining, S-1-kv_len) and a
-// bonus only if k < remaining. Returns the sequence length.
+// tokens and sample; with one free slot take one plain one-token step; otherwise one
+// round with k = min(K, remaining, S-1-kv_len) and a bonus only if k < remaining.
+// Returns the sequence length.
 static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
                               int n_prompt, int n_new, float t, int K, Rng *rng, int *seq,
                               float *p, LoopCounts *lc) {
@@ -992,10 +993,18 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
             continue;
         }
         int remaining = n_new - (n_seq - first), before = g->state.kv_len;
+        if (before == S - 1) {
+            // one free slot: no draft fits, so one plain one-token step
+            const float *lg = forward(g, &seq[n_seq - 1], 1);
+            target_probs(p, lg, V, t);
+            seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
+            lc->edge_steps++;
+            continue;
+        }
         int k = K < remaining ? K : remaining;
         if (k > S - 1 - before) k = S - 1 - before;
         draft_tokens(d, seq[n_seq - 1], k, t, rng, b->candidates, b->q_draft);
-        verify_candidates(g, seq[n_seq - 1], b->candidates, k, t, b->p_target);
+        verify_candidates(g, seq[n_seq - 1], b->candidates, k, t, b->all_tokens, b->p_target);
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
                               b->u, b->residual, b->accepted, &b->rejected_at);
         trim_kv_cache(g, m, before);
@@ -1041,9 +1050,11 @@ static void test_stats(Fixture *fx) {
         int same = n_ref == cap && memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
         check(same, "t=%.1f K=%d: speculative_generate's %d tokens == the test's own "
               "draft/verify/accept/trim loop (%d tokens)", t, K, N_NEW, n_ref - np);
-        check(s.emitted == N_NEW && s.emitted == 1 + s.reprefill_passes + s.round_tokens,
-              "t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld round tokens",
-              t, s.emitted, N_NEW, s.reprefill_passes, s.round_tokens);
+        check(s.emitted == N_NEW &&
+              s.emitted == 1 + s.reprefill_passes + s.decode_passes + s.round_tokens,
+              "t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld edge steps + "
+              "%ld round tokens", t, s.emitted, N_NEW, s.reprefill_passes, s.decode_passes,
+              s.round_tokens);
         long x = s.round_tokens - (s.accepted + s.resampled + s.bonus);
         check(x == lc.no_bonus_full && x >= 0 && x <= 1 && s.rounds == s.resampled + s.bonus + x,
               "t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld "
@@ -1051,16 +1062,20 @@ static void test_stats(Fixture *fx) {
               s.round_tokens, s.accepted, s.resampled, s.bonus, x, lc.no_bonus_full, s.rounds);
         check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
               s.resampled == lc.resampled && s.bonus == lc.bonus &&
-              s.reprefill_passes == lc.refills && s.accepted <= s.drafted,
+              s.reprefill_passes == lc.refills && s.decode_passes == lc.edge_steps &&
+              s.accepted <= s.drafted,
               "t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
-              " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld (stats/driver)", t, s.drafted,
-              lc.drafted, s.rounds, lc.rounds, s.accepted, lc.accepted, s.resampled,
-              lc.resampled, s.bonus, lc.bonus, s.reprefill_passes, lc.refills);
-        check(target_passes(&s) == s.prefill_passes + s.reprefill_passes + s.verify_passes &&
-              s.prefill_passes == 1 && s.decode_passes == 0 && s.verify_passes == s.rounds,
-              "t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld (decode %ld, "
-              "verify == rounds %ld)", t, target_passes(&s), s.prefill_passes,
-              s.reprefill_passes, s.verify_passes, s.decode_passes, s.rounds);
+              " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld, edge steps %ld/%ld "
+              "(stats/driver)", t, s.drafted, lc.drafted, s.rounds, lc.rounds, s.accepted,
+              lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus, s.reprefill_passes,
+              lc.refills, s.decode_passes, lc.edge_steps);
+        check(target_passes(&s) == s.prefill_passes + s.reprefill_passes + s.verify_passes +
+              s.decode_passes && s.prefill_passes == 1 && s.verify_passes == s.rounds &&
+              s.drafted >= s.rounds,
+              "t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld + edge steps "
+              "%ld (verify == rounds %ld, every round drafted at least one token)", t,
+              target_passes(&s), s.prefill_passes, s.reprefill_passes, s.verify_passes,
+              s.decode_passes, s.rounds);
         free_spec_buffers(&b);
     }
     free(seq);
