@@ -846,7 +846,7 @@ long target_passes(const Stats *s) {
 typedef struct {
     float temperature;   // 1.0; 0 = greedy
     int K;               // draft length, 4
-    int trace;           // print each phase on stderr
+    int trace;           // print each speculative round and (re)prefill on stderr
     FILE *echo;          // where emitted text is written as it appears, or NULL
     const Vocab *vocab;  // for echo and trace
 } DecodeOptions;
