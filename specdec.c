@@ -113,15 +113,35 @@ static const char *TENSOR_NAMES[N_TENSORS] = {
     "ffwd_up_weight", "ffwd_up_bias", "ffwd_down_weight", "ffwd_down_bias",
     "ln_f_weight", "ln_f_bias", "lm_head_weight", "lm_head_bias"};
 
-// Activations of one forward pass of up to S tokens, and the KV cache.
-// Every buffer has one role, so a debugger watch on it means one thing.
+// What one transformer block computes for the T tokens of a pass, one buffer per role,
+// so a debugger watch on any of them means one thing. Inference keeps one set and reuses
+// it for every layer, with x_in, x_mid and x_out all the same residual array updated in
+// place; a training pass keeps one set per layer, since its backward pass needs them all.
+typedef struct {
+    float *x_in;     // (S, C)      residual stream entering the block
+    float *ln1;      // (S, C)      ln1(x_in): the input of query, key and value
+    float *ln1_mean; // (S)         ln1's per-token mean and 1/std, kept for a backward pass
+    float *ln1_rstd; // (S)
+    float *q;        // (S, C)      queries of the T tokens, heads side by side
+    float *att;      // (NH, S, S)  attention weights: head, new token, cached position
+    float *att_out;  // (S, C)      attention output before proj, heads concatenated
+    float *attn;     // (S, C)      proj(att_out): what the attention sub-block adds
+    float *x_mid;    // (S, C)      x_in + attn
+    float *ln2;      // (S, C)      ln2(x_mid): the input of the MLP
+    float *ln2_mean; // (S)
+    float *ln2_rstd; // (S)
+    float *hidden;   // (S, 4C)     MLP hidden layer, after ReLU
+    float *ffwd;     // (S, C)      what the MLP sub-block adds
+    float *x_out;    // (S, C)      x_mid + ffwd: the next block's x_in
+} BlockActs;
+
+// Activations of one inference pass of up to S tokens, and the KV cache.
 typedef struct {
     float *x;           // (S, C)      residual stream of the T tokens in flight
-    float *xn;          // (S, C)      LayerNorm output feeding a sub-block
-    float *q;           // (S, C)      queries of the T tokens, heads side by side
-    float *att;         // (NH, S, S)  attention weights: head, new token, cached position
-    float *att_out;     // (S, C)      attention output before proj, heads concatenated
-    float *ffwd_hidden; // (S, 4C)     MLP hidden layer, after ReLU
+    BlockActs block;    //             one block's buffers, reused by every layer
+    float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
+    float *ln_f_mean;   // (S)
+    float *ln_f_rstd;   // (S)
     float *logits;      // (S, V)      output: one row per token of the pass
     float *key_cache;   // (L, S, C)   keys of every cached position, per layer
     float *value_cache; // (L, S, C)   values of every cached position, per layer
@@ -183,29 +203,61 @@ static void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
     }
 }
 
+// Allocates a block's buffers for up to S tokens, all but the residual arrays, which the
+// caller provides (inference passes one array three times: the residual is updated in place).
+static int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid,
+                            float *x_out) {
+    size_t S = c->block_size, C = c->n_embd, NH = c->n_head;
+    a->x_in = x_in;
+    a->x_mid = x_mid;
+    a->x_out = x_out;
+    a->ln1 = calloc(S * C, sizeof(float));
+    a->ln1_mean = calloc(S, sizeof(float));
+    a->ln1_rstd = calloc(S, sizeof(float));
+    a->q = calloc(S * C, sizeof(float));
+    a->att = calloc(NH * S * S, sizeof(float));
+    a->att_out = calloc(S * C, sizeof(float));
+    a->attn = calloc(S * C, sizeof(float));
+    a->ln2 = calloc(S * C, sizeof(float));
+    a->ln2_mean = calloc(S, sizeof(float));
+    a->ln2_rstd = calloc(S, sizeof(float));
+    a->hidden = calloc(S * 4 * C, sizeof(float));
+    a->ffwd = calloc(S * C, sizeof(float));
+    return (a->ln1 && a->ln1_mean && a->ln1_rstd && a->q && a->att && a->att_out && a->attn &&
+            a->ln2 && a->ln2_mean && a->ln2_rstd && a->hidden && a->ffwd) ? 0 : -1;
+}
+
+// Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
+static void free_block_acts(BlockActs *a) {
+    free(a->ln1); free(a->ln1_mean); free(a->ln1_rstd); free(a->q); free(a->att);
+    free(a->att_out); free(a->attn); free(a->ln2); free(a->ln2_mean); free(a->ln2_rstd);
+    free(a->hidden); free(a->ffwd);
+    memset(a, 0, sizeof(*a));
+}
+
 // Allocates the activations and the KV cache for a config.
 static int build_run_state(RunState *s, const Config *c) {
-    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size;
-    size_t NH = c->n_head, L = c->n_layer;
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
     // calloc, so that a cache position never written reads as zero in a debugger
     s->x = calloc(S * C, sizeof(float));
-    s->xn = calloc(S * C, sizeof(float));
-    s->q = calloc(S * C, sizeof(float));
-    s->att = calloc(NH * S * S, sizeof(float));
-    s->att_out = calloc(S * C, sizeof(float));
-    s->ffwd_hidden = calloc(S * 4 * C, sizeof(float));
+    s->ln_f = calloc(S * C, sizeof(float));
+    s->ln_f_mean = calloc(S, sizeof(float));
+    s->ln_f_rstd = calloc(S, sizeof(float));
     s->logits = calloc(S * V, sizeof(float));
     s->key_cache = calloc(L * S * C, sizeof(float));
     s->value_cache = calloc(L * S * C, sizeof(float));
     s->kv_len = 0;
-    return (s->x && s->xn && s->q && s->att && s->att_out && s->ffwd_hidden &&
-            s->logits && s->key_cache && s->value_cache) ? 0 : -1;
+    // one residual array serves as x_in, x_mid and x_out of every layer
+    int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
+    return (blk == 0 && s->x && s->ln_f && s->ln_f_mean && s->ln_f_rstd && s->logits &&
+            s->key_cache && s->value_cache) ? 0 : -1;
 }
 
 // Frees what build_run_state allocated.
 static void free_run_state(RunState *s) {
-    free(s->x); free(s->xn); free(s->q); free(s->att); free(s->att_out);
-    free(s->ffwd_hidden); free(s->logits); free(s->key_cache); free(s->value_cache);
+    free_block_acts(&s->block);
+    free(s->x); free(s->ln_f); free(s->ln_f_mean); free(s->ln_f_rstd);
+    free(s->logits); free(s->key_cache); free(s->value_cache);
     memset(s, 0, sizeof(*s));
 }
 
@@ -233,7 +285,9 @@ void free_gpt(GPT *g) {
 // Neural net blocks: each reads (T, in) rows and writes (T, out) rows
 
 // out = LayerNorm(in) * weight + bias, per row, over C features (eps 1e-5, biased variance).
-void layernorm(float *out, const float *in, const float *weight, const float *bias, int T, int C) {
+// mean and rstd (T) receive each row's mean and 1/std, which a backward pass needs.
+void layernorm(float *out, float *mean_out, float *rstd_out, const float *in,
+               const float *weight, const float *bias, int T, int C) {
     for (int t = 0; t < T; t++) {
         const float *x = in + (size_t)t * C;
         float *o = out + (size_t)t * C;
@@ -246,6 +300,8 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
         var /= C;
         float rstd = 1.0f / sqrtf(var + 1e-5f);
         for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+        mean_out[t] = mean;
+        rstd_out[t] = rstd;
     }
 }
 
@@ -315,9 +371,9 @@ void relu(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-// x += y, elementwise over n floats: the residual connection.
-void residual_add(float *x, const float *y, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
+// out = x + y, elementwise over n floats: the residual connection (out may be x).
+void residual_add(float *out, const float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
 }
 
 // ----------------------------------------------------------------------------
@@ -333,35 +389,33 @@ static void embed(float *x, const Weights *w, const int *tokens, int T, int pos0
     }
 }
 
-// One transformer block l: x = x + proj(attn(ln1(x)));  x = x + ffwd(ln2(x)).
-// Keys and values of the T tokens are written straight into the cache at pos0.
-static void block_forward(GPT *g, int l, int T, int pos0) {
-    const Config *c = &g->config;
-    const Weights *w = &g->w;
-    RunState *s = &g->state;
+// One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
+//                           x_out = x_mid + ffwd(ln2(x_mid)).
+// Keys and values of the T tokens go straight into this layer's cache at pos0;
+// kc, vc: (S, C). Inference and training both come here.
+static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float *kc,
+                          float *vc, int T, int pos0) {
     int C = c->n_embd, S = c->block_size;
     size_t CC = (size_t)C * C;
-    float *kc = s->key_cache + (size_t)l * S * C;   // this layer's (S, C) key cache
-    float *vc = s->value_cache + (size_t)l * S * C; // this layer's (S, C) value cache
-
     // attention sub-block: q for the new tokens; k, v appended to the cache
-    layernorm(s->xn, s->x, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
-    matmul(s->q, s->xn, w->query + l * CC, NULL, T, C, C);
-    matmul(kc + (size_t)pos0 * C, s->xn, w->key + l * CC, NULL, T, C, C);
-    matmul(vc + (size_t)pos0 * C, s->xn, w->value + l * CC, NULL, T, C, C);
-    attention(s->att_out, s->att, s->q, kc, vc, T, pos0, C, c->n_head, S);
-    // proj's output reuses xn: ln1's result is no longer needed
-    matmul(s->xn, s->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
-    residual_add(s->x, s->xn, (size_t)T * C);
+    layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, w->ln1_weight + l * C,
+              w->ln1_bias + l * C, T, C);
+    matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
+    matmul(kc + (size_t)pos0 * C, a->ln1, w->key + l * CC, NULL, T, C, C);
+    matmul(vc + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
+    attention(a->att_out, a->att, a->q, kc, vc, T, pos0, C, c->n_head, S);
+    matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
+    residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
 
     // MLP sub-block: Linear(C, 4C) -> ReLU -> Linear(4C, C)
-    layernorm(s->xn, s->x, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
-    matmul(s->ffwd_hidden, s->xn, w->ffwd_up_weight + l * 4 * CC,
-           w->ffwd_up_bias + l * 4 * C, T, C, 4 * C);
-    relu(s->ffwd_hidden, (size_t)T * 4 * C);
-    matmul(s->xn, s->ffwd_hidden, w->ffwd_down_weight + l * 4 * CC,
-           w->ffwd_down_bias + l * C, T, 4 * C, C);
-    residual_add(s->x, s->xn, (size_t)T * C);
+    layernorm(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_weight + l * C,
+              w->ln2_bias + l * C, T, C);
+    matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC, w->ffwd_up_bias + l * 4 * C,
+           T, C, 4 * C);
+    relu(a->hidden, (size_t)T * 4 * C);
+    matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * 4 * CC, w->ffwd_down_bias + l * C,
+           T, 4 * C, C);
+    residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
 // Runs T >= 1 new tokens at positions kv_len .. kv_len+T-1, appends their keys and
@@ -380,11 +434,16 @@ float *forward(GPT *g, const int *tokens, int T) {
     }
     // the new tokens enter at absolute positions pos0.. (the blog's positions tensor)
     embed(s->x, &g->w, tokens, T, pos0, c->n_embd);
-    // L blocks, each appending this pass's keys and values to its layer of the cache
-    for (int l = 0; l < c->n_layer; l++) block_forward(g, l, T, pos0);
+    // L blocks, each appending this pass's keys and values to its layer of the cache;
+    // the one BlockActs is reused, its residual arrays all being s->x
+    size_t layer_cache = (size_t)c->block_size * c->n_embd;
+    for (int l = 0; l < c->n_layer; l++)
+        block_forward(c, &g->w, l, &s->block, s->key_cache + l * layer_cache,
+                      s->value_cache + l * layer_cache, T, pos0);
     // final LayerNorm and the language-model head
-    layernorm(s->xn, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, c->n_embd);
-    matmul(s->logits, s->xn, g->w.lm_head_weight, g->w.lm_head_bias, T, c->n_embd,
+    layernorm(s->ln_f, s->ln_f_mean, s->ln_f_rstd, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T,
+              c->n_embd);
+    matmul(s->logits, s->ln_f, g->w.lm_head_weight, g->w.lm_head_bias, T, c->n_embd,
            c->vocab_size);
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
