@@ -139,6 +139,7 @@ typedef struct {
 typedef struct {
     float *x;           // (S, C)      residual stream of the T tokens in flight
     BlockActs block;    //             one block's buffers, reused by every layer
+    BlockActs **layers; // (L)         layers[l] = &block for every l: what forward_core walks
     float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
     float *ln_f_mean;   // (S)
     float *ln_f_rstd;   // (S)
@@ -156,6 +157,39 @@ typedef struct {
     size_t n_params; // 209,729 for the default config
     RunState state;
 } GPT;
+
+// A training pass over B windows of S tokens: every block's activations for every window
+// (the backward pass needs them all), each window's own cache, and the gradients.
+typedef struct {
+    int B;              //             windows per batch, e.g. 16
+    int n_blocks;       //             B * L block records
+    float *resid;       // (B, L+1, S, C) resid[b][l] enters block l; resid[b][L] leaves the last
+    float *mid;         // (B, L, S, C)   x_mid of every block
+    BlockActs *blocks;  // (B*L)          the blocks' records, window by window
+    BlockActs **layers; // (B*L)          &blocks[b*L + l], what forward_core walks
+    float *key;         // (B, L, S, C)   each window's keys ...
+    float *value;       // (B, L, S, C)   ... and values, as a cache from position 0
+    float *ln_f;        // (B, S, C)      ln_f output
+    float *ln_f_mean;   // (B, S)
+    float *ln_f_rstd;   // (B, S)
+    float *logits;      // (B, S, V)
+    float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
+    float *grads;       // (P)            dLoss/dparameter, in checkpoint order
+    Weights dw;         //                grads split like the weights: dw.key is dLoss/dkey
+    // backward scratch for one window at a time, one role each
+    float *d_logits;    // (S, V)
+    float *d_ln_f;      // (S, C)         gradient of ln_f's output
+    float *d_resid;     // (S, C)         gradient of the residual stream where the pass is
+    float *d_mid;       // (S, C)         gradient of a block's x_mid
+    float *d_hidden;    // (S, 4C)        gradient of the MLP hidden layer
+    float *d_ln2;       // (S, C)         gradient of ln2's output
+    float *d_att_out;   // (S, C)         gradient of the attention output before proj
+    float *d_q;         // (S, C)         gradient of the queries
+    float *d_k;         // (S, C)         gradient of the window's keys
+    float *d_v;         // (S, C)         gradient of the window's values
+    float *d_scores;    // (S)            attention_backward's per-position scratch
+    float *d_ln1;       // (S, C)         gradient of ln1's output
+} TrainState;
 
 // The character vocabulary: sorted distinct bytes; id[b] = -1 if b is not in it.
 typedef struct {
@@ -249,13 +283,17 @@ static int build_run_state(RunState *s, const Config *c) {
     s->kv_len = 0;
     // one residual array serves as x_in, x_mid and x_out of every layer
     int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
-    return (blk == 0 && s->x && s->ln_f && s->ln_f_mean && s->ln_f_rstd && s->logits &&
+    s->layers = malloc(L * sizeof(BlockActs *));
+    if (s->layers)
+        for (size_t l = 0; l < L; l++) s->layers[l] = &s->block;
+    return (blk == 0 && s->layers && s->x && s->ln_f && s->ln_f_mean && s->ln_f_rstd && s->logits &&
             s->key_cache && s->value_cache) ? 0 : -1;
 }
 
 // Frees what build_run_state allocated.
 static void free_run_state(RunState *s) {
     free_block_acts(&s->block);
+    free(s->layers);
     free(s->x); free(s->ln_f); free(s->ln_f_mean); free(s->ln_f_rstd);
     free(s->logits); free(s->key_cache); free(s->value_cache);
     memset(s, 0, sizeof(*s));
@@ -279,6 +317,68 @@ void free_gpt(GPT *g) {
     free(g->params);
     free_run_state(&g->state);
     memset(g, 0, sizeof(*g));
+}
+
+// Allocates a training pass of B windows for a model's config; 0 on success.
+int build_train_state(TrainState *ts, const Config *c, int B) {
+    memset(ts, 0, sizeof(*ts));
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    size_t SC = S * C, sizes[N_TENSORS];
+    ts->B = B;
+    ts->n_blocks = B * (int)L;
+    ts->resid = calloc((size_t)B * (L + 1) * SC, sizeof(float));
+    ts->mid = calloc((size_t)B * L * SC, sizeof(float));
+    ts->blocks = calloc((size_t)B * L, sizeof(BlockActs));
+    ts->layers = calloc((size_t)B * L, sizeof(BlockActs *));
+    ts->key = calloc((size_t)B * L * SC, sizeof(float));
+    ts->value = calloc((size_t)B * L * SC, sizeof(float));
+    ts->ln_f = calloc((size_t)B * SC, sizeof(float));
+    ts->ln_f_mean = calloc((size_t)B * S, sizeof(float));
+    ts->ln_f_rstd = calloc((size_t)B * S, sizeof(float));
+    ts->logits = calloc((size_t)B * S * V, sizeof(float));
+    ts->probs = calloc((size_t)B * S * V, sizeof(float));
+    ts->grads = calloc(weight_sizes(c, sizes), sizeof(float));
+    if (!ts->resid || !ts->mid || !ts->blocks || !ts->layers || !ts->key || !ts->value ||
+        !ts->ln_f || !ts->ln_f_mean || !ts->ln_f_rstd || !ts->logits || !ts->probs || !ts->grads)
+        return -1;
+    point_weights(&ts->dw, ts->grads, sizes);
+    // block l of window b reads resid[b][l] and writes resid[b][l+1]: the stream is kept
+    for (size_t b = 0; b < (size_t)B; b++)
+        for (size_t l = 0; l < L; l++) {
+            float *r = ts->resid + (b * (L + 1) + l) * SC;
+            BlockActs *a = &ts->blocks[b * L + l];
+            ts->layers[b * L + l] = a;
+            if (build_block_acts(a, c, r, ts->mid + (b * L + l) * SC, r + SC) != 0) return -1;
+        }
+    // the backward scratch
+    ts->d_logits = calloc(S * V, sizeof(float));
+    ts->d_ln_f = calloc(SC, sizeof(float));
+    ts->d_resid = calloc(SC, sizeof(float));
+    ts->d_mid = calloc(SC, sizeof(float));
+    ts->d_hidden = calloc(4 * SC, sizeof(float));
+    ts->d_ln2 = calloc(SC, sizeof(float));
+    ts->d_att_out = calloc(SC, sizeof(float));
+    ts->d_q = calloc(SC, sizeof(float));
+    ts->d_k = calloc(SC, sizeof(float));
+    ts->d_v = calloc(SC, sizeof(float));
+    ts->d_scores = calloc(S, sizeof(float));
+    ts->d_ln1 = calloc(SC, sizeof(float));
+    return (ts->d_logits && ts->d_ln_f && ts->d_resid && ts->d_mid && ts->d_hidden &&
+            ts->d_ln2 && ts->d_att_out && ts->d_q && ts->d_k && ts->d_v && ts->d_scores &&
+            ts->d_ln1) ? 0 : -1;
+}
+
+// Frees what build_train_state allocated; safe on a half-built one.
+void free_train_state(TrainState *ts) {
+    // blocks is calloc'd, so a record never built holds NULLs and frees as nothing
+    for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
+    free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->layers);
+    free(ts->key); free(ts->value); free(ts->ln_f); free(ts->ln_f_mean); free(ts->ln_f_rstd);
+    free(ts->logits); free(ts->probs); free(ts->grads);
+    free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
+    free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
+    free(ts->d_v); free(ts->d_scores); free(ts->d_ln1);
+    memset(ts, 0, sizeof(*ts));
 }
 
 // ----------------------------------------------------------------------------
@@ -305,6 +405,38 @@ void layernorm(float *out, float *mean_out, float *rstd_out, const float *in,
     }
 }
 
+// Backward of layernorm, accumulating (+=) into din, dweight, dbias. With xhat = (x - mean)
+// * rstd and g = dout * weight, the input gradient is
+//     din = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// (the two means come from the mean and the variance depending on every input).
+void layernorm_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *mean, const float *rstd,
+                        const float *weight, int T, int C) {
+    for (int t = 0; t < T; t++) {
+        const float *x = in + (size_t)t * C, *dy = dout + (size_t)t * C;
+        float *dx = din + (size_t)t * C;
+        // the two row means the input gradient needs
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - mean[t]) * rstd[t];
+            g_mean += dy[i] * weight[i];
+            gx_mean += dy[i] * weight[i] * xhat;
+        }
+        g_mean /= C;
+        gx_mean /= C;
+#ifdef BREAK_LAYERNORM_BACKWARD
+        gx_mean = 0.0f; // test-only build: drops a term, so the gradient check must fail
+#endif
+        // parameter gradients, then the input gradient
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - mean[t]) * rstd[t];
+            dweight[i] += dy[i] * xhat;
+            dbias[i] += dy[i];
+            dx[i] += rstd[t] * (dy[i] * weight[i] - g_mean - xhat * gx_mean);
+        }
+    }
+}
+
 // out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]   (a PyTorch Linear; bias may be NULL).
 // weight is stored (in, out), PyTorch's weight transposed, so the innermost loop walks
 // contiguous outputs and the compiler vectorises it. Each weight row i is read once and
@@ -322,6 +454,32 @@ void matmul(float *restrict out, const float *restrict in, const float *restrict
             float *y = out + (size_t)t * out_dim;
             for (int o = 0; o < out_dim; o++) y[o] += x * w[o];
         }
+    }
+}
+
+// Backward of matmul, accumulating (+=): dweight[i][o] += sum_t in[t][i] * dout[t][o],
+// dbias[o] += sum_t dout[t][o], din[t][i] += sum_o weight[i][o] * dout[t][o].
+// din and dbias may be NULL (an input that needs no gradient, a Linear without bias).
+void matmul_backward(float *din, float *dweight, float *dbias, const float *dout,
+                     const float *in, const float *weight, int T, int in_dim, int out_dim) {
+    for (int t = 0; t < T; t++) {
+        const float *dy = dout + (size_t)t * out_dim;
+        // the weight row i meets input feature i of every token: contiguous over o
+        for (int i = 0; i < in_dim; i++) {
+            float x = in[(size_t)t * in_dim + i];
+            float *dw = dweight + (size_t)i * out_dim;
+            for (int o = 0; o < out_dim; o++) dw[o] += x * dy[o];
+        }
+        if (dbias)
+            for (int o = 0; o < out_dim; o++) dbias[o] += dy[o];
+        // the input gradient: each input feature's weight row dotted with dout
+        if (din)
+            for (int i = 0; i < in_dim; i++) {
+                const float *w = weight + (size_t)i * out_dim;
+                float sum = 0.0f;
+                for (int o = 0; o < out_dim; o++) sum += w[o] * dy[o];
+                din[(size_t)t * in_dim + i] += sum;
+            }
     }
 }
 
@@ -366,9 +524,57 @@ void attention(float *out, float *att, const float *q, const float *key_cache,
     }
 }
 
+// Backward of attention, accumulating (+=) into dq (T, C) and into dkc, dvc, the
+// gradients of the cache rows (S, C). For one token and head, with weights a = softmax(z)
+// and out = sum_s a[s] v_s:  da[s] = dout . v_s,  dz[s] = a[s] (da[s] - sum_j a[j] da[j]),
+// and z[s] = scale * q . k_s spreads dz to q and to every k_s it saw.
+// da: (S) scratch.
+void attention_backward(float *dq, float *dkc, float *dvc, float *da, const float *dout,
+                        const float *att, const float *q, const float *key_cache,
+                        const float *value_cache, int T, int pos0, int C, int NH, int S) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    for (int t = 0; t < T; t++) {
+        int pos = pos0 + t;
+        for (int h = 0; h < NH; h++) {
+            const float *a = att + ((size_t)h * S + t) * S;
+            const float *dy = dout + (size_t)t * C + h * HS;
+            // through the weighted sum: da for every weight, dv for every value
+            float da_dot_a = 0.0f;
+            for (int s = 0; s <= pos; s++) {
+                const float *vh = value_cache + (size_t)s * C + h * HS;
+                float *dvh = dvc + (size_t)s * C + h * HS;
+                da[s] = 0.0f;
+                for (int i = 0; i < HS; i++) {
+                    da[s] += dy[i] * vh[i];
+                    dvh[i] += a[s] * dy[i];
+                }
+                da_dot_a += da[s] * a[s];
+            }
+            // through the softmax and the scaled dot products, to q and to each k
+            const float *qh = q + (size_t)t * C + h * HS;
+            float *dqh = dq + (size_t)t * C + h * HS;
+            for (int s = 0; s <= pos; s++) {
+                float dz = a[s] * (da[s] - da_dot_a) * scale;
+                const float *kh = key_cache + (size_t)s * C + h * HS;
+                float *dkh = dkc + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) {
+                    dqh[i] += dz * kh[i];
+                    dkh[i] += dz * qh[i];
+                }
+            }
+        }
+    }
+}
+
 // x = max(0, x), elementwise over n floats.
 void relu(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+// Backward of relu, in place: the gradient passes where the output was positive.
+void relu_backward(float *dx, const float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
 }
 
 // out = x + y, elementwise over n floats: the residual connection (out may be x).
@@ -418,6 +624,27 @@ static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
+// The model from tokens to logits for T tokens at positions pos0 ..: embed, L blocks,
+// ln_f, lm_head. layer[l] holds block l's buffers (inference passes one record L times);
+// key_cache, value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T); logits: (T, V).
+// Inference and the training pass both run this one function.
+static void forward_core(const Config *c, const Weights *w, const int *tokens, int T, int pos0,
+                         BlockActs **layer, float *key_cache, float *value_cache, float *ln_f,
+                         float *ln_f_mean, float *ln_f_rstd, float *logits) {
+    int L = c->n_layer, C = c->n_embd;
+    // the new tokens enter at absolute positions pos0.. (the blog's positions tensor)
+    embed(layer[0]->x_in, w, tokens, T, pos0, C);
+    // L blocks, each appending this pass's keys and values to its layer of the cache
+    size_t layer_cache = (size_t)c->block_size * C;
+    for (int l = 0; l < L; l++)
+        block_forward(c, w, l, layer[l], key_cache + l * layer_cache,
+                      value_cache + l * layer_cache, T, pos0);
+    // final LayerNorm and the language-model head
+    layernorm(ln_f, ln_f_mean, ln_f_rstd, layer[L - 1]->x_out, w->ln_f_weight, w->ln_f_bias, T,
+              C);
+    matmul(logits, ln_f, w->lm_head_weight, w->lm_head_bias, T, C, c->vocab_size);
+}
+
 // Runs T >= 1 new tokens at positions kv_len .. kv_len+T-1, appends their keys and
 // values to the cache (kv_len += T) and returns T rows of logits, (T, V).
 // Prefill (T = prompt), verify (T = k+1) and plain decoding (T = 1) all come here.
@@ -432,22 +659,118 @@ float *forward(GPT *g, const int *tokens, int T) {
                 "exceeds block_size %d\n", T, pos0, c->block_size);
         abort();
     }
-    // the new tokens enter at absolute positions pos0.. (the blog's positions tensor)
-    embed(s->x, &g->w, tokens, T, pos0, c->n_embd);
-    // L blocks, each appending this pass's keys and values to its layer of the cache;
-    // the one BlockActs is reused, its residual arrays all being s->x
-    size_t layer_cache = (size_t)c->block_size * c->n_embd;
-    for (int l = 0; l < c->n_layer; l++)
-        block_forward(c, &g->w, l, &s->block, s->key_cache + l * layer_cache,
-                      s->value_cache + l * layer_cache, T, pos0);
-    // final LayerNorm and the language-model head
-    layernorm(s->ln_f, s->ln_f_mean, s->ln_f_rstd, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T,
-              c->n_embd);
-    matmul(s->logits, s->ln_f, g->w.lm_head_weight, g->w.lm_head_bias, T, c->n_embd,
-           c->vocab_size);
+    forward_core(c, &g->w, tokens, T, pos0, s->layers, s->key_cache, s->value_cache, s->ln_f,
+                 s->ln_f_mean, s->ln_f_rstd, s->logits);
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;
+}
+
+// Mean next-character cross-entropy of B windows of S tokens (training and evaluation):
+// runs each window from an empty cache through forward_core, keeping every activation
+// in ts for train_backward. inputs, targets: (B, S). Returns the mean loss.
+double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int *targets) {
+    const Config *c = &g->config;
+    int S = c->block_size, V = c->vocab_size, L = c->n_layer;
+    size_t SC = (size_t)S * c->n_embd, SV = (size_t)S * V;
+    double loss = 0.0;
+    for (int b = 0; b < ts->B; b++) {
+        forward_core(c, &g->w, inputs + (size_t)b * S, S, 0, ts->layers + (size_t)b * L,
+                     ts->key + b * L * SC, ts->value + b * L * SC, ts->ln_f + b * SC,
+                     ts->ln_f_mean + (size_t)b * S, ts->ln_f_rstd + (size_t)b * S,
+                     ts->logits + b * SV);
+        // loss = logsumexp(logits) - logits[target], in double: no log(0) for a tiny p
+        for (int t = 0; t < S; t++) {
+            const float *z = ts->logits + b * SV + (size_t)t * V;
+            float *p = ts->probs + b * SV + (size_t)t * V;
+            double m = z[0], sum = 0.0;
+            for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+            for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
+            for (int v = 0; v < V; v++) p[v] = (float)(exp((double)z[v] - m) / sum);
+            loss += m + log(sum) - z[targets[(size_t)b * S + t]];
+        }
+    }
+    return loss / ((double)ts->B * S);
+}
+
+// One block's backward pass for one window: d_resid holds dLoss/dx_out on entry and
+// dLoss/dx_in on return; the parameter gradients of layer l accumulate into ts->dw.
+static void block_backward(const Config *c, const Weights *w, TrainState *ts, int l,
+                           const BlockActs *a, const float *kc, const float *vc) {
+    int C = c->n_embd, S = c->block_size, T = S;
+    size_t CC = (size_t)C * C, TC = (size_t)T * C;
+    Weights *dw = &ts->dw;
+    // x_out = x_mid + ffwd(ln2(x_mid)): the gradient reaches x_mid directly and via the MLP
+    memcpy(ts->d_mid, ts->d_resid, TC * sizeof(float));
+    memset(ts->d_hidden, 0, TC * 4 * sizeof(float));
+    matmul_backward(ts->d_hidden, dw->ffwd_down_weight + l * 4 * CC, dw->ffwd_down_bias + l * C,
+                    ts->d_resid, a->hidden, w->ffwd_down_weight + l * 4 * CC, T, 4 * C, C);
+    relu_backward(ts->d_hidden, a->hidden, TC * 4);
+    memset(ts->d_ln2, 0, TC * sizeof(float));
+    matmul_backward(ts->d_ln2, dw->ffwd_up_weight + l * 4 * CC, dw->ffwd_up_bias + l * 4 * C,
+                    ts->d_hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC, T, C, 4 * C);
+    layernorm_backward(ts->d_mid, dw->ln2_weight + l * C, dw->ln2_bias + l * C, ts->d_ln2,
+                       a->x_mid, a->ln2_mean, a->ln2_rstd, w->ln2_weight + l * C, T, C);
+    // x_mid = x_in + proj(attn(ln1(x_in))): the same split, through attention
+    memcpy(ts->d_resid, ts->d_mid, TC * sizeof(float));
+    memset(ts->d_att_out, 0, TC * sizeof(float));
+    matmul_backward(ts->d_att_out, dw->proj_weight + l * CC, dw->proj_bias + l * C, ts->d_mid,
+                    a->att_out, w->proj_weight + l * CC, T, C, C);
+    memset(ts->d_q, 0, TC * sizeof(float));
+    memset(ts->d_k, 0, TC * sizeof(float));
+    memset(ts->d_v, 0, TC * sizeof(float));
+    attention_backward(ts->d_q, ts->d_k, ts->d_v, ts->d_scores, ts->d_att_out, a->att, a->q, kc,
+                       vc, T, 0, C, c->n_head, S);
+    // query, key and value all read ln1's output: their input gradients add up
+    memset(ts->d_ln1, 0, TC * sizeof(float));
+    matmul_backward(ts->d_ln1, dw->query + l * CC, NULL, ts->d_q, a->ln1, w->query + l * CC, T,
+                    C, C);
+    matmul_backward(ts->d_ln1, dw->key + l * CC, NULL, ts->d_k, a->ln1, w->key + l * CC, T, C, C);
+    matmul_backward(ts->d_ln1, dw->value + l * CC, NULL, ts->d_v, a->ln1, w->value + l * CC, T,
+                    C, C);
+    layernorm_backward(ts->d_resid, dw->ln1_weight + l * C, dw->ln1_bias + l * C, ts->d_ln1,
+                       a->x_in, a->ln1_mean, a->ln1_rstd, w->ln1_weight + l * C, T, C);
+}
+
+// The gradient of train_forward's mean loss with respect to every parameter, into
+// ts->grads (zeroed first). Needs the activations train_forward left in ts.
+void train_backward(const GPT *g, TrainState *ts, const int *inputs, const int *targets) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
+    Weights *dw = &ts->dw;
+    int S = c->block_size, V = c->vocab_size, L = c->n_layer, C = c->n_embd;
+    size_t SC = (size_t)S * C, SV = (size_t)S * V;
+    memset(ts->grads, 0, g->n_params * sizeof(float));
+    float scale = 1.0f / ((float)ts->B * S); // the loss is a mean over B*S positions
+    for (int b = 0; b < ts->B; b++) {
+        // cross-entropy through softmax: dLoss/dlogits = (p - onehot(target)) / (B*S)
+        for (int t = 0; t < S; t++) {
+            const float *p = ts->probs + b * SV + (size_t)t * V;
+            float *dz = ts->d_logits + (size_t)t * V;
+            for (int v = 0; v < V; v++) dz[v] = p[v] * scale;
+            dz[targets[(size_t)b * S + t]] -= scale;
+        }
+        // lm_head and ln_f, into the residual stream that left the last block
+        memset(ts->d_ln_f, 0, SC * sizeof(float));
+        matmul_backward(ts->d_ln_f, dw->lm_head_weight, dw->lm_head_bias, ts->d_logits,
+                        ts->ln_f + b * SC, w->lm_head_weight, S, C, V);
+        BlockActs **layer = ts->layers + (size_t)b * L;
+        memset(ts->d_resid, 0, SC * sizeof(float));
+        layernorm_backward(ts->d_resid, dw->ln_f_weight, dw->ln_f_bias, ts->d_ln_f,
+                           layer[L - 1]->x_out, ts->ln_f_mean + (size_t)b * S,
+                           ts->ln_f_rstd + (size_t)b * S, w->ln_f_weight, S, C);
+        // the blocks, last to first
+        for (int l = L - 1; l >= 0; l--)
+            block_backward(c, w, ts, l, layer[l], ts->key + (b * L + l) * SC,
+                           ts->value + (b * L + l) * SC);
+        // the embeddings: each token's row and each position's row collect its gradient
+        const int *tok = inputs + (size_t)b * S;
+        for (int t = 0; t < S; t++)
+            for (int i = 0; i < C; i++) {
+                dw->token_embedding[(size_t)tok[t] * C + i] += ts->d_resid[(size_t)t * C + i];
+                dw->position_embedding[(size_t)t * C + i] += ts->d_resid[(size_t)t * C + i];
+            }
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1659,7 +1982,7 @@ typedef struct {
 #define MAX_NEW_TOKENS 10000000
 
 // The help text of -h.
-static void usage(FILE *f) {
+void usage(FILE *f) {
     fprintf(f,
         "usage: ./specdec [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL "; if it is absent, a seeded\n"
@@ -1829,7 +2152,7 @@ int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, si
 
 // Loads or builds the model and the corpus (in the order the vocabulary needs).
 // source receives a description of the model, printed once every input is checked.
-static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
+int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
                        size_t srclen, char *err, size_t errlen) {
     const char *path = o->model_path;
     int use_init = o->init;
@@ -1866,7 +2189,7 @@ static int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char 
 }
 
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr.
-static int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *v,
+int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *v,
                           const int *prompt, int n_prompt) {
     int V = g->config.vocab_size;
     int cap = (n_prompt > 0 ? n_prompt : 1) + o->n_new, start = n_prompt > 0 ? n_prompt : 1;

@@ -4,7 +4,9 @@
 #
 # What it runs, always from the repository root:
 #   1. every test/test_*.c, compiled twice into test/build/: <name> with the
-#      release flags and <name>_san with AddressSanitizer + UBSan;
+#      release flags and <name>_san with AddressSanitizer + UBSan; a test whose
+#      header has a line " * broken build: -DFLAG" also as <name>_broken, with
+#      that flag, which breaks specdec.c on purpose (the test expects to fail);
 #   2. ./specdec --selftest --init 1337, and the same with
 #      test/build/specdec_san, a sanitizer build of specdec.c;
 #   3. every test/*_test.sh, run with bash, against ./specdec and again
@@ -113,6 +115,13 @@ for src in test/test_*.c; do
     fi
     if selected "${bin}_san"; then
         compile_test "$src" "${bin}_san" "${SAN_FLAGS[@]}" && run_test "${bin}_san" "./${bin}_san"
+    fi
+    # a test whose header names a "broken build: -DFLAG" is built once more with that
+    # flag, which breaks specdec.c on purpose: the test then passes only if it fails
+    broken=$(sed -n 's|^ \* broken build: \(-D[A-Za-z0-9_]*\)$|\1|p' "$src")
+    if [[ -n $broken ]] && selected "${bin}_broken"; then
+        compile_test "$src" "${bin}_broken" "${RELEASE_FLAGS[@]}" "$broken" &&
+            run_test "${bin}_broken" "./${bin}_broken"
     fi
 done
 

@@ -1,0 +1,170 @@
+/*
+ * test/test_train.c: the training pass of specdec.c against finite differences.
+ *
+ * train_forward + train_backward give the gradient of the mean cross-entropy with
+ * respect to every parameter. This test takes the same derivative numerically, with
+ * central differences of the loss of test/reference.h's model, which is computed in
+ * double precision from the float parameters, and compares the two tensor by tensor.
+ *
+ * Why the noise is small and known: each parameter p is moved to the floats p+ and p-
+ * nearest p +- h, and the difference quotient divides by the exact distance (p+ - p-),
+ * so float rounding of the step costs nothing. The loss itself is a double, good to
+ * about 1e-15, so rounding adds about 1e-15 / h = 1e-11 to a derivative. The truncation
+ * error of a central difference is h^2/6 * f''' ~ 1e-9. The analytic gradient comes from
+ * float arithmetic, good to about 1e-6 relative. So a correct backward pass lands around
+ * 1e-6, the tolerance of 1e-3 (max |analytic - numeric| / max |numeric|, per tensor)
+ * leaves wide room, and a wrong term in any formula lands far above it.
+ *
+ * broken build: -DBREAK_LAYERNORM_BACKWARD
+ * test/run_tests.sh also builds this file with the flag on the line above. That drops
+ * a term of the LayerNorm input gradient in specdec.c. In that build this test expects
+ * the gradient check to fail, and prints PASS only if it does.
+ */
+#define TESTING
+#include "../specdec.c"
+
+#include <stdarg.h>
+
+#include "reference.h"
+
+#define TOLERANCE 1e-3 // max |analytic - numeric| / max |numeric|, per tensor
+#define STEP 1e-4      // h: the distance of each central difference
+
+static int n_passed, n_failed;
+
+// Prints one PASS/FAIL line for a check and counts it; returns ok.
+static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(ok ? "PASS " : "FAIL ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    if (ok) n_passed++;
+    else n_failed++;
+    return ok;
+}
+
+// The mean cross-entropy of B windows, from the double reference model.
+static double reference_loss(const GPT *g, const int *inputs, const int *targets, int B) {
+    int S = g->config.block_size, V = g->config.vocab_size;
+    double *logits = malloc((size_t)S * V * sizeof(double)), loss = 0.0;
+    for (int b = 0; b < B; b++) {
+        ref_forward(g, inputs + (size_t)b * S, S, logits);
+        for (int t = 0; t < S; t++) {
+            // logsumexp(z) - z[target], with the max taken out first
+            const double *z = logits + (size_t)t * V;
+            double m = z[0], sum = 0.0;
+            for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+            for (int v = 0; v < V; v++) sum += exp(z[v] - m);
+            loss += m + log(sum) - z[targets[(size_t)b * S + t]];
+        }
+    }
+    free(logits);
+    return loss / ((double)B * S);
+}
+
+// Gives the LayerNorms random weights and biases: with the default 1 and 0, a gradient
+// that confused weight with bias, or ln1 with ln2, could still look right.
+static void randomise_layernorms(GPT *g, uint64_t seed) {
+    Rng r;
+    rng_seed(&r, seed);
+    const Config *c = &g->config;
+    Weights *w = &g->w;
+    size_t n = (size_t)c->n_layer * c->n_embd;
+    for (size_t i = 0; i < n; i++) {
+        w->ln1_weight[i] = (float)(0.5 + rng_uniform(&r));
+        w->ln1_bias[i] = (float)(rng_uniform(&r) - 0.5);
+        w->ln2_weight[i] = (float)(0.5 + rng_uniform(&r));
+        w->ln2_bias[i] = (float)(rng_uniform(&r) - 0.5);
+    }
+    for (int i = 0; i < c->n_embd; i++) {
+        w->ln_f_weight[i] = (float)(0.5 + rng_uniform(&r));
+        w->ln_f_bias[i] = (float)(rng_uniform(&r) - 0.5);
+    }
+}
+
+// Compares every parameter's analytic gradient with a central difference, tensor by
+// tensor; returns the worst relative error and names its tensor.
+static double gradient_check(GPT *g, TrainState *ts, const int *inputs, const int *targets,
+                             const char **worst_name, int report) {
+    size_t sizes[N_TENSORS], at = 0;
+    weight_sizes(&g->config, sizes);
+    double worst = 0.0;
+    *worst_name = "";
+    for (int k = 0; k < N_TENSORS; k++) {
+        double max_err = 0.0, max_num = 0.0;
+        for (size_t i = at; i < at + sizes[k]; i++) {
+            // the floats nearest p + h and p - h, and the exact distance between them
+            float p = g->params[i];
+            float hi = (float)(p + STEP), lo = (float)(p - STEP);
+            g->params[i] = hi;
+            double loss_hi = reference_loss(g, inputs, targets, ts->B);
+            g->params[i] = lo;
+            double loss_lo = reference_loss(g, inputs, targets, ts->B);
+            g->params[i] = p;
+            double numeric = (loss_hi - loss_lo) / ((double)hi - (double)lo);
+            double err = fabs((double)ts->grads[i] - numeric);
+            if (err > max_err) max_err = err;
+            if (fabs(numeric) > max_num) max_num = fabs(numeric);
+        }
+        // relative to the tensor's largest gradient; the floor keeps 0/0 away
+        double rel = max_err / (max_num > 1e-12 ? max_num : 1e-12);
+        if (report)
+            check(rel < TOLERANCE, "gradient of %-18s (%5zu values): max |analytic - numeric| "
+                  "= %.2g, max |numeric| = %.2g, relative %.2g (tolerance %.0e)",
+                  TENSOR_NAMES[k], sizes[k], max_err, max_num, rel, TOLERANCE);
+        else
+            printf("  gradient of %-18s relative error %.2g\n", TENSOR_NAMES[k], rel);
+        if (rel > worst) {
+            worst = rel;
+            *worst_name = TENSOR_NAMES[k];
+        }
+        at += sizes[k];
+    }
+    return worst;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    // a tiny, odd config: every tensor small enough to difference every entry, and no
+    // size equal to another, so a transposed index cannot go unnoticed
+    Config c = {2, 2, 8, 6, 7};
+    enum { B = 2 };
+    GPT g;
+    TrainState ts;
+    if (!check(build_gpt(&g, &c) == 0 && build_train_state(&ts, &c, B) == 0,
+               "build a model (L=2 NH=2 C=8 S=6 V=7) and a training pass of %d windows", B))
+        return 1;
+    init_gpt_random(&g, 99);
+    randomise_layernorms(&g, 5);
+    // random windows and next-token targets over the 7 tokens
+    int inputs[B * 6], targets[B * 6];
+    Rng r;
+    rng_seed(&r, 11);
+    for (int i = 0; i < B * 6; i++) {
+        inputs[i] = (int)(rng_u64(&r) % 7);
+        targets[i] = (int)(rng_u64(&r) % 7);
+    }
+    // the loss first: the training forward and the reference must agree on it
+    double loss = train_forward(&g, &ts, inputs, targets);
+    double ref = reference_loss(&g, inputs, targets, B);
+    check(fabs(loss - ref) < 1e-5, "train_forward's loss %.9f == the double reference's %.9f "
+          "(|diff| %.2g); ln(7) = %.4f", loss, ref, fabs(loss - ref), log(7.0));
+    train_backward(&g, &ts, inputs, targets);
+    const char *worst_name;
+#ifndef BREAK_LAYERNORM_BACKWARD
+    double worst = gradient_check(&g, &ts, inputs, targets, &worst_name, 1);
+    printf("worst relative error %.2g, in %s\n", worst, worst_name);
+#else
+    // the test-only broken build: the check must fail, or it could not catch this bug
+    double worst = gradient_check(&g, &ts, inputs, targets, &worst_name, 0);
+    check(worst > TOLERANCE, "the gradient check catches a LayerNorm backward with a dropped "
+          "term: worst relative error %.2g in %s (tolerance %.0e)", worst, worst_name, TOLERANCE);
+#endif
+    free_train_state(&ts);
+    free_gpt(&g);
+    printf("test_train summary: %d checks passed and %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+}
