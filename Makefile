@@ -25,7 +25,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test clean
+.PHONY: all debug data run test train clean
 
 # Build the release binary ./specdec (default target).
 all: specdec
@@ -109,6 +109,11 @@ data:
 run: all data
 	./specdec --trace -n 24
 	./specdec --compare -t 0 -n 200
+
+# Train the target with the lecture's recipe and write tinyshakespeare/model.bin
+# (about 5 minutes on one core; see notes/training.md).
+train: all data
+	./specdec train
 
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data

@@ -472,12 +472,19 @@ void matmul_backward(float *din, float *dweight, float *dbias, const float *dout
         }
         if (dbias)
             for (int o = 0; o < out_dim; o++) dbias[o] += dy[o];
-        // the input gradient: each input feature's weight row dotted with dout
+        // the input gradient: each input feature's weight row dotted with dout, in 8
+        // independent partial sums the compiler can keep in vector lanes (training's
+        // sums need no fixed order; inference's forward never comes here)
         if (din)
             for (int i = 0; i < in_dim; i++) {
                 const float *w = weight + (size_t)i * out_dim;
+                float part[8] = {0};
+                int o = 0;
+                for (; o + 8 <= out_dim; o += 8)
+                    for (int j = 0; j < 8; j++) part[j] += w[o + j] * dy[o + j];
                 float sum = 0.0f;
-                for (int o = 0; o < out_dim; o++) sum += w[o] * dy[o];
+                for (int j = 0; j < 8; j++) sum += part[j];
+                for (; o < out_dim; o++) sum += w[o] * dy[o];
                 din[(size_t)t * in_dim + i] += sum;
             }
     }
@@ -1671,7 +1678,8 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
 int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
     size_t n = 0;
     unsigned char *buf = read_file(path, &n, "checkpoint",
-                                   "create one with './specdec --init 1337 --save PATH'",
+                                   "train one with './specdec train', or make a random one "
+                                   "with './specdec --init 1337 --save PATH'",
                                    err, errlen);
     if (!buf) return -1;
     char why[256];
@@ -1776,6 +1784,134 @@ void init_gpt_random(GPT *g, uint64_t seed) {
     init_uniform(w->ffwd_down_bias, sizes[14], b4c, &r);
     init_uniform(w->lm_head_weight, sizes[17], bc, &r);
     init_uniform(w->lm_head_bias, sizes[18], bc, &r);
+}
+
+// ----------------------------------------------------------------------------
+// Training: the lecture's recipe (random windows, cross-entropy, AdamW), evaluation
+
+// AdamW with PyTorch's defaults; m and v have one entry per parameter.
+typedef struct {
+    float lr;           // learning rate, constant       e.g. 1e-3
+    float beta1, beta2; // moment decay rates            e.g. 0.9, 0.999
+    float eps;          // added to sqrt(v)              e.g. 1e-8
+    float weight_decay; // decoupled, on every parameter e.g. 0.01
+    float *m;           // (P) first moment: a running mean of the gradient
+    float *v;           // (P) second moment: a running mean of its square
+    long step;          // updates made so far
+} AdamW;
+
+// One AdamW step over n parameters, as torch.optim.AdamW takes it: decay the weights,
+// update both moments, correct their start-up bias, and step by m / (sqrt(v) + eps).
+void adamw_update(AdamW *opt, float *params, const float *grads, size_t n) {
+    opt->step++;
+    // the moments start at 0, so early averages are too small by exactly these factors
+    float bias1 = 1.0f - powf(opt->beta1, (float)opt->step);
+    float bias2 = 1.0f - powf(opt->beta2, (float)opt->step);
+    for (size_t i = 0; i < n; i++) {
+        params[i] *= 1.0f - opt->lr * opt->weight_decay; // decoupled weight decay
+        opt->m[i] = opt->beta1 * opt->m[i] + (1.0f - opt->beta1) * grads[i];
+        opt->v[i] = opt->beta2 * opt->v[i] + (1.0f - opt->beta2) * grads[i] * grads[i];
+        float m_hat = opt->m[i] / bias1, v_hat = opt->v[i] / bias2;
+        params[i] -= opt->lr * m_hat / (sqrtf(v_hat) + opt->eps);
+    }
+}
+
+// B random windows of the training split, as the lecture's get_batch draws them: a
+// start i anywhere that leaves room for S+1 tokens; inputs data[i..i+S), targets one on.
+void get_batch(const Corpus *corpus, int B, int S, Rng *rng, int *inputs, int *targets) {
+    size_t starts = corpus->n_train - (size_t)S; // torch.randint(len(data) - block_size)
+    for (int b = 0; b < B; b++) {
+        size_t i = (size_t)(rng_u64(rng) % starts);
+        memcpy(inputs + (size_t)b * S, corpus->tokens + i, (size_t)S * sizeof(int));
+        memcpy(targets + (size_t)b * S, corpus->tokens + i + 1, (size_t)S * sizeof(int));
+    }
+}
+
+// Mean cross-entropy over every position of tokens[0..n): consecutive windows of up to
+// S tokens, each from an empty cache, each target scored once. Deterministic.
+double eval_loss(GPT *g, const int *tokens, size_t n) {
+    int S = g->config.block_size, V = g->config.vocab_size;
+    double total = 0.0;
+    size_t scored = 0;
+    for (size_t start = 0; start + 1 < n; start += (size_t)S) {
+        int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
+        g->state.kv_len = 0;
+        const float *logits = forward(g, tokens + start, T);
+        // each row predicts the next token: logsumexp(z) - z[target], in double
+        for (int t = 0; t < T; t++) {
+            const float *z = logits + (size_t)t * V;
+            double m = z[argmax(z, V)], sum = 0.0;
+            for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
+            total += m + log(sum) - z[tokens[start + t + 1]];
+        }
+        scored += (size_t)T;
+    }
+    g->state.kv_len = 0;
+    return total / (double)scored;
+}
+
+// What `./specdec train` is asked to do.
+typedef struct {
+    int iters;         // optimisation steps                          e.g. 5000
+    int batch;         // windows per step, B                         e.g. 16
+    int eval_interval; // steps between validation losses/checkpoints e.g. 500
+    int log_interval;  // steps between progress lines                e.g. 100
+    uint64_t seed;     // initialisation and batch sampling           e.g. 1337
+    const char *out;   // checkpoint path, rewritten at every evaluation
+} TrainOptions;
+
+// Trains g on the corpus with the lecture's recipe, printing progress on stderr and
+// writing a checkpoint (atomically) at every evaluation and at the end. 0 on success.
+int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
+          char *err, size_t errlen) {
+    int S = g->config.block_size, B = to->batch;
+    TrainState ts;
+    AdamW opt = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, NULL, NULL, 0};
+    opt.m = calloc(g->n_params, sizeof(float));
+    opt.v = calloc(g->n_params, sizeof(float));
+    int *inputs = malloc((size_t)B * S * sizeof(int)), *targets = malloc((size_t)B * S * sizeof(int));
+    int rc = -1;
+    if (build_train_state(&ts, &g->config, B) != 0 || !opt.m || !opt.v || !inputs || !targets) {
+        snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
+        goto done;
+    }
+    Rng rng;
+    rng_seed(&rng, to->seed);
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0;
+    int recent_n = 0;
+    for (int it = 0; it <= to->iters; it++) {
+        // evaluate and save every eval_interval steps and after the last one
+        if (it % to->eval_interval == 0 || it == to->iters) {
+            double t0 = now_seconds();
+            double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
+            if (save_checkpoint(g, vocab, to->out, err, errlen) != 0) goto done;
+            fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); "
+                    "checkpoint written to %s\n", it, val, now_seconds() - t0, to->out);
+            t_log += now_seconds() - t0; // evaluation time is not training time
+        }
+        if (it == to->iters) break;
+        // one step: a batch, the loss, its gradient, the update
+        get_batch(corpus, B, S, &rng, inputs, targets);
+        recent += train_forward(g, &ts, inputs, targets);
+        recent_n++;
+        train_backward(g, &ts, inputs, targets);
+        adamw_update(&opt, g->params, ts.grads, g->n_params);
+        // progress: mean train loss since the last line, speed, and time left
+        if ((it + 1) % to->log_interval == 0) {
+            double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
+            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step, ETA %.0f s\n", it + 1,
+                    recent / recent_n, ms, ms * (to->iters - it - 1) / 1e3);
+            recent = 0.0;
+            recent_n = 0;
+            t_log = now;
+        }
+    }
+    fprintf(stderr, "trained %d steps in %.1f s\n", to->iters, now_seconds() - t_start);
+    rc = 0;
+done:
+    free_train_state(&ts);
+    free(opt.m); free(opt.v); free(inputs); free(targets);
+    return rc;
 }
 
 // Prints the config and the parameter count (stderr).
@@ -2001,7 +2137,14 @@ void usage(FILE *f) {
         "  --selftest  greedy equivalence and KV-cache checks, one PASS/FAIL line per case\n"
         "              on stdout; exit 1 on any failure\n"
         "  -h, --help  this text\n"
-        "Generated text goes to stdout; config, trace and stats go to stderr.\n",
+        "Generated text goes to stdout; config, trace and stats go to stderr.\n"
+        "\n"
+        "usage: ./specdec train [--iters 5000] [--seed 1337] [-o " DEFAULT_MODEL "]\n"
+        "                       [--layers 4] [--heads 4] [--embd 64] [--block 32] [--batch 16] [-i corpus]\n"
+        "  trains the target with the lecture's recipe (AdamW, lr 1e-3); a checkpoint is\n"
+        "  written atomically every 500 steps and at the end\n"
+        "usage: ./specdec eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
+        "  mean cross-entropy over the whole validation and training splits\n",
         MAX_NEW_TOKENS);
 }
 
@@ -2245,11 +2388,139 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     return 0;
 }
 
+// `./specdec train [flags]`: trains a model from a seeded initialisation. Returns the
+// exit status; every bad flag is one line on stderr.
+int main_train(int argc, char **argv) {
+    TrainOptions to = {5000, 16, 500, 100, 1337, DEFAULT_MODEL};
+    Config c = DEFAULT_CONFIG;
+    const char *corpus_path = DEFAULT_CORPUS;
+    char err[512];
+    // flags: each takes one value, checked in full
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        struct { const char *flag; int *dst; long lo, hi; } ints[] = {
+            {"--iters", &to.iters, 1, 10000000}, {"--batch", &to.batch, 1, 4096},
+            {"--layers", &c.n_layer, 1, 64}, {"--heads", &c.n_head, 1, 64},
+            {"--embd", &c.n_embd, 1, 4096}, {"--block", &c.block_size, 2, 4096}};
+        int known = !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "-i");
+        for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) known |= !strcmp(a, ints[k].flag);
+        if (!known) {
+            fprintf(stderr, "specdec: unknown train option '%s' (see ./specdec -h)\n", a);
+            return 1;
+        }
+        if (!val) {
+            fprintf(stderr, "specdec: option %s needs a value (see ./specdec -h)\n", a);
+            return 1;
+        }
+        if (!strcmp(a, "--seed")) {
+            if (parse_seed(val, &to.seed) != 0) {
+                fprintf(stderr, "specdec: --seed must be a non-negative whole number, got '%s'\n", val);
+                return 1;
+            }
+        } else if (!strcmp(a, "-o")) to.out = val;
+        else if (!strcmp(a, "-i")) corpus_path = val;
+        else
+            for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+                long v;
+                if (strcmp(a, ints[k].flag)) continue;
+                if (parse_int(val, ints[k].lo, ints[k].hi, &v) != 0) {
+                    fprintf(stderr, "specdec: %s must be a whole number from %ld to %ld, got '%s'\n",
+                            a, ints[k].lo, ints[k].hi, val);
+                    return 1;
+                }
+                *ints[k].dst = (int)v;
+            }
+    }
+    // the corpus gives the vocabulary; then the config must hold together
+    Vocab v;
+    Corpus corpus;
+    GPT g;
+    memset(&v, 0, sizeof(v));
+    memset(&g, 0, sizeof(g));
+    if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
+        fprintf(stderr, "specdec: %s\n", err);
+        return 1;
+    }
+    c.vocab_size = v.size;
+    int rc = 1;
+    if (validate_config(&c, err, sizeof(err)) != 0) goto done;
+    if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
+        snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
+                 "Tiny Shakespeare (make data)", corpus_path, c.block_size);
+        goto done;
+    }
+    if (build_gpt(&g, &c) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the model");
+        goto done;
+    }
+    // PyTorch's default initialisation, from the seed; saved once before anything is
+    // printed, so that an unwritable -o is one line of error, not a failure at step 0
+    init_gpt_random(&g, to.seed);
+    if (save_checkpoint(&g, &v, to.out, err, sizeof(err)) != 0) goto done;
+    print_config(&g, "training from a random initialisation");
+    fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
+            "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
+            c.block_size, (unsigned long long)to.seed);
+    if (train(&g, &v, &corpus, &to, err, sizeof(err)) != 0) goto done;
+    rc = 0;
+    err[0] = '\0';
+done:
+    if (rc != 0) fprintf(stderr, "specdec: %s\n", err);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc;
+}
+
+// `./specdec eval [-m model] [-i corpus]`: the mean cross-entropy of a checkpoint over
+// the whole validation split and the whole training split.
+int main_eval(int argc, char **argv) {
+    const char *model_path = DEFAULT_MODEL, *corpus_path = DEFAULT_CORPUS;
+    char err[512];
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i];
+        if (strcmp(a, "-m") && strcmp(a, "-i")) {
+            fprintf(stderr, "specdec: unknown eval option '%s' (eval takes -m and -i)\n", a);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "specdec: option %s needs a value (see ./specdec -h)\n", a);
+            return 1;
+        }
+        if (!strcmp(a, "-m")) model_path = argv[i + 1];
+        else corpus_path = argv[i + 1];
+    }
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    memset(&g, 0, sizeof(g)); // zeroed, so the frees below are safe whatever failed
+    memset(&corpus, 0, sizeof(corpus));
+    if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0 ||
+        load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
+        fprintf(stderr, "specdec: %s\n", err);
+        free_gpt(&g);
+        return 1;
+    }
+    print_config(&g, model_path);
+    // validation first: it is the number that matters, and it is ten times shorter
+    double t0 = now_seconds();
+    double val = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
+    fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val, now_seconds() - t0);
+    t0 = now_seconds();
+    double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
+    fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train, now_seconds() - t0);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return 0;
+}
+
 #ifndef TESTING
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     char err[512];
     Options o;
+    // the two subcommands have flags of their own
+    if (argc > 1 && !strcmp(argv[1], "train")) return main_train(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
         fprintf(stderr, "specdec: %s\n", err);

@@ -191,6 +191,14 @@ prompt with non-ASCII byte  | 1 | byte 0xc3) at position 1          | -p $'x\xc3
 --selftest with --compare   | 1 | separate actions                  | --selftest --compare
 -t below the smallest float | 1 | too small && -t 0                 | -t 1e-50
 self-test on a short corpus | 1 | self-test && 71 && make data      | --selftest -i "$T/short_corpus"
+train, unknown option       | 1 | unknown train option              | train --bogus 1
+train --iters 0             | 1 | --iters must be && got '0'        | train --iters 0
+train --iters without value | 1 | --iters needs a value             | train --iters
+train --heads 3 (C=64)      | 1 | not a multiple of n_head 3        | train --heads 3 --iters 1 -o "$T/never.bin"
+train on a short corpus     | 1 | too short to train                | train -i "$T/short_corpus" -o "$T/never.bin"
+train -o in a missing dir   | 1 | cannot write checkpoint           | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/no_such_dir/m.bin"
+eval, unknown option        | 1 | unknown eval option               | eval -n 5
+eval of a missing model     | 1 | cannot open checkpoint && --init  | eval -m "$T/nothing_here.bin"
 # corpus problems
 corpus missing              | 1 | cannot open corpus && make data   | -i "$T/no_such_corpus.txt"
 corpus is a directory       | 1 | not a regular file                | -i "$T/dir"

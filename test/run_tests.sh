@@ -7,8 +7,9 @@
 #      release flags and <name>_san with AddressSanitizer + UBSan; a test whose
 #      header has a line " * broken build: -DFLAG" also as <name>_broken, with
 #      that flag, which breaks specdec.c on purpose (the test expects to fail);
-#   2. ./specdec --selftest --init 1337, and the same with
-#      test/build/specdec_san, a sanitizer build of specdec.c;
+#   2. ./specdec --selftest --init 1337, the same with test/build/specdec_san
+#      (a sanitizer build of specdec.c), and ./specdec --selftest on the
+#      shipped trained model tinyshakespeare/model.bin;
 #   3. every test/*_test.sh, run with bash, against ./specdec and again
 #      against test/build/specdec_san (through SPECDEC_BIN).
 #
@@ -129,16 +130,23 @@ done
 # build of specdec.c made here (-O1 like the test programs: -O0, as in
 # `make debug`, is for gdb and runs the self-test five times slower).
 san_bin=test/build/specdec_san
-for name in "./specdec --selftest --init 1337" "$san_bin --selftest --init 1337"; do
+for name in "./specdec --selftest --init 1337" "$san_bin --selftest --init 1337" \
+            "./specdec --selftest -m tinyshakespeare/model.bin"; do
     selected "$name" || continue
     bin=${name%% *}
+    # the shipped, trained model, when the checkout has it
+    if [[ $name == *model.bin && ! -f tinyshakespeare/model.bin ]]; then
+        echo "note: no tinyshakespeare/model.bin: the trained model's self-test is skipped"
+        continue
+    fi
     if [[ $bin == "$san_bin" ]]; then
         compile_test specdec.c "$san_bin" "${SAN_FLAGS[@]}" || continue
     elif [[ ! -x $bin ]]; then
         fail "$name" "cannot run: $bin is missing (run make first)"
         continue
     fi
-    run_test "$name" "$bin" --selftest --init 1337
+    read -r -a args <<<"${name#* }"
+    run_test "$name" "$bin" "${args[@]}"
 done
 
 # 3. Shell-script tests, against the release build and again against the
