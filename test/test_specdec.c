@@ -22,21 +22,7 @@
 #define CORPUS_BYTES 1115394 // the canonical file's size (Makefile: CORPUS_SIZE)
 #define U_BELOW_1 0x1.fffffffffffffp-1 // the largest double below 1
 
-static int n_passed, n_failed;
-
-// Prints one PASS/FAIL line for a check and counts it; returns ok.
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(ok ? "PASS " : "FAIL ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-    if (ok) n_passed++;
-    else n_failed++;
-    return ok;
-}
+#include "check.h"
 
 // ----------------------------------------------------------------------------
 // Small helpers

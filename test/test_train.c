@@ -31,21 +31,7 @@
 #define TOLERANCE 1e-3 // max |analytic - numeric| / max |numeric|, per tensor
 #define STEP 1e-4      // h: the distance of each central difference
 
-static int n_passed, n_failed;
-
-// Prints one PASS/FAIL line for a check and counts it; returns ok.
-static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(ok ? "PASS " : "FAIL ", stdout);
-    vprintf(fmt, ap);
-    fputc('\n', stdout);
-    va_end(ap);
-    if (ok) n_passed++;
-    else n_failed++;
-    return ok;
-}
+#include "check.h"
 
 // The mean cross-entropy of B windows, from the double reference model.
 static double reference_loss(const GPT *g, const int *inputs, const int *targets, int B) {

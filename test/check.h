@@ -1,0 +1,21 @@
+/*
+ * test/check.h: the one-line PASS/FAIL report every C test prints (test/run_tests.sh
+ * counts those lines). Include it after "../specdec.c".
+ */
+#include <stdarg.h>
+
+static int n_passed, n_failed;
+
+// Prints one PASS/FAIL line for a check and counts it; returns ok.
+static int check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int check(int ok, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(ok ? "PASS " : "FAIL ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+    if (ok) n_passed++;
+    else n_failed++;
+    return ok;
+}
