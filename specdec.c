@@ -10,14 +10,17 @@
  *     - a Laplace-smoothed bigram table built from Tiny Shakespeare: the draft model;
  *     - the four-phase loop  draft -> verify -> accept/reject -> trim the KV cache,
  *       with a trace that prints every p/q decision, and plain decoding beside it;
- *     - a greedy-equivalence self-test (--selftest).
+ *     - a greedy-equivalence self-test (--selftest);
+ *     - the backward pass, AdamW and `./specdec train`, which made the shipped
+ *       tinyshakespeare/model.bin.
  *   The functions carry the names of the blog post's Python functions:
  *       BigramDraftModel, draft_tokens, verify_candidates, accept_reject,
  *       trim_kv_cache, speculative_generate   (and generate, the baseline).
  *
  * What this is not
- *   Not a fast inference engine, not a training framework (training arrives later),
- *   not a tokenizer library. Batch size is 1 at inference; one thread.
+ *   Not a fast inference engine, not a training framework (it trains this one model,
+ *   with the lecture's recipe, and nothing else), not a tokenizer library. Batch size
+ *   is 1 at inference; one thread.
  *
  * Constraints
  *   C11, libc + libm only. No -ffast-math and no FMA contraction: the sum for one
@@ -28,6 +31,7 @@
  * Build and run
  *   make            # ./specdec, optimised
  *   make run        # the demo: a traced speculative run, then a greedy comparison
+ *   make train      # retrain tinyshakespeare/model.bin (about 6 minutes, one core)
  *   make test       # unit tests, CLI tests, the self-test
  *   make debug      # ./specdec_debug: -O0 -g3, address + undefined sanitizers
  *
@@ -673,6 +677,18 @@ float *forward(GPT *g, const int *tokens, int T) {
     return s->logits;
 }
 
+// Cross-entropy of one row of logits for its true next token, logsumexp(z) - z[target],
+// in double with the max taken out first: nothing overflows, and a tiny p never becomes
+// log(0). probs (V), if not NULL, receives softmax(z), which the backward pass needs.
+static double cross_entropy(const float *z, int V, int target, float *probs) {
+    double m = z[0], sum = 0.0;
+    for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+    for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
+    if (probs)
+        for (int v = 0; v < V; v++) probs[v] = (float)(exp((double)z[v] - m) / sum);
+    return m + log(sum) - z[target];
+}
+
 // Mean next-character cross-entropy of B windows of S tokens (training and evaluation):
 // runs each window from an empty cache through forward_core, keeping every activation
 // in ts for train_backward. inputs, targets: (B, S). Returns the mean loss.
@@ -686,16 +702,10 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
                      ts->key + b * L * SC, ts->value + b * L * SC, ts->ln_f + b * SC,
                      ts->ln_f_mean + (size_t)b * S, ts->ln_f_rstd + (size_t)b * S,
                      ts->logits + b * SV);
-        // loss = logsumexp(logits) - logits[target], in double: no log(0) for a tiny p
-        for (int t = 0; t < S; t++) {
-            const float *z = ts->logits + b * SV + (size_t)t * V;
-            float *p = ts->probs + b * SV + (size_t)t * V;
-            double m = z[0], sum = 0.0;
-            for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
-            for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
-            for (int v = 0; v < V; v++) p[v] = (float)(exp((double)z[v] - m) / sum);
-            loss += m + log(sum) - z[targets[(size_t)b * S + t]];
-        }
+        // every position predicts its next token; the softmax is kept for the backward
+        for (int t = 0; t < S; t++)
+            loss += cross_entropy(ts->logits + b * SV + (size_t)t * V, V,
+                                  targets[(size_t)b * S + t], ts->probs + b * SV + (size_t)t * V);
     }
     return loss / ((double)ts->B * S);
 }
@@ -1837,13 +1847,9 @@ double eval_loss(GPT *g, const int *tokens, size_t n) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         g->state.kv_len = 0;
         const float *logits = forward(g, tokens + start, T);
-        // each row predicts the next token: logsumexp(z) - z[target], in double
-        for (int t = 0; t < T; t++) {
-            const float *z = logits + (size_t)t * V;
-            double m = z[argmax(z, V)], sum = 0.0;
-            for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
-            total += m + log(sum) - z[tokens[start + t + 1]];
-        }
+        // each row predicts the next token, scored as in training
+        for (int t = 0; t < T; t++)
+            total += cross_entropy(logits + (size_t)t * V, V, tokens[start + t + 1], NULL);
         scored += (size_t)T;
     }
     g->state.kv_len = 0;
