@@ -13,8 +13,10 @@ endif
 # No fast-math flags of any kind and no FMA contraction (-ffp-contract=off), so the
 # sum computed for one token never depends on how many tokens share a
 # forward pass: verifying k drafted tokens at once must give bit-identical
-# logits to running them one by one.
-CFLAGS = -std=c11 -O3 -Wall -Wextra -ffp-contract=off
+# logits to running them one by one. -march=native lets the compiler use this
+# machine's widest vector instructions (AVX-512 here) for the plain C loops; it
+# changes no sum's order, only how many independent sums run at once.
+CFLAGS = -std=c11 -O3 -march=native -Wall -Wextra -ffp-contract=off
 DEBUG_CFLAGS = -std=c11 -O0 -g3 -ffp-contract=off -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
 LDLIBS = -lm
 # Directory that may already hold a verified tinyshakespeare/input.txt.

@@ -180,6 +180,8 @@ typedef struct {
     float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
     float *grads;       // (P)            dLoss/dparameter, in checkpoint order
     Weights dw;         //                grads split like the weights: dw.key is dLoss/dkey
+    float *weights_t;   // (P)            the weights with every matrix transposed ...
+    Weights wt;         //                ... to (out, in), split the same way: wt.key is key^T
     // backward scratch for one window at a time, one role each
     float *d_logits;    // (S, V)
     float *d_ln_f;      // (S, C)         gradient of ln_f's output
@@ -191,7 +193,8 @@ typedef struct {
     float *d_q;         // (S, C)         gradient of the queries
     float *d_k;         // (S, C)         gradient of the window's keys
     float *d_v;         // (S, C)         gradient of the window's values
-    float *d_scores;    // (S)            attention_backward's per-position scratch
+    float *d_weights;   // (S)            gradient of one row of attention weights
+    float *d_scores;    // (S, S)         gradient of one head's scores, before the softmax
     float *d_ln1;       // (S, C)         gradient of ln1's output
 } TrainState;
 
@@ -342,10 +345,13 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
     ts->logits = calloc((size_t)B * S * V, sizeof(float));
     ts->probs = calloc((size_t)B * S * V, sizeof(float));
     ts->grads = calloc(weight_sizes(c, sizes), sizeof(float));
+    ts->weights_t = calloc(weight_sizes(c, sizes), sizeof(float));
     if (!ts->resid || !ts->mid || !ts->blocks || !ts->layers || !ts->key || !ts->value ||
-        !ts->ln_f || !ts->ln_f_mean || !ts->ln_f_rstd || !ts->logits || !ts->probs || !ts->grads)
+        !ts->ln_f || !ts->ln_f_mean || !ts->ln_f_rstd || !ts->logits || !ts->probs ||
+        !ts->grads || !ts->weights_t)
         return -1;
     point_weights(&ts->dw, ts->grads, sizes);
+    point_weights(&ts->wt, ts->weights_t, sizes);
     // block l of window b reads resid[b][l] and writes resid[b][l+1]: the stream is kept
     for (size_t b = 0; b < (size_t)B; b++)
         for (size_t l = 0; l < L; l++) {
@@ -365,10 +371,11 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
     ts->d_q = calloc(SC, sizeof(float));
     ts->d_k = calloc(SC, sizeof(float));
     ts->d_v = calloc(SC, sizeof(float));
-    ts->d_scores = calloc(S, sizeof(float));
+    ts->d_weights = calloc(S, sizeof(float));
+    ts->d_scores = calloc(S * S, sizeof(float));
     ts->d_ln1 = calloc(SC, sizeof(float));
     return (ts->d_logits && ts->d_ln_f && ts->d_resid && ts->d_mid && ts->d_hidden &&
-            ts->d_ln2 && ts->d_att_out && ts->d_q && ts->d_k && ts->d_v && ts->d_scores &&
+            ts->d_ln2 && ts->d_att_out && ts->d_q && ts->d_k && ts->d_v && ts->d_weights && ts->d_scores &&
             ts->d_ln1) ? 0 : -1;
 }
 
@@ -378,15 +385,31 @@ void free_train_state(TrainState *ts) {
     for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
     free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->layers);
     free(ts->key); free(ts->value); free(ts->ln_f); free(ts->ln_f_mean); free(ts->ln_f_rstd);
-    free(ts->logits); free(ts->probs); free(ts->grads);
+    free(ts->logits); free(ts->probs); free(ts->grads); free(ts->weights_t);
     free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
     free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
-    free(ts->d_v); free(ts->d_scores); free(ts->d_ln1);
+    free(ts->d_v); free(ts->d_weights); free(ts->d_scores); free(ts->d_ln1);
     memset(ts, 0, sizeof(*ts));
 }
 
 // ----------------------------------------------------------------------------
 // Neural net blocks: each reads (T, in) rows and writes (T, out) rows
+
+// x . y over n floats in 8 running sums (sum j takes i = j, j+8, j+16, ...), added up at
+// the end in a fixed order. The compiler keeps the 8 sums in one vector register; one
+// running sum would make every addition wait for the one before. The order depends on
+// n only, never on how many tokens share the pass.
+static float dot(const float *x, const float *y, int n) {
+    float part[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += x[i + j] * y[i + j];
+    // the last n % 8, then the 8 sums
+    float sum = 0.0f;
+    for (; i < n; i++) sum += x[i] * y[i];
+    for (int j = 0; j < 8; j++) sum += part[j];
+    return sum;
+}
 
 // out = LayerNorm(in) * weight + bias, per row, over C features (eps 1e-5, biased variance).
 // mean and rstd (T) receive each row's mean and 1/std, which a backward pass needs.
@@ -395,15 +418,15 @@ void layernorm(float *out, float *mean_out, float *rstd_out, const float *in,
     for (int t = 0; t < T; t++) {
         const float *x = in + (size_t)t * C;
         float *o = out + (size_t)t * C;
-        // mean and biased variance, as torch.nn.LayerNorm computes them
+        // mean and biased variance, as torch.nn.LayerNorm computes them; the deviations
+        // x - mean wait in the output row, so dot() can square and sum them
         float mean = 0.0f;
         for (int i = 0; i < C; i++) mean += x[i];
         mean /= C;
-        float var = 0.0f;
-        for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
-        var /= C;
+        for (int i = 0; i < C; i++) o[i] = x[i] - mean;
+        float var = dot(o, o, C) / C;
         float rstd = 1.0f / sqrtf(var + 1e-5f);
-        for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+        for (int i = 0; i < C; i++) o[i] = o[i] * rstd * weight[i] + bias[i];
         mean_out[t] = mean;
         rstd_out[t] = rstd;
     }
@@ -441,79 +464,131 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
     }
 }
 
-// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]   (a PyTorch Linear; bias may be NULL).
-// weight is stored (in, out), PyTorch's weight transposed, so the innermost loop walks
-// contiguous outputs and the compiler vectorises it. Each weight row i is read once and
-// used for all T tokens of the pass. For one (t, o) the sum is always bias, then i = 0,
-// 1, 2, ... in order, whatever T is: a token's logits are bit-identical alone or in a pass.
-void matmul(float *restrict out, const float *restrict in, const float *restrict weight,
-            const float *restrict bias, int T, int in_dim, int out_dim) {
-    // start every output at its bias (or 0), then add one input feature at a time
-    for (int t = 0; t < T; t++)
-        for (int o = 0; o < out_dim; o++) out[(size_t)t * out_dim + o] = bias ? bias[o] : 0.0f;
-    for (int i = 0; i < in_dim; i++) {
-        const float *w = weight + (size_t)i * out_dim;
-        for (int t = 0; t < T; t++) {
-            float x = in[(size_t)t * in_dim + i];
-            float *y = out + (size_t)t * out_dim;
-            for (int o = 0; o < out_dim; o++) y[o] += x * w[o];
+// The loop nest every Linear layer runs on, forward and backward:
+//     c[m][n] += sum_k a[m][k] * b[k][n]     for k = 0, 1, 2, ... in that order,
+// with c (M, N) and b (K, N) row-major and a read through two strides,
+// a[m][k] = a[m * a_m + k * a_k], so one function takes in, in transposed, or dout.
+// It works on tiles of TILE_M rows by TILE_N columns of c: the tile's running sums stay
+// in vector registers while k runs, so c is loaded and stored once per tile instead of
+// once per k, and each row segment of b is loaded once for TILE_M rows of c.
+// Every c[m][n] gets the same additions in the same order whichever tile holds it, so
+// a token's output does not depend on how many tokens share the pass.
+#ifndef TILE_M
+#define TILE_M 8
+#endif
+#ifndef TILE_N
+#define TILE_N 32
+#endif
+
+// One whole tile: rows m0 .. m0+TILE_M-1, columns n0 .. n0+TILE_N-1 of c. The bounds are
+// constants, so the compiler unrolls the tile into TILE_M * TILE_N / 16 (AVX-512)
+// registers; the loop over k is the only loop left.
+static void gemm_tile(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                      const float *restrict b, int K, int N, int m0, int n0) {
+    float acc[TILE_M][TILE_N];
+    // the tile's sums start from what c holds (a bias, or the gradients so far)
+    for (int r = 0; r < TILE_M; r++)
+        for (int j = 0; j < TILE_N; j++) acc[r][j] = c[(size_t)(m0 + r) * N + n0 + j];
+    // one k at a time: one row segment of b meets one number of a per row of c
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + (size_t)k * N + n0;
+        for (int r = 0; r < TILE_M; r++) {
+            float x = a[(size_t)(m0 + r) * a_m + (size_t)k * a_k];
+            for (int j = 0; j < TILE_N; j++) acc[r][j] += x * bk[j];
         }
+    }
+    for (int r = 0; r < TILE_M; r++)
+        for (int j = 0; j < TILE_N; j++) c[(size_t)(m0 + r) * N + n0 + j] = acc[r][j];
+}
+
+// One row of a tile: row m, columns n0 .. n0+TILE_N-1. Passes of one token (plain
+// decoding) run only on these; the arithmetic per element is gemm_tile's.
+static void gemm_row(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                     const float *restrict b, int K, int N, int m, int n0) {
+    float acc[TILE_N];
+    for (int j = 0; j < TILE_N; j++) acc[j] = c[(size_t)m * N + n0 + j];
+    for (int k = 0; k < K; k++) {
+        float x = a[(size_t)m * a_m + (size_t)k * a_k];
+        for (int j = 0; j < TILE_N; j++) acc[j] += x * b[(size_t)k * N + n0 + j];
+    }
+    for (int j = 0; j < TILE_N; j++) c[(size_t)m * N + n0 + j] = acc[j];
+}
+
+// The columns n0 .. N-1 left over at the right of row m (fewer than TILE_N; the
+// vocabulary's 65 leaves one): the same sums, one element at a time.
+static void gemm_rest(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                      const float *restrict b, int K, int N, int m, int n0) {
+    for (int n = n0; n < N; n++) {
+        float acc = c[(size_t)m * N + n];
+        for (int k = 0; k < K; k++) acc += a[(size_t)m * a_m + (size_t)k * a_k] * b[(size_t)k * N + n];
+        c[(size_t)m * N + n] = acc;
     }
 }
 
+// c (M, N) += a (M, K) b (K, N): whole tiles, then the rows and columns left over.
+void gemm_acc(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+              const float *restrict b, int M, int K, int N) {
+    int n_tiles = N / TILE_N, m = 0;
+    // bands of TILE_M rows (the tokens of a training window, a long prefill)
+    for (; m + TILE_M <= M; m += TILE_M)
+        for (int j = 0; j < n_tiles; j++) gemm_tile(c, a, a_m, a_k, b, K, N, m, j * TILE_N);
+    // the rows after the last whole band (a pass of 1 to TILE_M - 1 tokens: decoding)
+    for (; m < M; m++)
+        for (int j = 0; j < n_tiles; j++) gemm_row(c, a, a_m, a_k, b, K, N, m, j * TILE_N);
+    // the columns right of the last whole tile, every row
+    if (n_tiles * TILE_N < N)
+        for (m = 0; m < M; m++) gemm_rest(c, a, a_m, a_k, b, K, N, m, n_tiles * TILE_N);
+}
+
+// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]   (a PyTorch Linear; bias may be NULL).
+// weight is stored (in, out), PyTorch's weight transposed, so gemm_acc's innermost loop
+// walks contiguous outputs and the compiler vectorises it. For one (t, o) the sum is
+// always bias, then i = 0, 1, 2, ... in order, whatever T is: a token's logits are
+// bit-identical alone or in a pass.
+void matmul(float *restrict out, const float *restrict in, const float *restrict weight,
+            const float *restrict bias, int T, int in_dim, int out_dim) {
+    // start every output at its bias (or 0), then add the input features in order
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < out_dim; o++) out[(size_t)t * out_dim + o] = bias ? bias[o] : 0.0f;
+    gemm_acc(out, in, in_dim, 1, weight, T, in_dim, out_dim);
+}
+
 // Backward of matmul, accumulating (+=): dweight[i][o] += sum_t in[t][i] * dout[t][o],
-// dbias[o] += sum_t dout[t][o], din[t][i] += sum_o weight[i][o] * dout[t][o].
+// dbias[o] += sum_t dout[t][o], din[t][i] += sum_o dout[t][o] * weight_t[o][i].
+// weight_t is the weight transposed to (out, in), PyTorch's own layout, so that the
+// input gradient, too, is a gemm_acc with a contiguous innermost loop.
 // din and dbias may be NULL (an input that needs no gradient, a Linear without bias).
 void matmul_backward(float *din, float *dweight, float *dbias, const float *dout,
-                     const float *in, const float *weight, int T, int in_dim, int out_dim) {
-    for (int t = 0; t < T; t++) {
-        const float *dy = dout + (size_t)t * out_dim;
-        // the weight row i meets input feature i of every token: contiguous over o
-        for (int i = 0; i < in_dim; i++) {
-            float x = in[(size_t)t * in_dim + i];
-            float *dw = dweight + (size_t)i * out_dim;
-            for (int o = 0; o < out_dim; o++) dw[o] += x * dy[o];
-        }
-        if (dbias)
-            for (int o = 0; o < out_dim; o++) dbias[o] += dy[o];
-        // the input gradient: each input feature's weight row dotted with dout, in 8
-        // independent partial sums the compiler can keep in vector lanes (training's
-        // sums need no fixed order; inference's forward never comes here)
-        if (din)
-            for (int i = 0; i < in_dim; i++) {
-                const float *w = weight + (size_t)i * out_dim;
-                float part[8] = {0};
-                int o = 0;
-                for (; o + 8 <= out_dim; o += 8)
-                    for (int j = 0; j < 8; j++) part[j] += w[o + j] * dy[o + j];
-                float sum = 0.0f;
-                for (int j = 0; j < 8; j++) sum += part[j];
-                for (; o < out_dim; o++) sum += w[o] * dy[o];
-                din[(size_t)t * in_dim + i] += sum;
-            }
-    }
+                     const float *in, const float *weight_t, int T, int in_dim, int out_dim) {
+    // dweight = in^T dout: in read transposed (row i of in^T is column i of in)
+    gemm_acc(dweight, in, 1, in_dim, dout, in_dim, T, out_dim);
+    if (dbias)
+        for (int t = 0; t < T; t++)
+            for (int o = 0; o < out_dim; o++) dbias[o] += dout[(size_t)t * out_dim + o];
+    // din = dout weight^T
+    if (din) gemm_acc(din, dout, out_dim, 1, weight_t, T, out_dim, in_dim);
 }
 
 // Causal multi-head attention of T new tokens (positions pos0 .. pos0+T-1) against
 // the cache, which already holds the keys and values of positions 0 .. pos0+T-1.
 // q: (T, C); key_cache, value_cache: (S, C) of one layer; att: (NH, S, S); out: (T, C).
-void attention(float *out, float *att, const float *q, const float *key_cache,
-               const float *value_cache, int T, int pos0, int C, int NH, int S) {
+void attention(float *restrict out, float *restrict att, const float *restrict q,
+               const float *restrict key_cache, const float *restrict value_cache, int T,
+               int pos0, int C, int NH, int S) {
     // each head sees its own HS-wide slice of q, k and v; the slices sit side by side
     int HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS); // head_size ** -0.5, as in the lecture
-    for (int t = 0; t < T; t++) {
-        int pos = pos0 + t; // this token sees positions 0 .. pos, never later ones
-        for (int h = 0; h < NH; h++) {
+    // the lecture's Head scales the scores by C ** -0.5 with C = x.shape[-1], which is
+    // n_embd, not head_size (later versions of its code use head_size ** -0.5)
+    float scale = 1.0f / sqrtf((float)C);
+    for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+            int pos = pos0 + t; // this token sees positions 0 .. pos, never later ones
             const float *qh = q + (size_t)t * C + h * HS;
             float *a = att + ((size_t)h * S + t) * S;
             // scores: q . k for every visible position, scaled
             float maxv = -INFINITY;
             for (int s = 0; s <= pos; s++) {
-                const float *kh = key_cache + (size_t)s * C + h * HS;
-                float dot = 0.0f;
-                for (int i = 0; i < HS; i++) dot += qh[i] * kh[i];
-                a[s] = dot * scale;
+                a[s] = dot(qh, key_cache + (size_t)s * C + h * HS, HS) * scale;
                 if (a[s] > maxv) maxv = a[s];
             }
             // softmax over the visible positions (subtract the max so exp never overflows)
@@ -524,12 +599,19 @@ void attention(float *out, float *att, const float *q, const float *key_cache,
             }
             for (int s = 0; s <= pos; s++) a[s] /= sum;
             for (int s = pos + 1; s < S; s++) a[s] = 0.0f; // the causal mask, made visible
-            // output: attention-weighted sum of the values of this head
-            float *oh = out + (size_t)t * C + h * HS;
-            for (int i = 0; i < HS; i++) oh[i] = 0.0f;
-            for (int s = 0; s <= pos; s++) {
-                const float *vh = value_cache + (size_t)s * C + h * HS;
-                for (int i = 0; i < HS; i++) oh[i] += a[s] * vh[i];
+        }
+        // output: each token's attention-weighted sum of this head's values. Position s
+        // is the outer loop, so one value row serves every token that sees it, and
+        // consecutive additions go to different tokens (a token-outer loop would make each
+        // addition wait for the one before). Each token still adds s = 0, 1, ... in order.
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < HS; i++) out[(size_t)t * C + h * HS + i] = 0.0f;
+        for (int s = 0; s < pos0 + T; s++) {
+            const float *vh = value_cache + (size_t)s * C + h * HS;
+            for (int t = s > pos0 ? s - pos0 : 0; t < T; t++) { // the tokens at pos >= s
+                float w = att[((size_t)h * S + t) * S + s];
+                float *oh = out + (size_t)t * C + h * HS;
+                for (int i = 0; i < HS; i++) oh[i] += w * vh[i];
             }
         }
     }
@@ -539,15 +621,17 @@ void attention(float *out, float *att, const float *q, const float *key_cache,
 // gradients of the cache rows (S, C). For one token and head, with weights a = softmax(z)
 // and out = sum_s a[s] v_s:  da[s] = dout . v_s,  dz[s] = a[s] (da[s] - sum_j a[j] da[j]),
 // and z[s] = scale * q . k_s spreads dz to q and to every k_s it saw.
-// da: (S) scratch.
-void attention_backward(float *dq, float *dkc, float *dvc, float *da, const float *dout,
-                        const float *att, const float *q, const float *key_cache,
-                        const float *value_cache, int T, int pos0, int C, int NH, int S) {
+// da: (S) and dz: (S, S) scratch, for one head at a time.
+void attention_backward(float *restrict dq, float *restrict dkc, float *restrict dvc,
+                        float *restrict da, float *restrict dz, const float *restrict dout,
+                        const float *restrict att, const float *restrict q,
+                        const float *restrict key_cache, const float *restrict value_cache,
+                        int T, int pos0, int C, int NH, int S) {
     int HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
-    for (int t = 0; t < T; t++) {
-        int pos = pos0 + t;
-        for (int h = 0; h < NH; h++) {
+    float scale = 1.0f / sqrtf((float)C); // as in attention
+    for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+            int pos = pos0 + t;
             const float *a = att + ((size_t)h * S + t) * S;
             const float *dy = dout + (size_t)t * C + h * HS;
             // through the weighted sum: da for every weight, dv for every value
@@ -555,24 +639,26 @@ void attention_backward(float *dq, float *dkc, float *dvc, float *da, const floa
             for (int s = 0; s <= pos; s++) {
                 const float *vh = value_cache + (size_t)s * C + h * HS;
                 float *dvh = dvc + (size_t)s * C + h * HS;
-                da[s] = 0.0f;
-                for (int i = 0; i < HS; i++) {
-                    da[s] += dy[i] * vh[i];
-                    dvh[i] += a[s] * dy[i];
-                }
+                da[s] = dot(dy, vh, HS);
+                for (int i = 0; i < HS; i++) dvh[i] += a[s] * dy[i];
                 da_dot_a += da[s] * a[s];
             }
-            // through the softmax and the scaled dot products, to q and to each k
+            // through the softmax to the scores, and from each score to its key
             const float *qh = q + (size_t)t * C + h * HS;
-            float *dqh = dq + (size_t)t * C + h * HS;
+            float *dzt = dz + (size_t)t * S;
             for (int s = 0; s <= pos; s++) {
-                float dz = a[s] * (da[s] - da_dot_a) * scale;
-                const float *kh = key_cache + (size_t)s * C + h * HS;
+                float g = a[s] * (da[s] - da_dot_a) * scale;
                 float *dkh = dkc + (size_t)s * C + h * HS;
-                for (int i = 0; i < HS; i++) {
-                    dqh[i] += dz * kh[i];
-                    dkh[i] += dz * qh[i];
-                }
+                for (int i = 0; i < HS; i++) dkh[i] += g * qh[i];
+                dzt[s] = g;
+            }
+        }
+        // from the scores to the queries: position outer, as in the forward's weighted sum
+        for (int s = 0; s < pos0 + T; s++) {
+            const float *kh = key_cache + (size_t)s * C + h * HS;
+            for (int t = s > pos0 ? s - pos0 : 0; t < T; t++) {
+                float g = dz[(size_t)t * S + s], *dqh = dq + (size_t)t * C + h * HS;
+                for (int i = 0; i < HS; i++) dqh[i] += g * kh[i];
             }
         }
     }
@@ -710,6 +796,28 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
     return loss / ((double)ts->B * S);
 }
 
+// out (cols, rows) = in (rows, cols) transposed.
+static void transpose(float *out, const float *in, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < cols; k++) out[(size_t)k * rows + r] = in[(size_t)r * cols + k];
+}
+
+// Fills wt's matrices with w's, transposed from (in, out) to (out, in), layer by layer:
+// the backward pass's input gradients read them row by row (see matmul_backward).
+static void transpose_matrices(const Config *c, const Weights *w, Weights *wt) {
+    int C = c->n_embd;
+    size_t CC = (size_t)C * C;
+    for (int l = 0; l < c->n_layer; l++) {
+        transpose(wt->query + l * CC, w->query + l * CC, C, C);
+        transpose(wt->key + l * CC, w->key + l * CC, C, C);
+        transpose(wt->value + l * CC, w->value + l * CC, C, C);
+        transpose(wt->proj_weight + l * CC, w->proj_weight + l * CC, C, C);
+        transpose(wt->ffwd_up_weight + l * 4 * CC, w->ffwd_up_weight + l * 4 * CC, C, 4 * C);
+        transpose(wt->ffwd_down_weight + l * 4 * CC, w->ffwd_down_weight + l * 4 * CC, 4 * C, C);
+    }
+    transpose(wt->lm_head_weight, w->lm_head_weight, C, c->vocab_size);
+}
+
 // One block's backward pass for one window: d_resid holds dLoss/dx_out on entry and
 // dLoss/dx_in on return; the parameter gradients of layer l accumulate into ts->dw.
 static void block_backward(const Config *c, const Weights *w, TrainState *ts, int l,
@@ -717,33 +825,34 @@ static void block_backward(const Config *c, const Weights *w, TrainState *ts, in
     int C = c->n_embd, S = c->block_size, T = S;
     size_t CC = (size_t)C * C, TC = (size_t)T * C;
     Weights *dw = &ts->dw;
+    const Weights *wt = &ts->wt; // the matrices, transposed, for the input gradients
     // x_out = x_mid + ffwd(ln2(x_mid)): the gradient reaches x_mid directly and via the MLP
     memcpy(ts->d_mid, ts->d_resid, TC * sizeof(float));
     memset(ts->d_hidden, 0, TC * 4 * sizeof(float));
     matmul_backward(ts->d_hidden, dw->ffwd_down_weight + l * 4 * CC, dw->ffwd_down_bias + l * C,
-                    ts->d_resid, a->hidden, w->ffwd_down_weight + l * 4 * CC, T, 4 * C, C);
+                    ts->d_resid, a->hidden, wt->ffwd_down_weight + l * 4 * CC, T, 4 * C, C);
     relu_backward(ts->d_hidden, a->hidden, TC * 4);
     memset(ts->d_ln2, 0, TC * sizeof(float));
     matmul_backward(ts->d_ln2, dw->ffwd_up_weight + l * 4 * CC, dw->ffwd_up_bias + l * 4 * C,
-                    ts->d_hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC, T, C, 4 * C);
+                    ts->d_hidden, a->ln2, wt->ffwd_up_weight + l * 4 * CC, T, C, 4 * C);
     layernorm_backward(ts->d_mid, dw->ln2_weight + l * C, dw->ln2_bias + l * C, ts->d_ln2,
                        a->x_mid, a->ln2_mean, a->ln2_rstd, w->ln2_weight + l * C, T, C);
     // x_mid = x_in + proj(attn(ln1(x_in))): the same split, through attention
     memcpy(ts->d_resid, ts->d_mid, TC * sizeof(float));
     memset(ts->d_att_out, 0, TC * sizeof(float));
     matmul_backward(ts->d_att_out, dw->proj_weight + l * CC, dw->proj_bias + l * C, ts->d_mid,
-                    a->att_out, w->proj_weight + l * CC, T, C, C);
+                    a->att_out, wt->proj_weight + l * CC, T, C, C);
     memset(ts->d_q, 0, TC * sizeof(float));
     memset(ts->d_k, 0, TC * sizeof(float));
     memset(ts->d_v, 0, TC * sizeof(float));
-    attention_backward(ts->d_q, ts->d_k, ts->d_v, ts->d_scores, ts->d_att_out, a->att, a->q, kc,
+    attention_backward(ts->d_q, ts->d_k, ts->d_v, ts->d_weights, ts->d_scores, ts->d_att_out, a->att, a->q, kc,
                        vc, T, 0, C, c->n_head, S);
     // query, key and value all read ln1's output: their input gradients add up
     memset(ts->d_ln1, 0, TC * sizeof(float));
-    matmul_backward(ts->d_ln1, dw->query + l * CC, NULL, ts->d_q, a->ln1, w->query + l * CC, T,
+    matmul_backward(ts->d_ln1, dw->query + l * CC, NULL, ts->d_q, a->ln1, wt->query + l * CC, T,
                     C, C);
-    matmul_backward(ts->d_ln1, dw->key + l * CC, NULL, ts->d_k, a->ln1, w->key + l * CC, T, C, C);
-    matmul_backward(ts->d_ln1, dw->value + l * CC, NULL, ts->d_v, a->ln1, w->value + l * CC, T,
+    matmul_backward(ts->d_ln1, dw->key + l * CC, NULL, ts->d_k, a->ln1, wt->key + l * CC, T, C, C);
+    matmul_backward(ts->d_ln1, dw->value + l * CC, NULL, ts->d_v, a->ln1, wt->value + l * CC, T,
                     C, C);
     layernorm_backward(ts->d_resid, dw->ln1_weight + l * C, dw->ln1_bias + l * C, ts->d_ln1,
                        a->x_in, a->ln1_mean, a->ln1_rstd, w->ln1_weight + l * C, T, C);
@@ -758,6 +867,7 @@ void train_backward(const GPT *g, TrainState *ts, const int *inputs, const int *
     int S = c->block_size, V = c->vocab_size, L = c->n_layer, C = c->n_embd;
     size_t SC = (size_t)S * C, SV = (size_t)S * V;
     memset(ts->grads, 0, g->n_params * sizeof(float));
+    transpose_matrices(c, w, &ts->wt);
     float scale = 1.0f / ((float)ts->B * S); // the loss is a mean over B*S positions
     for (int b = 0; b < ts->B; b++) {
         // cross-entropy through softmax: dLoss/dlogits = (p - onehot(target)) / (B*S)
@@ -770,7 +880,7 @@ void train_backward(const GPT *g, TrainState *ts, const int *inputs, const int *
         // lm_head and ln_f, into the residual stream that left the last block
         memset(ts->d_ln_f, 0, SC * sizeof(float));
         matmul_backward(ts->d_ln_f, dw->lm_head_weight, dw->lm_head_bias, ts->d_logits,
-                        ts->ln_f + b * SC, w->lm_head_weight, S, C, V);
+                        ts->ln_f + b * SC, ts->wt.lm_head_weight, S, C, V);
         BlockActs **layer = ts->layers + (size_t)b * L;
         memset(ts->d_resid, 0, SC * sizeof(float));
         layernorm_backward(ts->d_resid, dw->ln_f_weight, dw->ln_f_bias, ts->d_ln_f,
@@ -1581,6 +1691,15 @@ static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+// The same for 64-bit values: low half first.
+static void put_u64(unsigned char *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+static uint64_t get_u64(const unsigned char *p) {
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
 // Checks a config for sizes the model can be built with; fills err and returns -1 if not.
 int validate_config(const Config *c, char *err, size_t errlen) {
     // generous bounds; every size product stays far below 2^63 (a 64-bit size_t)
@@ -1639,9 +1758,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
         return -1;
     }
     // checksum: the last 8 bytes, little-endian, over everything before them
-    uint64_t stored = 0;
-    for (int i = 7; i >= 0; i--) stored = stored << 8 | buf[n - 8 + i];
-    if (fnv1a64(buf, n - 8) != stored) {
+    if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8)) {
         snprintf(err, errlen, "checksum mismatch: the file is corrupted");
         return -1;
     }
@@ -1701,34 +1818,15 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     return rc;
 }
 
-// Writes a checkpoint atomically: to a temporary file beside path, then rename, so
+// Writes n bytes to path atomically: to a temporary file beside path, then rename, so
 // an interrupted write never leaves a half-written file where a good one was.
-int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
-    const Config *c = &g->config;
-    size_t V = (size_t)c->vocab_size, n = CKPT_HEADER + V + 4 * g->n_params + 8;
-    unsigned char *buf = malloc(n);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory writing '%s'", path);
-        return -1;
-    }
-    // header, vocabulary, parameters, checksum: the layout documented above
-    memcpy(buf, CKPT_MAGIC, 4);
-    put_u32(buf + 4, CKPT_VERSION);
-    int fields[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
-    for (int i = 0; i < 5; i++) put_u32(buf + 8 + 4 * i, (uint32_t)fields[i]);
-    memcpy(buf + CKPT_HEADER, vocab->chars, V);
-    for (size_t i = 0; i < g->n_params; i++) {
-        uint32_t bits;
-        memcpy(&bits, &g->params[i], 4);
-        put_u32(buf + CKPT_HEADER + V + 4 * i, bits);
-    }
-    uint64_t h = fnv1a64(buf, n - 8);
-    for (int i = 0; i < 8; i++) buf[n - 8 + i] = (unsigned char)(h >> (8 * i));
+// what names the kind of file in the error ("checkpoint", "training state").
+static int write_file_atomic(const char *path, const unsigned char *buf, size_t n,
+                             const char *what, char *err, size_t errlen) {
     // the temporary file lives in the same directory, so rename is atomic
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
-        free(buf);
         snprintf(err, errlen, "out of memory writing '%s'", path);
         return -1;
     }
@@ -1747,13 +1845,56 @@ int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *er
     if (ok) ok = rename(tmp, path) == 0;
     if (!ok) {
         // the old file, if any, is untouched; only the temporary one is removed
-        snprintf(err, errlen, "cannot write checkpoint '%s': %s (check the directory exists "
-                 "and is writable)", path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
+                 "and is writable)", what, path, strerror(errno));
         if (fd >= 0) unlink(tmp);
     }
     free(tmp);
-    free(buf);
     return ok ? 0 : -1;
+}
+
+// Lays a checkpoint out in memory (the format above), checksum included; sets *n.
+// Returns NULL if out of memory. The same model always gives the same bytes.
+static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, size_t *n) {
+    const Config *c = &g->config;
+    size_t V = (size_t)c->vocab_size;
+    *n = CKPT_HEADER + V + 4 * g->n_params + 8;
+    unsigned char *buf = malloc(*n);
+    if (!buf) return NULL;
+    // header, vocabulary, parameters, checksum
+    memcpy(buf, CKPT_MAGIC, 4);
+    put_u32(buf + 4, CKPT_VERSION);
+    int fields[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    for (int i = 0; i < 5; i++) put_u32(buf + 8 + 4 * i, (uint32_t)fields[i]);
+    memcpy(buf + CKPT_HEADER, vocab->chars, V);
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        put_u32(buf + CKPT_HEADER + V + 4 * i, bits);
+    }
+    put_u64(buf + *n - 8, fnv1a64(buf, *n - 8));
+    return buf;
+}
+
+// Writes a checkpoint atomically (see write_file_atomic). If checksum is not NULL it
+// receives the file's checksum, which a training state names to pair with it.
+int save_checkpoint_sum(const GPT *g, const Vocab *vocab, const char *path,
+                        uint64_t *checksum, char *err, size_t errlen) {
+    size_t n;
+    unsigned char *buf = serialize_checkpoint(g, vocab, &n);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
+    if (checksum) *checksum = get_u64(buf + n - 8);
+    int rc = write_file_atomic(path, buf, n, "checkpoint", err, errlen);
+    free(buf);
+    return rc;
+}
+
+// Writes a checkpoint atomically (see write_file_atomic).
+int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
+    return save_checkpoint_sum(g, vocab, path, NULL, err, errlen);
 }
 
 // Fills n floats uniformly from [-bound, bound).
@@ -1856,67 +1997,217 @@ double eval_loss(GPT *g, const int *tokens, size_t n) {
     return total / (double)scored;
 }
 
+// The training state file, PATH.state beside the checkpoint PATH: what the checkpoint
+// does not hold and an exact resume needs. Integers little-endian, floats float32:
+//   offset     size    field
+//   0          4       magic "SPDS"
+//   4          4       version = 1
+//   8          4       batch: windows per step
+//   12         4       0 (padding)
+//   16         8       step: optimiser updates made so far
+//   24         8       the batch sampler's generator state
+//   32         8       the checksum of the checkpoint saved with it: the pair must match
+//   40         8       P, the parameter count
+//   48         4P      AdamW's first moments m
+//   48+4P      4P      AdamW's second moments v
+//   48+8P      8       checksum: FNV-1a 64 of every byte before it
+#define STATE_MAGIC "SPDS"
+#define STATE_VERSION 1
+#define STATE_HEADER 48
+
+// Where a training run stands, beyond the weights: enough to continue it exactly.
+typedef struct {
+    AdamW opt;          // the optimiser, its moments and opt.step, the updates made
+    Rng rng;            // the batch sampler's generator
+    int batch;          // windows per step                e.g. 16
+    uint64_t ckpt_sum;  // checksum of the checkpoint this state goes with
+} TrainProgress;
+
+// Writes the training state of p atomically to path; 0 on success.
+int save_train_state(const TrainProgress *p, size_t P, const char *path, char *err,
+                     size_t errlen) {
+    size_t n = STATE_HEADER + 8 * P + 8;
+    unsigned char *buf = malloc(n);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
+    // header, moments, checksum: the layout above
+    memcpy(buf, STATE_MAGIC, 4);
+    put_u32(buf + 4, STATE_VERSION);
+    put_u32(buf + 8, (uint32_t)p->batch);
+    put_u32(buf + 12, 0);
+    put_u64(buf + 16, (uint64_t)p->opt.step);
+    put_u64(buf + 24, p->rng.state);
+    put_u64(buf + 32, p->ckpt_sum);
+    put_u64(buf + 40, (uint64_t)P);
+    for (size_t i = 0; i < P; i++) {
+        uint32_t m, v;
+        memcpy(&m, &p->opt.m[i], 4);
+        memcpy(&v, &p->opt.v[i], 4);
+        put_u32(buf + STATE_HEADER + 4 * i, m);
+        put_u32(buf + STATE_HEADER + 4 * (P + i), v);
+    }
+    put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+    int rc = write_file_atomic(path, buf, n, "training state", err, errlen);
+    free(buf);
+    return rc;
+}
+
+// Reads a training state for a model of P parameters into p (whose opt.m and opt.v
+// hold P floats each) and checks it belongs with the checkpoint whose checksum is
+// ckpt_sum. Fills err and returns -1 on the first problem.
+int load_train_state(TrainProgress *p, size_t P, uint64_t ckpt_sum, const char *path,
+                     char *err, size_t errlen) {
+    size_t n = 0;
+    char why[256];
+    unsigned char *buf = read_file(path, &n, "training state",
+                                   "train afresh without --resume", why, sizeof(why));
+    if (!buf) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    // every check before any use: size, magic, version, checksum, then the pairing
+    int ok = 0;
+    if (n != STATE_HEADER + 8 * P + 8)
+        snprintf(why, sizeof(why), "file is %zu bytes, but a model of %zu parameters needs "
+                 "%zu: truncated, or saved for another model", n, P, STATE_HEADER + 8 * P + 8);
+    else if (memcmp(buf, STATE_MAGIC, 4) != 0)
+        snprintf(why, sizeof(why), "wrong magic (not a specdec training state)");
+    else if (get_u32(buf + 4) != STATE_VERSION)
+        snprintf(why, sizeof(why), "version %u, this program reads version %d",
+                 get_u32(buf + 4), STATE_VERSION);
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + 32) != ckpt_sum || get_u64(buf + 40) != P)
+        snprintf(why, sizeof(why), "it was saved with a different checkpoint (a run stopped "
+                 "between writing the two, or another run's file)");
+    else if (get_u32(buf + 8) < 1 || get_u32(buf + 8) > 4096 || get_u64(buf + 24) == 0 ||
+             get_u64(buf + 16) > 10000000)
+        snprintf(why, sizeof(why), "batch, step or generator state out of range");
+    else
+        ok = 1;
+    if (ok) {
+        p->batch = (int)get_u32(buf + 8);
+        p->opt.step = (long)get_u64(buf + 16);
+        p->rng.state = get_u64(buf + 24);
+        p->ckpt_sum = ckpt_sum;
+        for (size_t i = 0; i < P; i++) {
+            uint32_t m = get_u32(buf + STATE_HEADER + 4 * i);
+            uint32_t v = get_u32(buf + STATE_HEADER + 4 * (P + i));
+            memcpy(&p->opt.m[i], &m, 4);
+            memcpy(&p->opt.v[i], &v, 4);
+        }
+    } else
+        snprintf(err, errlen, "training state '%s': %s (train afresh without --resume)", path,
+                 why);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
 // What `./specdec train` is asked to do.
 typedef struct {
-    int iters;         // optimisation steps                          e.g. 5000
+    int iters;         // optimisation steps, in all                  e.g. 5000
     int batch;         // windows per step, B                         e.g. 16
     int eval_interval; // steps between validation losses/checkpoints e.g. 500
     int log_interval;  // steps between progress lines                e.g. 100
     uint64_t seed;     // initialisation and batch sampling           e.g. 1337
-    const char *out;   // checkpoint path, rewritten at every evaluation
+    const char *out;   // checkpoint path, rewritten at every evaluation; PATH.state too
+    int resume;        // 1: continue from out and out.state
 } TrainOptions;
 
-// Trains g on the corpus with the lecture's recipe, printing progress on stderr and
-// writing a checkpoint (atomically) at every evaluation and at the end. 0 on success.
-int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
-          char *err, size_t errlen) {
-    int S = g->config.block_size, B = to->batch;
-    TrainState ts;
+// Floating-point operations in one training step, counting a multiply-add as 2: the
+// matmuls (per token: query, key, value, proj 4C^2, the MLP 8C^2, lm_head CV) and the
+// attention (per token and layer: scores and weighted sum over (S+1)/2 positions on
+// average, 4C each), forward once and backward twice (input and weight gradients).
+// LayerNorm, softmax and AdamW are left out: they are a few percent. The progress
+// line divides this by the time a step takes.
+static double train_step_flops(const Config *c, int B) {
+    double C = c->n_embd, S = c->block_size, L = c->n_layer, V = c->vocab_size;
+    double matmul = 2.0 * (L * 12.0 * C * C + C * V), attn = L * 4.0 * C * (S + 1) / 2.0;
+    return 3.0 * (matmul + attn) * S * B;
+}
+
+// Sets up a fresh run's progress: AdamW with the lecture's settings and zero moments,
+// the batch sampler seeded. 0 on success, -1 if out of memory.
+int build_train_progress(TrainProgress *p, size_t P, int batch, uint64_t seed) {
     AdamW opt = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, NULL, NULL, 0};
-    opt.m = calloc(g->n_params, sizeof(float));
-    opt.v = calloc(g->n_params, sizeof(float));
+    p->opt = opt;
+    p->opt.m = calloc(P, sizeof(float));
+    p->opt.v = calloc(P, sizeof(float));
+    rng_seed(&p->rng, seed);
+    p->batch = batch;
+    p->ckpt_sum = 0;
+    return p->opt.m && p->opt.v ? 0 : -1;
+}
+
+// Frees what build_train_progress allocated.
+void free_train_progress(TrainProgress *p) {
+    free(p->opt.m);
+    free(p->opt.v);
+    memset(p, 0, sizeof(*p));
+}
+
+// Saves the checkpoint, then the training state that goes with it, both atomically.
+// If a run stops between the two, the new checkpoint is whole and --resume refuses
+// the old state, whose checksum no longer matches.
+static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
+                         const char *path, char *err, size_t errlen) {
+    if (save_checkpoint_sum(g, vocab, path, &p->ckpt_sum, err, errlen) != 0) return -1;
+    char state_path[4096];
+    snprintf(state_path, sizeof(state_path), "%s.state", path);
+    return save_train_state(p, g->n_params, state_path, err, errlen);
+}
+
+// Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
+// steps, printing progress on stderr and writing a checkpoint and its training state
+// (atomically) at every evaluation and at the end. 0 on success.
+int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
+          TrainProgress *p, char *err, size_t errlen) {
+    int S = g->config.block_size, B = p->batch;
+    TrainState ts;
     int *inputs = malloc((size_t)B * S * sizeof(int)), *targets = malloc((size_t)B * S * sizeof(int));
     int rc = -1;
-    if (build_train_state(&ts, &g->config, B) != 0 || !opt.m || !opt.v || !inputs || !targets) {
+    if (build_train_state(&ts, &g->config, B) != 0 || !inputs || !targets) {
         snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
         goto done;
     }
-    Rng rng;
-    rng_seed(&rng, to->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
-    int recent_n = 0;
-    for (int it = 0; it <= to->iters; it++) {
-        // evaluate and save every eval_interval steps and after the last one
-        if (it % to->eval_interval == 0 || it == to->iters) {
+    int recent_n = 0, first = (int)p->opt.step;
+    for (int it = first; it <= to->iters; it++) {
+        // evaluate and save every eval_interval steps and after the last one (a resumed
+        // run's first step was evaluated and saved before it stopped)
+        if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
             double t0 = now_seconds();
             double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
-            if (save_checkpoint(g, vocab, to->out, err, errlen) != 0) goto done;
+            if (save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
             fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); "
                     "checkpoint written to %s\n", it, val, now_seconds() - t0, to->out);
             t_log += now_seconds() - t0; // evaluation time is not training time
         }
         if (it == to->iters) break;
         // one step: a batch, the loss, its gradient, the update
-        get_batch(corpus, B, S, &rng, inputs, targets);
+        get_batch(corpus, B, S, &p->rng, inputs, targets);
         recent += train_forward(g, &ts, inputs, targets);
         recent_n++;
         train_backward(g, &ts, inputs, targets);
-        adamw_update(&opt, g->params, ts.grads, g->n_params);
+        adamw_update(&p->opt, g->params, ts.grads, g->n_params);
         // progress: mean train loss since the last line, speed, and time left
         if ((it + 1) % to->log_interval == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
-            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step, ETA %.0f s\n", it + 1,
-                    recent / recent_n, ms, ms * (to->iters - it - 1) / 1e3);
+            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step (%.1f GFLOP/s), ETA %.0f s\n",
+                    it + 1, recent / recent_n, ms, train_step_flops(&g->config, B) / ms / 1e6,
+                    ms * (to->iters - it - 1) / 1e3);
             recent = 0.0;
             recent_n = 0;
             t_log = now;
         }
     }
-    fprintf(stderr, "trained %d steps in %.1f s\n", to->iters, now_seconds() - t_start);
+    fprintf(stderr, "trained %d steps in %.1f s\n", to->iters - first, now_seconds() - t_start);
     rc = 0;
 done:
     free_train_state(&ts);
-    free(opt.m); free(opt.v); free(inputs); free(targets);
+    free(inputs); free(targets);
     return rc;
 }
 
@@ -2147,8 +2438,10 @@ void usage(FILE *f) {
         "\n"
         "usage: ./specdec train [--iters 5000] [--seed 1337] [-o " DEFAULT_MODEL "]\n"
         "                       [--layers 4] [--heads 4] [--embd 64] [--block 32] [--batch 16] [-i corpus]\n"
-        "  trains the target with the lecture's recipe (AdamW, lr 1e-3); a checkpoint is\n"
-        "  written atomically every 500 steps and at the end\n"
+        "       ./specdec train --resume [--iters 5000] [-o " DEFAULT_MODEL "] [-i corpus]\n"
+        "  trains the target with the lecture's recipe (AdamW, lr 1e-3); the checkpoint and\n"
+        "  PATH.state (optimiser and sampler, for --resume) are written atomically every 500\n"
+        "  steps and at the end; --resume continues exactly where they were written\n"
         "usage: ./specdec eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
         "  mean cross-entropy over the whole validation and training splits\n",
         MAX_NEW_TOKENS);
@@ -2396,14 +2689,58 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
 
 // `./specdec train [flags]`: trains a model from a seeded initialisation. Returns the
 // exit status; every bad flag is one line on stderr.
+// --resume: loads the checkpoint to->out and its training state to->out.state into g
+// and p, after checking they match each other, the corpus's vocabulary v and the steps
+// asked for. Fills err and returns -1 on the first problem.
+static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const TrainOptions *to,
+                           char *err, size_t errlen) {
+    Vocab cv;
+    if (load_checkpoint(to->out, g, &cv, err, errlen) != 0) return -1;
+    if (cv.size != v->size || memcmp(cv.chars, v->chars, (size_t)v->size) != 0) {
+        snprintf(err, errlen, "checkpoint '%s' has a vocabulary of %d characters that is not "
+                 "the corpus's %d; resume with the corpus it was trained on (-i)", to->out,
+                 cv.size, v->size);
+        return -1;
+    }
+    // the checksum pairs the state with this checkpoint: the same model, the same bytes
+    size_t n;
+    unsigned char *buf = serialize_checkpoint(g, &cv, &n);
+    if (!buf || build_train_progress(p, g->n_params, 1, 0) != 0) {
+        free(buf);
+        snprintf(err, errlen, "out of memory for the optimiser");
+        return -1;
+    }
+    uint64_t sum = get_u64(buf + n - 8);
+    free(buf);
+    char state_path[4096];
+    snprintf(state_path, sizeof(state_path), "%s.state", to->out);
+    if (load_train_state(p, g->n_params, sum, state_path, err, errlen) != 0) return -1;
+    if (p->opt.step >= to->iters) {
+        snprintf(err, errlen, "checkpoint '%s' has already had %ld steps; ask for more with "
+                 "--iters N (N > %ld)", to->out, p->opt.step, p->opt.step);
+        return -1;
+    }
+    print_config(g, to->out);
+    fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
+            "batch sampler restored from %s)\n", p->opt.step, to->iters, p->batch, state_path);
+    return 0;
+}
+
 int main_train(int argc, char **argv) {
-    TrainOptions to = {5000, 16, 500, 100, 1337, DEFAULT_MODEL};
+    TrainOptions to = {5000, 16, 500, 100, 1337, DEFAULT_MODEL, 0};
     Config c = DEFAULT_CONFIG;
-    const char *corpus_path = DEFAULT_CORPUS;
+    const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL;
     char err[512];
-    // flags: each takes one value, checked in full
+    // flags: --resume alone, every other one with one value, checked in full
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--resume")) {
+            to.resume = 1;
+            i--; // no value follows
+            continue;
+        }
+        // what a resumed run must take from its files, not from flags
+        if (strcmp(a, "--iters") && strcmp(a, "-o") && strcmp(a, "-i")) fixed_flag = a;
         struct { const char *flag; int *dst; long lo, hi; } ints[] = {
             {"--iters", &to.iters, 1, 10000000}, {"--batch", &to.batch, 1, 4096},
             {"--layers", &c.n_layer, 1, 64}, {"--heads", &c.n_head, 1, 64},
@@ -2437,18 +2774,29 @@ int main_train(int argc, char **argv) {
                 *ints[k].dst = (int)v;
             }
     }
+    if (to.resume && fixed_flag) {
+        fprintf(stderr, "specdec: train --resume takes the model size, batch and seed from "
+                "the checkpoint and its .state file; drop %s\n", fixed_flag);
+        return 1;
+    }
     // the corpus gives the vocabulary; then the config must hold together
     Vocab v;
     Corpus corpus;
     GPT g;
+    TrainProgress p;
     memset(&v, 0, sizeof(v));
     memset(&g, 0, sizeof(g));
+    memset(&p, 0, sizeof(p));
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
         fprintf(stderr, "specdec: %s\n", err);
         return 1;
     }
-    c.vocab_size = v.size;
     int rc = 1;
+    if (to.resume) {
+        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0) goto done;
+        goto run;
+    }
+    c.vocab_size = v.size;
     if (validate_config(&c, err, sizeof(err)) != 0) goto done;
     if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
@@ -2462,16 +2810,22 @@ int main_train(int argc, char **argv) {
     // PyTorch's default initialisation, from the seed; saved once before anything is
     // printed, so that an unwritable -o is one line of error, not a failure at step 0
     init_gpt_random(&g, to.seed);
-    if (save_checkpoint(&g, &v, to.out, err, sizeof(err)) != 0) goto done;
+    if (build_train_progress(&p, g.n_params, to.batch, to.seed) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the optimiser");
+        goto done;
+    }
+    if (save_training(&g, &v, &p, to.out, err, sizeof(err)) != 0) goto done;
     print_config(&g, "training from a random initialisation");
     fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
             "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
             c.block_size, (unsigned long long)to.seed);
-    if (train(&g, &v, &corpus, &to, err, sizeof(err)) != 0) goto done;
+run:
+    if (train(&g, &v, &corpus, &to, &p, err, sizeof(err)) != 0) goto done;
     rc = 0;
     err[0] = '\0';
 done:
     if (rc != 0) fprintf(stderr, "specdec: %s\n", err);
+    free_train_progress(&p);
     free_gpt(&g);
     free_corpus(&corpus);
     return rc;

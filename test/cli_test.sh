@@ -135,6 +135,22 @@ b[-8:] = struct.pack('<Q', h)
 open(sys.argv[2], 'wb').write(b)
 EOF
 
+# A tiny model trained 12 steps, with its training state, and broken copies of the pair.
+TINY=(--layers 1 --heads 2 --embd 8 --block 8 --batch 2)
+run train "${TINY[@]}" --iters 12 -o "$T/tiny.bin"
+check "train of a tiny model writes the checkpoint and its .state (exit 0)" \
+    eval '[[ $rc == 0 && -f $T/tiny.bin && -f $T/tiny.bin.state && ! -s $T/out ]]'
+run train "${TINY[@]}" --iters 3 -o "$T/other.bin"
+cp "$T/tiny.bin" "$T/nostate.bin"
+cp "$T/tiny.bin" "$T/paired_wrong.bin"; cp "$T/other.bin.state" "$T/paired_wrong.bin.state"
+cp "$T/tiny.bin" "$T/state_short.bin"
+head -c 100 "$T/tiny.bin.state" >"$T/state_short.bin.state"
+cp "$T/tiny.bin" "$T/state_flip.bin"; cp "$T/tiny.bin.state" "$T/state_flip.bin.state"
+b=$(od -An -tu1 -j 60 -N 1 "$T/tiny.bin.state" | tr -d ' ')
+patch "$T/state_flip.bin.state" 60 "$(printf '\\%03o' $((b ^ 0xff)))"
+cp "$T/tiny.bin" "$T/state_magic.bin"; cp "$T/tiny.bin.state" "$T/state_magic.bin.state"
+patch "$T/state_magic.bin.state" 0 'SPDX'
+
 # ---------------------------------------------------------------------------
 # Bad-input table: name | exit | stderr substring(s) | arguments
 
@@ -197,6 +213,15 @@ train --iters without value | 1 | --iters needs a value             | train --it
 train --heads 3 (C=64)      | 1 | not a multiple of n_head 3        | train --heads 3 --iters 1 -o "$T/never.bin"
 train on a short corpus     | 1 | too short to train                | train -i "$T/short_corpus" -o "$T/never.bin"
 train -o in a missing dir   | 1 | cannot write checkpoint           | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/no_such_dir/m.bin"
+train --resume with --seed  | 1 | drop --seed                       | train --resume --seed 3 -o "$T/tiny.bin"
+train --resume with --layers | 1 | drop --layers                    | train --resume --layers 2 -o "$T/tiny.bin"
+train --resume, no checkpoint | 1 | cannot open checkpoint           | train --resume -o "$T/nothing_here.bin"
+train --resume, no .state   | 1 | cannot open training state && train afresh | train --resume --iters 20 -o "$T/nostate.bin"
+train --resume, another run's .state | 1 | different checkpoint     | train --resume --iters 20 -o "$T/paired_wrong.bin"
+train --resume, .state truncated | 1 | file is 100 bytes && truncated | train --resume --iters 20 -o "$T/state_short.bin"
+train --resume, .state flipped byte | 1 | checksum mismatch           | train --resume --iters 20 -o "$T/state_flip.bin"
+train --resume, .state wrong magic | 1 | wrong magic (not a specdec training state) | train --resume --iters 20 -o "$T/state_magic.bin"
+train --resume, already done | 1 | already had 12 steps && --iters  | train --resume --iters 12 -o "$T/tiny.bin"
 eval, unknown option        | 1 | unknown eval option               | eval -n 5
 eval of a missing model     | 1 | cannot open checkpoint && --init  | eval -m "$T/nothing_here.bin"
 # corpus problems
@@ -330,6 +355,20 @@ run -m "$T/over.bin" -s 3 -n 80
 check "the overwritten checkpoint generates as seed 8, not as the old seed 7" \
     eval '[[ $rc == 0 ]] && cmp -s "$T/init8" "$T/out" && ! cmp -s "$T/init7" "$T/out"'
 check "no *.tmp.* files are left beside saved checkpoints" eval '[[ -z $(find "$T" -name "*.tmp.*") ]]'
+
+# --resume continues exactly: 12 steps, then resumed to 30, gives the very bytes of 30
+# steps in one run (weights, optimiser moments, batch sampler all restored).
+cp "$T/tiny.bin" "$T/resumed.bin"; cp "$T/tiny.bin.state" "$T/resumed.bin.state"
+run train --resume --iters 30 -o "$T/resumed.bin"
+check "train --resume from step 12 to 30 exits 0 and says where it resumed" \
+    eval '[[ $rc == 0 ]] && err_has "resuming at step 12 of 30"'
+run train "${TINY[@]}" --iters 30 -o "$T/straight.bin"
+check "12 steps + --resume to 30 == 30 steps in one run, byte for byte (checkpoint and .state)" \
+    eval '[[ $rc == 0 ]] && cmp -s "$T/straight.bin" "$T/resumed.bin" &&
+          cmp -s "$T/straight.bin.state" "$T/resumed.bin.state"'
+run train "${TINY[@]}" --iters 29 -o "$T/short_run.bin"
+check "... and the comparison can fail: 29 steps in one run differ from them" \
+    eval '[[ $rc == 0 ]] && ! cmp -s "$T/straight.bin" "$T/short_run.bin"'
 
 ((nfail == 0)) || exit 1
 exit 0

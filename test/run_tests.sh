@@ -36,7 +36,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 CC=${CC:-gcc}
 FILTER=${TESTS_FILTER:-}
 TIMEOUT=${TEST_TIMEOUT:-1800}
-RELEASE_FLAGS=(-std=c11 -O2 -Wall -Wextra -ffp-contract=off)
+RELEASE_FLAGS=(-std=c11 -O3 -march=native -Wall -Wextra -ffp-contract=off)  # as the Makefile builds specdec
 SAN_FLAGS=(-std=c11 -O1 -g -ffp-contract=off "-fsanitize=address,undefined"
            -fno-omit-frame-pointer -fno-sanitize-recover=all)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
