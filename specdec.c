@@ -23,15 +23,17 @@
  *   is 1 at inference; one thread.
  *
  * Constraints
- *   C11, libc + libm only. No -ffast-math and no FMA contraction: the sum for one
- *   token must come out bit-identical whether that token is run alone or with K
- *   others in one pass, or greedy speculative decoding would drift from plain
- *   greedy decoding. Every bad input ends in one line on stderr and exit status 1.
+ *   C11, libc + libm only. No -ffast-math and no FMA contraction by the compiler:
+ *   the sum for one token must come out bit-identical whether that token is run
+ *   alone or with K others in one pass, or greedy speculative decoding would drift
+ *   from plain greedy decoding. (The matmul kernel fuses with fmaf itself, the same
+ *   way on every path; see gemm_acc.) Every bad input ends in one line on stderr and
+ *   exit status 1.
  *
  * Build and run
  *   make            # ./specdec, optimised
  *   make run        # the demo: a traced speculative run, then a greedy comparison
- *   make train      # retrain tinyshakespeare/model.bin (about 6 minutes, one core)
+ *   make train      # retrain tinyshakespeare/model.bin (under 2 minutes, one core)
  *   make test       # unit tests, CLI tests, the self-test
  *   make debug      # ./specdec_debug: -O0 -g3, address + undefined sanitizers
  *
