@@ -2155,14 +2155,25 @@ void free_train_progress(TrainProgress *p) {
     memset(p, 0, sizeof(*p));
 }
 
+// Fills out (of size n) with "PATH.state", the training state's name beside checkpoint
+// path; fills err and returns -1 if the name does not fit.
+static int state_path_of(const char *path, char *out, size_t n, char *err, size_t errlen) {
+    if ((size_t)snprintf(out, n, "%s.state", path) >= n) {
+        snprintf(err, errlen, "checkpoint path is too long (%zu bytes); use a shorter -o",
+                 strlen(path));
+        return -1;
+    }
+    return 0;
+}
+
 // Saves the checkpoint, then the training state that goes with it, both atomically.
 // If a run stops between the two, the new checkpoint is whole and --resume refuses
 // the old state, whose checksum no longer matches.
 static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
                          const char *path, char *err, size_t errlen) {
-    if (save_checkpoint_sum(g, vocab, path, &p->ckpt_sum, err, errlen) != 0) return -1;
     char state_path[4096];
-    snprintf(state_path, sizeof(state_path), "%s.state", path);
+    if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    if (save_checkpoint_sum(g, vocab, path, &p->ckpt_sum, err, errlen) != 0) return -1;
     return save_train_state(p, g->n_params, state_path, err, errlen);
 }
 
@@ -2720,7 +2731,7 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     uint64_t sum = get_u64(buf + n - 8);
     free(buf);
     char state_path[4096];
-    snprintf(state_path, sizeof(state_path), "%s.state", to->out);
+    if (state_path_of(to->out, state_path, sizeof(state_path), err, errlen) != 0) return -1;
     if (load_train_state(p, g->n_params, sum, state_path, err, errlen) != 0) return -1;
     if (p->opt.step >= to->iters) {
         snprintf(err, errlen, "checkpoint '%s' has already had %ld steps; ask for more with "

@@ -213,6 +213,7 @@ train --iters without value | 1 | --iters needs a value             | train --it
 train --heads 3 (C=64)      | 1 | not a multiple of n_head 3        | train --heads 3 --iters 1 -o "$T/never.bin"
 train on a short corpus     | 1 | too short to train                | train -i "$T/short_corpus" -o "$T/never.bin"
 train -o in a missing dir   | 1 | cannot write checkpoint           | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/no_such_dir/m.bin"
+train -o path too long      | 1 | checkpoint path is too long       | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/$(printf 'a%.0s' {1..4200})"
 train --resume with --seed  | 1 | drop --seed                       | train --resume --seed 3 -o "$T/tiny.bin"
 train --resume with --layers | 1 | drop --layers                    | train --resume --layers 2 -o "$T/tiny.bin"
 train --resume, no checkpoint | 1 | cannot open checkpoint           | train --resume -o "$T/nothing_here.bin"

@@ -225,6 +225,9 @@ int main(void) {
 #ifndef BREAK_LAYERNORM_BACKWARD
     test_adamw();
     test_learns();
+#else
+    (void)test_adamw; // the broken build checks the gradient check only
+    (void)test_learns;
 #endif
     printf("test_train summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
