@@ -479,6 +479,8 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 // every path, because it is written here, not left to the compiler (which is told
 // -ffp-contract=off, so it never fuses a multiply and an add on its own). With FMA in
 // the hardware (-march=native) it is one instruction and makes training ~12% faster.
+// 8 x 32 was the fastest of 4x32, 4x64, 6x32, 8x16 and 8x32 here; try others with
+// -DTILE_M=.. -DTILE_N=..
 #ifndef TILE_M
 #define TILE_M 8
 #endif
