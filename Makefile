@@ -4,6 +4,7 @@
 #   make          build ./specdec
 #   make run      fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
+#   make valgrind the demo under valgrind memcheck
 
 # Default compiler gcc; override with `make CC=clang` or CC in the environment.
 # (A plain `CC ?= gcc` would never apply: make predefines CC as cc.)
@@ -28,7 +29,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train clean
+.PHONY: all debug data run test train clean valgrind fuzz
 
 # Build the release binary ./specdec (default target).
 all: specdec
@@ -121,6 +122,16 @@ train: all data
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data
 	CC="$(CC)" bash test/run_tests.sh
+
+# Run the demo's two commands under valgrind memcheck (0 errors, 0 leaks required),
+# on a build for x86-64-v3, since valgrind 3.19 cannot decode AVX-512.
+valgrind: data
+	bash test/valgrind_test.sh
+
+# Replay the fuzz regressions, then fuzz each libFuzzer target FUZZ_SECONDS s (needs clang).
+FUZZ_SECONDS = 300
+fuzz:
+	bash test/fuzz_test.sh $(FUZZ_SECONDS)
 
 # Remove build outputs and temp files (keeps the corpus and model.bin).
 clean:

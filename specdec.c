@@ -30,6 +30,11 @@
  *   way on every path; see gemm_acc.) Every bad input ends in one line on stderr and
  *   exit status 1.
  *
+ * Test-only flags
+ *   -DBREAK_RESIDUAL, -DBREAK_RATIO, -DBREAK_DRAFT_Q, -DBREAK_TRIM and
+ *   -DBREAK_LAYERNORM_BACKWARD each plant one known bug (see the #ifdef where it
+ *   sits). test/ builds them to show that its tests fail when the code is wrong.
+ *
  * Build and run
  *   make            # ./specdec, optimised
  *   make run        # the demo: a traced speculative run, then a greedy comparison
@@ -1091,8 +1096,13 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // RNG and sampling
 
 // A small PRNG of our own (xorshift64*), so a seed gives the same text everywhere.
+// forced lets a test or a debugger session choose the uniform draws: while n_forced > 0,
+// rng_uniform returns forced[0], forced[1], ... instead of generating them, so any branch
+// of a round (this draft token, that acceptance, this resample) can be made to happen.
 typedef struct {
     uint64_t state;
+    const double *forced; // (n_forced) uniforms in [0, 1) to return next, or NULL
+    int n_forced;         // how many of them are left
 } Rng;
 
 // Seeds the generator; splitmix64 spreads nearby seeds (1, 2, 3) far apart.
@@ -1102,6 +1112,15 @@ void rng_seed(Rng *r, uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     z ^= z >> 31;
     r->state = z ? z : 0x2545F4914F6CDD1DULL; // xorshift must never hold 0
+    r->forced = NULL;
+    r->n_forced = 0;
+}
+
+// Makes the next n uniform draws return u[0] .. u[n-1]; the generator's state does not
+// move while they are used up, so afterwards it continues where it was.
+void rng_force(Rng *r, const double *u, int n) {
+    r->forced = u;
+    r->n_forced = n;
 }
 
 // The next 64 random bits: three shifts and a multiply (xorshift64*).
@@ -1114,8 +1133,15 @@ uint64_t rng_u64(Rng *r) {
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-// A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0.
-double rng_uniform(Rng *r) { return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+// A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0. Every
+// value is a multiple of 2^-53, so a branch's probability is a count of such values.
+double rng_uniform(Rng *r) {
+    if (r->n_forced > 0) { // a forced draw (rng_force), for tests and debugging
+        r->n_forced--;
+        return *r->forced++;
+    }
+    return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 // A standard normal draw (Box-Muller), for the random initialisation.
 double rng_normal(Rng *r) {
@@ -1124,24 +1150,30 @@ double rng_normal(Rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-// Inverse-CDF sampling: the first index whose running sum exceeds u * total.
-// Zero-probability entries are skipped outright, and if rounding carries u * total
-// past the last running sum, the last index with mass is returned: a token of
-// probability 0 can never come out. Returns -1 only if every entry is 0.
-int sample_from(const float *probs, int n, double u) {
+// Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be
+// NULL: w_i = probs_i): the first index whose running sum of weights exceeds u * total.
+// The weights are taken in double: the difference of two floats is exact there, so the
+// residual max(0, p - q) gets no rounding. Zero-weight entries are skipped outright, and
+// if rounding carries u * total past the last running sum, the last index with weight
+// is returned: a token of weight 0 can never come out. Returns -1 if every weight is 0.
+static int sample_weights(const float *probs, const float *minus, int n, double u) {
     // scale u by the actual total: a float row may sum to 1 +- 1e-7, never exactly 1
     double total = 0.0;
-    for (int i = 0; i < n; i++) total += probs[i];
+    for (int i = 0; i < n; i++) total += fmax(0.0, (double)probs[i] - (minus ? minus[i] : 0.0f));
     double target = u * total, cdf = 0.0;
     int last = -1;
     for (int i = 0; i < n; i++) {
-        if (probs[i] <= 0.0f) continue;
-        cdf += probs[i];
+        double w = (double)probs[i] - (minus ? minus[i] : 0.0f);
+        if (w <= 0.0) continue;
+        cdf += w;
         last = i;
         if (target < cdf) return i;
     }
     return last;
 }
+
+// A draw from a probability row with a uniform u in [0, 1); see sample_weights.
+int sample_from(const float *probs, int n, double u) { return sample_weights(probs, NULL, n, u); }
 
 // Index of the largest entry; ties go to the lowest index, in every decoder alike.
 int argmax(const float *x, int n) {
@@ -1196,7 +1228,11 @@ void draft_probs(float *q, const BigramDraft *d, int token, float temperature) {
 // same reason: accept_reject needs q of the guess. q: (V).
 int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, float *q) {
     draft_probs(q, d, token, temperature); // the row the ratio will use is the row we sample
-    return sample_from(q, d->V, rng_uniform(rng));
+    int next = sample_from(q, d->V, rng_uniform(rng));
+#ifdef BREAK_DRAFT_Q
+    draft_probs(q, d, token, 1.0f); // test-only bug: report the untempered row as q
+#endif
+    return next;
 }
 
 // ----------------------------------------------------------------------------
@@ -1272,15 +1308,19 @@ void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
 // has no mass (p <= q everywhere, which for two rows summing to 1 means p == q up to
-// rounding) it draws from p instead. residual: (V).
+// rounding) it draws from p instead. residual: (V) receives max(0, p - q) as floats for
+// the trace and a debugger; the draw itself uses the exact differences (sample_weights).
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
-    // the residual stays unnormalised: sample_from scales by its total anyway
+    // the residual stays unnormalised: the draw scales by its total anyway
     double mass = 0.0;
     for (int j = 0; j < V; j++) {
         residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f;
-        mass += residual[j];
+        mass += fmax(0.0, (double)p[j] - q[j]);
     }
-    return mass > 0.0 ? sample_from(residual, V, u) : sample_from(p, V, u);
+#ifdef BREAK_RESIDUAL
+    return sample_from(p, V, u); // test-only bug: resample from p, not from the residual
+#endif
+    return mass > 0.0 ? sample_weights(p, q, V, u) : sample_from(p, V, u);
 }
 
 // Phase 3, ACCEPT/REJECT: walks the k candidates left to right. Candidate i is
@@ -1298,6 +1338,9 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
         double q = q_draft[(size_t)i * V + tok]; // > 0: tok was sampled from this row
         double p = p_target[(size_t)i * V + tok];
         u[i] = rng_uniform(rng);
+#ifdef BREAK_RATIO
+        double tmp = p; p = q; q = tmp; // test-only bug: accept with min(1, q/p)
+#endif
         if (u[i] < fmin(1.0, p / q)) {
             accepted[i] = tok; // the target agrees often enough: keep the draft's token
             continue;
@@ -1325,6 +1368,9 @@ void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
     const Config *c = &g->config;
     // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
     int keep = cache_len_before + num_accepted;
+#ifdef BREAK_TRIM
+    return; // test-only bug: the rejected candidates stay in the cache
+#endif
     size_t C = c->n_embd, S = c->block_size;
     for (int l = 0; l < c->n_layer; l++) {
         for (int pos = keep; pos < s->kv_len; pos++) {
@@ -1367,6 +1413,11 @@ typedef struct {
     int trace;           // print each speculative round and (re)prefill on stderr
     FILE *echo;          // where emitted text is written as it appears, or NULL
     const Vocab *vocab;  // for echo and trace
+    // called by speculative_generate after every round and every single target pass,
+    // with the text so far (seq[n_seq-1] is the current token): tests check the cache
+    // and the counters here, a debugger can break here. NULL: not called.
+    void (*after_step)(void *ctx, const GPT *g, const int *seq, int n_seq);
+    void *ctx;           // passed to after_step
 } DecodeOptions;
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
@@ -1513,6 +1564,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
             memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
             echo_tokens(o, seq + n_seq, n);
             n_seq += n;
+            if (o->after_step) o->after_step(o->ctx, g, seq, n_seq);
             continue;
         }
         // no room for a draft: the next token comes from one target pass, exactly the
@@ -1536,6 +1588,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
         if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
         echo_tokens(o, seq + n_seq, 1);
         n_seq++;
+        if (o->after_step) o->after_step(o->ctx, g, seq, n_seq);
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
@@ -2253,7 +2306,7 @@ static int selftest_greedy_case(GPT *g, const BigramDraft *d, const Vocab *v,
     int *seq_plain = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b;
-    DecodeOptions o = {0.0f, K, 0, NULL, v};
+    DecodeOptions o = {.temperature = 0.0f, .K = K, .vocab = v};
     Stats ss = {0}, sp = {0};
     Rng r1, r2;
     rng_seed(&r1, 1);
@@ -2319,7 +2372,7 @@ static int selftest_trim_case(GPT *g, const BigramDraft *d, const int *prompt, i
     Rng r;
     rng_seed(&r, seed);
     Stats st = {0};
-    DecodeOptions o = {temperature, K, 0, NULL, NULL};
+    DecodeOptions o = {.temperature = temperature, .K = K};
     // run A: prefill all but the last prompt token, then rounds until the cache nears S
     memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
     int n_seq = n_prompt, rounds = 0, all_same = 1;
@@ -2670,8 +2723,9 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     // stage) and --compare (so that both wall times measure decoding, not printing);
     // then it is printed whole afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
-    DecodeOptions opt = {o->temperature, o->K, o->trace, stream, v};
-    DecodeOptions print_whole = {0, 0, 0, stdout, v};
+    DecodeOptions opt = {.temperature = o->temperature, .K = o->K, .trace = o->trace,
+                         .echo = stream, .vocab = v};
+    DecodeOptions print_whole = {.echo = stdout, .vocab = v};
     Stats spec = {0}, plain = {0};
     Rng rng;
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",

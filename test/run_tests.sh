@@ -3,15 +3,18 @@
 # ./specdec (and ./specdec_debug, to prove it builds) and fetches the corpus first.
 #
 # What it runs, always from the repository root:
-#   1. every test/test_*.c, compiled twice into test/build/: <name> with the
-#      release flags and <name>_san with AddressSanitizer + UBSan; a test whose
-#      header has a line " * broken build: -DFLAG" also as <name>_broken, with
-#      that flag, which breaks specdec.c on purpose (the test expects to fail);
+#   1. every test/test_*.c, compiled into test/build/: <name> with the release
+#      flags and <name>_san with AddressSanitizer + UBSan; a test whose header
+#      has lines " * broken build: -DBREAK_X" also as <name>_broken_X, once per
+#      flag, which breaks specdec.c on purpose (the test expects to fail);
 #   2. ./specdec --selftest --init 1337, the same with test/build/specdec_san
 #      (a sanitizer build of specdec.c), and ./specdec --selftest on the
 #      shipped trained model tinyshakespeare/model.bin;
 #   3. every test/*_test.sh, run with bash, against ./specdec and again
 #      against test/build/specdec_san (through SPECDEC_BIN).
+# Each of these units (a compile and its run) is independent, so up to
+# TEST_JOBS of them run at once; the output of each is shown whole, in the
+# order above, as soon as it and the units before it have finished.
 #
 # Protocol: a test prints one line per check starting with "PASS " or
 # "FAIL "; every other line is commentary. A program that exits non-zero
@@ -22,9 +25,11 @@
 #   CC            C compiler (default gcc)
 #   TESTS_FILTER  only run tests whose name contains this substring; names
 #                 look like test/build/test_x, test/build/test_x_san,
-#                 ./specdec --selftest --init 1337, test/x_test.sh
+#                 test/build/test_x_broken_Y, ./specdec --selftest --init 1337,
+#                 test/x_test.sh
 #   TEST_TIMEOUT  seconds before one test program is killed (default 1800;
 #                 needs the timeout command, 0 disables)
+#   TEST_JOBS     units run at once (default: the number of CPUs)
 #
 # The last line of output is always "N passed, M failed". The exit status
 # is 1 if M > 0 or N == 0, else 0.
@@ -36,8 +41,12 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 CC=${CC:-gcc}
 FILTER=${TESTS_FILTER:-}
 TIMEOUT=${TEST_TIMEOUT:-1800}
+JOBS=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
+[[ $JOBS =~ ^[1-9][0-9]*$ ]] || JOBS=1
 RELEASE_FLAGS=(-std=c11 -O3 -march=native -Wall -Wextra -ffp-contract=off)  # as the Makefile builds specdec
-SAN_FLAGS=(-std=c11 -O1 -g -ffp-contract=off "-fsanitize=address,undefined"
+# -O2 -march=native: sanitizer builds run the forward pass 20-50x slower than release,
+# and at -O1 without FMA instructions (fmaf becomes a libm call) twice slower again
+SAN_FLAGS=(-std=c11 -O2 -march=native -g -ffp-contract=off "-fsanitize=address,undefined"
            -fno-omit-frame-pointer -fno-sanitize-recover=all)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -47,8 +56,9 @@ shopt -s nullglob
 passed=0
 failed=0
 failed_names=()
-out_file=$(mktemp "${TMPDIR:-/tmp}/specdec_test.XXXXXX") || exit 1
-trap 'rm -f "$out_file"' EXIT
+work=$(mktemp -d "${TMPDIR:-/tmp}/specdec_test.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+t_start=$SECONDS
 
 # selected NAME: true if NAME passes TESTS_FILTER.
 selected() {
@@ -62,75 +72,93 @@ fail() {
     failed_names+=("$1")
 }
 
-# run_test NAME CMD...: run CMD, echo its output as it goes, count its
-# PASS/FAIL lines, and add one failure if it exits non-zero without FAIL.
-run_test() {
-    local name=$1 status npass nfail
-    shift
-    echo "=== $name"
+# run_timed CMD...: run CMD under the time limit, stderr into stdout.
+run_timed() {
     if [[ $TIMEOUT != 0 ]] && command -v timeout >/dev/null 2>&1; then
-        timeout "$TIMEOUT" "$@" 2>&1 | tee "$out_file"
+        timeout "$TIMEOUT" "$@" 2>&1
     else
-        "$@" 2>&1 | tee "$out_file"
-    fi
-    status=${PIPESTATUS[0]}
-    npass=$(grep -c '^PASS ' "$out_file")
-    nfail=$(grep -c '^FAIL ' "$out_file")
-    passed=$((passed + npass))
-    failed=$((failed + nfail))
-    if ((nfail > 0)); then
-        failed_names+=("$name")
-    fi
-    if ((status != 0 && nfail == 0)); then
-        if [[ $TIMEOUT != 0 ]] && ((status == 124)); then
-            fail "$name" "timed out after ${TIMEOUT}s (exit status 124)"
-        else
-            fail "$name" "exited with status $status"
-        fi
-    elif ((status == 0 && npass == 0 && nfail == 0)); then
-        echo "note: $name printed no PASS/FAIL lines"
+        "$@" 2>&1
     fi
 }
 
-# compile_test SRC OUT FLAGS...: build one test program; a failure counts
-# as one failed test and the compiler's messages are shown.
-compile_test() {
+# compile_and_run SRC OUT FLAGS...: build one test program and run it. A
+# compile error prints one FAIL line with the compiler's messages above it.
+compile_and_run() {
     local src=$1 out=$2
     shift 2
     echo "=== compile $out"
-    if "$CC" "$@" -o "$out" "$src" -lm 2>&1; then
-        return 0
+    if ! "$CC" "$@" -o "$out" "$src" -lm 2>&1; then
+        rm -f "$out"
+        echo "FAIL $out did not compile ($CC $* -o $out $src -lm)"
+        return 1
     fi
-    rm -f "$out"
-    fail "$out" "did not compile ($CC $* -o $out $src -lm)"
-    return 1
+    run_timed "./$out"
 }
 
-# 1. C unit tests, release and sanitizer builds.
-mkdir -p test/build || exit 1
-for src in test/test_*.c; do
-    base=$(basename "$src" .c)
-    bin=test/build/$base
-    if selected "$bin"; then
-        compile_test "$src" "$bin" "${RELEASE_FLAGS[@]}" && run_test "$bin" "./$bin"
-    fi
-    if selected "${bin}_san"; then
-        compile_test "$src" "${bin}_san" "${SAN_FLAGS[@]}" && run_test "${bin}_san" "./${bin}_san"
-    fi
-    # a test whose header names a "broken build: -DFLAG" is built once more with that
-    # flag, which breaks specdec.c on purpose: the test then passes only if it fails
-    broken=$(sed -n 's|^ \* broken build: \(-D[A-Za-z0-9_]*\)$|\1|p' "$src")
-    if [[ -n $broken ]] && selected "${bin}_broken"; then
-        compile_test "$src" "${bin}_broken" "${RELEASE_FLAGS[@]}" "$broken" &&
-            run_test "${bin}_broken" "./${bin}_broken"
-    fi
-done
+# Units run in the background; unit i writes $work/i.log, then $work/i.rc.
+unit_names=()
+n_shown=0
 
-# 2. The program's built-in self-test: the release build, and a sanitizer
-# build of specdec.c made here (-O1 like the test programs: -O0, as in
-# `make debug`, is for gdb and runs the self-test five times slower).
+# show_finished: print, in order, every finished unit not yet shown, counting its
+# PASS/FAIL lines and adding one failure if it exited non-zero without a FAIL.
+show_finished() {
+    local name status npass nfail
+    while ((n_shown < ${#unit_names[@]})) && [[ -f $work/$n_shown.rc ]]; do
+        name=${unit_names[n_shown]}
+        echo "=== $name"
+        cat "$work/$n_shown.log"
+        status=$(cat "$work/$n_shown.rc")
+        npass=$(grep -c '^PASS ' "$work/$n_shown.log")
+        nfail=$(grep -c '^FAIL ' "$work/$n_shown.log")
+        passed=$((passed + npass))
+        failed=$((failed + nfail))
+        ((nfail > 0)) && failed_names+=("$name")
+        if ((status != 0 && nfail == 0)); then
+            if [[ $TIMEOUT != 0 ]] && ((status == 124)); then
+                fail "$name" "timed out after ${TIMEOUT}s (exit status 124)"
+            else
+                fail "$name" "exited with status $status"
+            fi
+        elif ((status == 0 && npass == 0 && nfail == 0)); then
+            echo "note: $name printed no PASS/FAIL lines"
+        fi
+        n_shown=$((n_shown + 1))
+    done
+}
+
+# unit NAME CMD...: start CMD in the background once fewer than JOBS units run.
+unit() {
+    local name=$1 id=${#unit_names[@]}
+    shift
+    # poll rather than `wait -n`, which older bash versions can miss a job with
+    while (($(jobs -rp | wc -l) >= JOBS)); do
+        sleep 0.2
+        show_finished
+    done
+    unit_names+=("$name")
+    ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
+}
+
+echo "running up to $JOBS test units at once"
+
+# The sanitizer build of specdec.c, made first: the self-test and the CLI tests
+# below run it. (-O2 like the test programs; -O0, as in `make debug`, is for gdb.)
 san_bin=test/build/specdec_san
-for name in "./specdec --selftest --init 1337" "$san_bin --selftest --init 1337" \
+mkdir -p test/build || exit 1
+echo "=== compile $san_bin"
+if ! "$CC" "${SAN_FLAGS[@]}" -o "$san_bin" specdec.c -lm 2>&1; then
+    rm -f "$san_bin"
+    fail "$san_bin" "did not compile ($CC ${SAN_FLAGS[*]} -o $san_bin specdec.c -lm)"
+fi
+
+# 1. C unit tests: the sanitizer builds are the slowest units, so they start first.
+for src in test/test_*.c; do
+    bin=test/build/$(basename "$src" .c)
+    selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}"
+done
+# 2. The program's built-in self-test, release and sanitizer builds, random and
+# trained models.
+for name in "$san_bin --selftest --init 1337" "./specdec --selftest --init 1337" \
             "./specdec --selftest -m tinyshakespeare/model.bin"; do
     selected "$name" || continue
     bin=${name%% *}
@@ -139,31 +167,46 @@ for name in "./specdec --selftest --init 1337" "$san_bin --selftest --init 1337"
         echo "note: no tinyshakespeare/model.bin: the trained model's self-test is skipped"
         continue
     fi
-    if [[ $bin == "$san_bin" ]]; then
-        compile_test specdec.c "$san_bin" "${SAN_FLAGS[@]}" || continue
-    elif [[ ! -x $bin ]]; then
+    if [[ ! -x $bin ]]; then
         fail "$name" "cannot run: $bin is missing (run make first)"
         continue
     fi
     read -r -a args <<<"${name#* }"
-    run_test "$name" "$bin" "${args[@]}"
+    unit "$name" run_timed "$bin" "${args[@]}"
+done
+for src in test/test_*.c; do
+    bin=test/build/$(basename "$src" .c)
+    selected "$bin" && unit "$bin" compile_and_run "$src" "$bin" "${RELEASE_FLAGS[@]}"
+    # each "broken build: -DBREAK_X" line in a test's header builds it once more with
+    # that flag, which breaks specdec.c on purpose: the test then passes only if it fails
+    for flag in $(sed -n 's|^ \* broken build: \(-DBREAK_[A-Za-z0-9_]*\)$|\1|p' "$src"); do
+        broken=${bin}_broken_${flag#-DBREAK_}
+        selected "$broken" &&
+            unit "$broken" compile_and_run "$src" "$broken" "${RELEASE_FLAGS[@]}" "$flag"
+    done
 done
 
 # 3. Shell-script tests, against the release build and again against the
 # sanitizer build (SPECDEC_BIN), so every bad input also runs under ASan/UBSan.
 for script in test/*_test.sh; do
-    if selected "$script"; then
-        run_test "$script" bash "$script"
-    fi
+    selected "$script" && unit "$script" run_timed bash "$script"
     if selected "$script (sanitizers)" && [[ -x $san_bin ]]; then
-        run_test "$script (sanitizers)" env SPECDEC_BIN="$san_bin" bash "$script"
+        unit "$script (sanitizers)" run_timed env SPECDEC_BIN="$san_bin" bash "$script"
     fi
 done
+
+while (($(jobs -rp | wc -l) > 0)); do
+    sleep 0.2
+    show_finished
+done
+wait
+show_finished
 
 echo
 if ((${#failed_names[@]} > 0)); then
     echo "failing: ${failed_names[*]}"
 fi
+echo "(test time: $((SECONDS - t_start)) s with up to $JOBS units at once)"
 echo "$passed passed, $failed failed"
 if ((failed > 0 || passed == 0)); then
     exit 1

@@ -1,0 +1,942 @@
+/*
+ * test/test_exact.c: speculative sampling is exact, shown five ways, and every way can
+ * fail.
+ *
+ *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
+ *      probability that one round of the real draft_tokens + accept_reject emits each
+ *      token sequence is computed exactly, with no sampling: every uniform draw is forced
+ *      (rng_force), and for each draw the test finds, by bisection over the 2^53 values
+ *      rng_uniform can return, the exact sub-intervals on which the code's decision
+ *      stays the same. The test knows nothing of the algorithm: the code's own branches
+ *      are measured. A round emits 1..k+1 tokens; completing its output with the target
+ *      to k+1 tokens must give exactly the target's probability for every sequence,
+ *      to 1e-12 (the arithmetic is double; the rows are multiples of 2^-20, so the
+ *      float rows sum to exactly 1).
+ *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
+ *      accept_reject), 40,000 draws per case, and end to end: speculative_generate on
+ *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs, the joint of the
+ *      first two characters the speculative round emits against the exact joint from
+ *      plain forward passes. Cells expected below 5 are pooled into one cell; the test
+ *      passes when the p-value is above 1e-4. Tokens of target probability 0 must never
+ *      come out.
+ *   3. Power. Each "broken build" below compiles specdec.c with one deliberate bug;
+ *      test/run_tests.sh builds this file once per flag, and in that build the tests
+ *      that should see the bug must FAIL (each prints PASS "expected failure ...").
+ *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
+ *      than the tokens still needed, K = 1, K = block_size - 1, a prompt that fills the
+ *      context, the target as its own draft (every draft accepted), a draft that never
+ *      agrees (every round emits exactly one token).
+ *   5. After every round of long runs, the KV cache equals, bit for bit, a fresh
+ *      prefill over the same tokens; the counters add up, and the accepted count is
+ *      within 4.5 sigma of the sum over judged positions of sum_x min(p(x), q(x)).
+ *
+ * broken build: -DBREAK_RESIDUAL
+ * broken build: -DBREAK_RATIO
+ * broken build: -DBREAK_DRAFT_Q
+ * broken build: -DBREAK_TRIM
+ *   BREAK_RESIDUAL  a rejection resamples from p instead of norm(max(0, p - q));
+ *   BREAK_RATIO     a candidate is accepted with min(1, q/p) instead of min(1, p/q);
+ *   BREAK_DRAFT_Q   the draft samples from the tempered row but reports the t=1 row as q;
+ *   BREAK_TRIM      trim_kv_cache does nothing: rejected candidates stay in the cache.
+ *
+ * Run from the repository root with tinyshakespeare/input.txt and model.bin present.
+ * Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of 30,000 end-to-end
+ * runs, 150 instead of 2,000 tokens per cache run (the checks are the same).
+ */
+#define TESTING
+#include "../specdec.c"
+
+#include "check.h"
+
+#define CORPUS_PATH "tinyshakespeare/input.txt"
+#define MODEL_PATH "tinyshakespeare/model.bin"
+#define U_BELOW_1 0x1.fffffffffffffp-1 // the largest double below 1
+#define GRID 9007199254740992.0         // 2^53: rng_uniform returns i / 2^53
+#define GRID_N 9007199254740992ULL
+
+// The bug this build carries, as a bit (0 in the correct build).
+#define CATCH_RESIDUAL 1
+#define CATCH_RATIO 2
+#define CATCH_DRAFT_Q 4
+#define CATCH_TRIM 8
+#if defined(BREAK_RESIDUAL)
+#define BUG CATCH_RESIDUAL
+#define BUG_NAME "BREAK_RESIDUAL"
+#elif defined(BREAK_RATIO)
+#define BUG CATCH_RATIO
+#define BUG_NAME "BREAK_RATIO"
+#elif defined(BREAK_DRAFT_Q)
+#define BUG CATCH_DRAFT_Q
+#define BUG_NAME "BREAK_DRAFT_Q"
+#elif defined(BREAK_TRIM)
+#define BUG CATCH_TRIM
+#define BUG_NAME "BREAK_TRIM"
+#else
+#define BUG 0
+#define BUG_NAME ""
+#endif
+
+// Sanitizer builds are 20-50x slower in the forward pass: they run fewer model runs.
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+// ----------------------------------------------------------------------------
+// Verdicts: plain checks in the correct build, expected failures in a broken one
+
+// Whether this build runs a test that can see the bugs in catches: the correct build
+// runs everything; a broken build runs only the tests that must catch its bug.
+static int runs(int catches) { return BUG == 0 || (catches & BUG) != 0; }
+
+// One case of a test: a PASS/FAIL line in the correct build; in a broken build a
+// commentary line (the test's verdict comes from broken_verdict). Returns ok.
+static int case_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int case_check(int ok, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (BUG == 0) check(ok, "%s", msg);
+    else printf("  case %s: %s\n", ok ? "holds" : "violated", msg);
+    return ok;
+}
+
+// In a broken build: the test named what must have failed in at least one case.
+static void broken_verdict(int all_ok, const char *what) {
+    if (BUG == 0) return;
+    check(!all_ok, "%s (-D%s): %s", all_ok ? "bug NOT caught" : "expected failure", BUG_NAME,
+          what);
+}
+
+// ----------------------------------------------------------------------------
+// Statistics helpers
+
+// Upper regularised incomplete gamma Q(a, x) = Gamma(a, x) / Gamma(a): a series for
+// x < a + 1, a continued fraction (modified Lentz) beyond. The chi-square p-value of
+// X with d degrees of freedom is Q(d/2, X/2).
+static double gamma_q(double a, double x) {
+    if (x <= 0.0) return 1.0;
+    double lg = lgamma(a);
+    if (x < a + 1.0) {
+        double term = 1.0 / a, sum = term;
+        for (int n = 1; n < 1000 && term > sum * 1e-16; n++) sum += term *= x / (a + n);
+        return 1.0 - sum * exp(-x + a * log(x) - lg);
+    }
+    double b = x + 1.0 - a, c = 1e300, d = 1.0 / b, h = d;
+    for (int i = 1; i < 1000; i++) {
+        double an = -i * (i - a);
+        b += 2.0;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1.0 / d;
+        double delta = d * c;
+        h *= delta;
+        if (fabs(delta - 1.0) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - lg) * h;
+}
+
+typedef struct {
+    double stat, pvalue;
+    int cells, pooled;   // cells in the test (the pooled one included), cells pooled
+    long zero_hits;      // draws of a cell whose expected probability is exactly 0
+} ChiSquare;
+
+// Pearson's chi-square of counts against probabilities want (n cells, total draws):
+// cells expected below 5 are merged into one; a cell of probability 0 that was drawn
+// counts in zero_hits (and makes the test fail on its own).
+static ChiSquare chi_square(const long *counts, const double *want, int n, long total) {
+    ChiSquare r = {0.0, 1.0, 0, 0, 0};
+    double pool_e = 0.0;
+    long pool_o = 0;
+    for (int i = 0; i < n; i++) {
+        double e = want[i] * (double)total;
+        if (want[i] == 0.0) r.zero_hits += counts[i];
+        if (e < 5.0) {
+            pool_e += e;
+            pool_o += counts[i];
+            r.pooled++;
+            continue;
+        }
+        r.stat += (counts[i] - e) * (counts[i] - e) / e;
+        r.cells++;
+    }
+    if (pool_e > 0.0) {
+        r.stat += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        r.cells++;
+    }
+    r.pvalue = r.cells > 1 ? gamma_q((r.cells - 1) / 2.0, r.stat / 2.0) : 1.0;
+    return r;
+}
+
+// ----------------------------------------------------------------------------
+// 1. Exact enumeration of one round
+
+enum { EV = 5, EK = 3 }; // largest vocabulary and draft length enumerated
+
+// A hand-made draft table and target. The target's row for position i of a round
+// depends on the token before it: row p[0] for every context (ctx_dep = 0), or row
+// p[(last + i) % V] (ctx_dep = 1), which no bigram table can equal.
+typedef struct {
+    const char *name;
+    int V, ctx_dep;
+    double q_raw[EV][EV]; // draft table rows (normalised and made dyadic by make_rows)
+    double p_raw[EV][EV]; // target rows
+    float q[EV][EV], p[EV][EV];
+} EnumCase;
+
+// Normalises each row and rounds it to multiples of 2^-20, adjusting the largest entry
+// so the row sums to exactly 1 in float and in double; zeros stay exactly zero.
+static void make_rows(float out[EV][EV], double raw[EV][EV], int V, int rows) {
+    for (int a = 0; a < rows; a++) {
+        double z = 0.0, sum = 0.0;
+        int big = 0;
+        for (int j = 0; j < V; j++) z += raw[a][j];
+        for (int j = 0; j < V; j++) {
+            double x = raw[a][j] / z;
+            double r = x > 0.0 ? fmax(1.0, round(x * 1048576.0)) / 1048576.0 : 0.0;
+            out[a][j] = (float)r;
+            sum += r;
+            if (out[a][j] > out[a][big]) big = j;
+        }
+        out[a][big] = (float)(out[a][big] + (1.0 - sum)); // exact: all multiples of 2^-20
+    }
+}
+
+// The target's row for position i (0-based) of a round, after token last.
+static const float *target_row(const EnumCase *c, int last, int i) {
+    return c->ctx_dep ? c->p[(last + i) % c->V] : c->p[0];
+}
+
+// What one round did under a given list of forced uniforms.
+typedef struct {
+    int consumed;   // uniforms drawn
+    int overrun;    // drew more than were forced (generated ones): a test bug
+    int cand[EK], rejected_at, n, out[EK + 1];
+} Outcome;
+
+typedef struct {
+    const EnumCase *c;
+    BigramDraft d;     // the case's draft table, as the real type
+    SpecBuffers b;
+    int k, allow_bonus, current;
+    float t;
+    double u[2 * EK + 1];         // the forced draws: k draft, up to k accept, 1 resample/bonus
+    double emit[EK + 2][625];     // emit[n][y] = P(the round emits exactly y, n tokens)
+    double accept0;               // P(the first candidate is accepted)
+    long leaves, runs;
+    int overrun;
+} Enum;
+
+// Runs draft_tokens, the target rows a verify pass would give, and accept_reject.
+static void run_round(Enum *e, Outcome *o) {
+    int V = e->c->V, m = 2 * e->k + 1;
+    Rng r;
+    rng_seed(&r, 1);
+    uint64_t state = r.state;
+    rng_force(&r, e->u, m);
+    draft_tokens(&e->d, e->current, e->k, e->t, &r, e->b.candidates, e->b.q_draft);
+    for (int i = 0; i <= e->k; i++) {
+        int last = i == 0 ? e->current : e->b.candidates[i - 1];
+        memcpy(e->b.p_target + (size_t)i * V, target_row(e->c, last, i), V * sizeof(float));
+    }
+    memset(o, 0, sizeof(*o));
+    o->n = accept_reject(e->b.candidates, e->k, e->b.q_draft, e->b.p_target, V,
+                         e->allow_bonus, &r, e->b.u, e->b.residual, e->b.accepted,
+                         &e->b.rejected_at);
+    o->consumed = m - r.n_forced;
+    o->overrun = r.state != state;
+    o->rejected_at = e->b.rejected_at;
+    memcpy(o->cand, e->b.candidates, (size_t)e->k * sizeof(int));
+    memcpy(o->out, e->b.accepted, (size_t)o->n * sizeof(int));
+    e->runs++;
+}
+
+// Runs the round with draw j at grid point i / 2^53 and every later draw at 0.
+static void run_at(Enum *e, int j, uint64_t i, Outcome *o) {
+    e->u[j] = (double)i / GRID;
+    for (int l = j + 1; l < 2 * e->k + 1; l++) e->u[l] = 0.0;
+    run_round(e, o);
+}
+
+// Walks every branch of draw j onward, given draws 0..j-1 (probability w so far).
+// The code's decision at draw j is monotone in u (an inverse CDF or a threshold), so
+// each outcome owns one interval of grid points: bisection finds where it ends.
+static void enumerate(Enum *e, int j, double w) {
+    Outcome lo_out, o;
+    if (j < 2 * e->k + 1) run_at(e, j, 0, &lo_out);
+    else run_round(e, &lo_out); // every draw a round can make is fixed: it is a leaf
+    if (lo_out.overrun) { e->overrun = 1; return; }
+    if (lo_out.consumed <= j) {
+        // draw j does not happen on this branch: the round is over
+        int y = 0;
+        for (int i = 0; i < lo_out.n; i++) y = y * e->c->V + lo_out.out[i];
+        e->emit[lo_out.n][y] += w;
+        if (lo_out.rejected_at != 0) e->accept0 += w;
+        e->leaves++;
+        return;
+    }
+    uint64_t lo = 0;
+    while (lo < GRID_N) {
+        run_at(e, j, lo, &lo_out);
+        uint64_t a = lo, hi = GRID_N - 1;
+        run_at(e, j, hi, &o);
+        if (memcmp(&o, &lo_out, sizeof(o)) == 0) {
+            hi = GRID_N; // one outcome up to the end of [0, 1)
+        } else {
+            // invariant: a has lo's outcome, hi does not
+            while (hi - a > 1) {
+                uint64_t mid = a + (hi - a) / 2;
+                run_at(e, j, mid, &o);
+                if (memcmp(&o, &lo_out, sizeof(o)) == 0) a = mid;
+                else hi = mid;
+            }
+        }
+        run_at(e, j, lo, &o); // put draw j back inside the interval for the branches below
+        enumerate(e, j + 1, w * (double)(hi - lo) / GRID);
+        lo = hi;
+    }
+}
+
+// The draft's row after token a at temperature t, as the test computes it: the
+// table row at t = 1, one-hot at its largest entry (lowest index on ties) at t = 0.
+static void draft_row(double *q, const EnumCase *c, int a, float t) {
+    int best = 0;
+    for (int j = 0; j < c->V; j++) {
+        q[j] = c->q[a][j];
+        if (c->q[a][j] > c->q[a][best]) best = j;
+    }
+    if (t == 0.0f)
+        for (int j = 0; j < c->V; j++) q[j] = j == best;
+}
+
+// Enumerates one round and compares: for every y of k+1 tokens,
+//   sum_n P(round emits y_1..y_n) * prod_{i>n} p(y_i | y_<i)  ==  prod_i p(y_i | y_<i).
+// Returns the largest difference; *mass = total probability of the round's outcomes.
+static double enumerate_case(Enum *e, double *mass, double *sum_min) {
+    const EnumCase *c = e->c;
+    int V = c->V, L = e->k + 1, total = 1;
+    for (int i = 0; i < L; i++) total *= V;
+    memset(e->emit, 0, sizeof(e->emit));
+    e->accept0 = 0.0;
+    enumerate(e, 0, 1.0);
+    *mass = 0.0;
+    for (int n = 1; n <= L; n++) {
+        int cnt = 1;
+        for (int i = 0; i < n; i++) cnt *= V;
+        for (int y = 0; y < cnt; y++) *mass += e->emit[n][y];
+    }
+    double worst = 0.0;
+    for (int y = 0; y < total; y++) {
+        int tok[EK + 1], rest = y;
+        for (int i = L - 1; i >= 0; i--) { tok[i] = rest % V; rest /= V; }
+        // suffix[n] = prod_{i >= n} p(tok_i | tok_<i), the target's completion after n tokens
+        double suffix[EK + 2];
+        int prefix_id = 0;
+        suffix[L] = 1.0;
+        for (int i = L - 1; i >= 0; i--)
+            suffix[i] = suffix[i + 1] * target_row(c, i ? tok[i - 1] : e->current, i)[tok[i]];
+        double got = 0.0;
+        for (int n = 1; n <= L; n++) {
+            prefix_id = prefix_id * V + tok[n - 1];
+            got += e->emit[n][prefix_id] * suffix[n];
+        }
+        if (fabs(got - suffix[0]) > worst) worst = fabs(got - suffix[0]);
+    }
+    // acceptance of the first candidate: sum_x min(p_0(x), q_0(x))
+    double q0[EV];
+    draft_row(q0, c, e->current, e->t);
+    *sum_min = 0.0;
+    for (int x = 0; x < V; x++) *sum_min += fmin(q0[x], target_row(c, e->current, 0)[x]);
+    return worst;
+}
+
+static void test_enumeration(void) {
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q)) return;
+    static EnumCase cases[] = {
+        // the table of the seed paper's section 3.1 (A, B, C, D)
+        {"the A/B/C/D table (q .1/.6/.2/.1, p .05/.1/.6/.25)", 4, 0,
+         {{0.10, 0.60, 0.20, 0.10}}, {{0.05, 0.10, 0.60, 0.25}}, {{0}}, {{0}}},
+        {"p == q", 5, 0, {{0.3, 0.1, 0.25, 0.15, 0.2}}, {{0.3, 0.1, 0.25, 0.15, 0.2}},
+         {{0}}, {{0}}},
+        {"disjoint supports", 5, 0, {{0.5, 0.5, 0, 0, 0}}, {{0, 0, 0.2, 0.3, 0.5}}, {{0}}, {{0}}},
+        {"one-hot p", 5, 0, {{0.2, 0.2, 0.2, 0.2, 0.2}}, {{0, 0, 1, 0, 0}}, {{0}}, {{0}}},
+        {"one-hot q", 5, 0, {{0, 1, 0, 0, 0}}, {{0.1, 0.3, 0.2, 0.2, 0.2}}, {{0}}, {{0}}},
+        {"q zero where p is not", 5, 0, {{0.4, 0.4, 0.2, 0, 0}}, {{0.1, 0.2, 0.3, 0.2, 0.2}},
+         {{0}}, {{0}}},
+        {"context-dependent target, bigram draft", 5, 1,
+         {{0.5, 0.2, 0.1, 0.1, 0.1}, {0.1, 0.1, 0.6, 0.1, 0.1}, {0.2, 0.2, 0.2, 0.2, 0.2},
+          {0.05, 0.05, 0.1, 0.4, 0.4}, {0.3, 0.3, 0.0, 0.2, 0.2}},
+         {{0.1, 0.6, 0.1, 0.1, 0.1}, {0.3, 0.0, 0.3, 0.2, 0.2}, {0.05, 0.15, 0.5, 0.1, 0.2},
+          {0.25, 0.25, 0.25, 0.25, 0.0}, {0.6, 0.1, 0.1, 0.1, 0.1}},
+         {{0}}, {{0}}},
+    };
+    int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
+    for (int ci = 0; ci < n_cases; ci++) {
+        EnumCase *c = &cases[ci];
+        // context-free cases give every draft row and every target row the same values
+        int rows = c->ctx_dep ? c->V : 1;
+        make_rows(c->q, c->q_raw, c->V, rows);
+        make_rows(c->p, c->p_raw, c->V, rows);
+        for (int a = rows; a < c->V; a++) {
+            memcpy(c->q[a], c->q[0], sizeof(c->q[0]));
+            memcpy(c->p[a], c->p[0], sizeof(c->p[0]));
+        }
+        Enum *e = calloc(1, sizeof(Enum));
+        e->c = c;
+        e->d.V = c->V;
+        float table[EV * EV];
+        for (int a = 0; a < c->V; a++) memcpy(table + a * c->V, c->q[a], c->V * sizeof(float));
+        e->d.probs = table;
+        build_spec_buffers(&e->b, EK, c->V);
+        e->current = ci % c->V;
+        float temps[2] = {1.0f, 0.0f};
+        for (int ti = 0; ti < 2; ti++) {
+            double worst = 0.0, worst_mass = 0.0, acc = 0.0, smin = 0.0;
+            long leaves = 0, runs_before = e->runs;
+            for (int k = 1; k <= EK; k++) {
+                for (int bonus = 1; bonus >= 0; bonus--) {
+                    double mass, sm;
+                    e->k = k;
+                    e->allow_bonus = bonus;
+                    e->t = temps[ti];
+                    e->leaves = 0;
+                    double d = enumerate_case(e, &mass, &sm);
+                    if (d > worst || d != d) worst = d;
+                    if (fabs(mass - 1.0) > worst_mass) worst_mass = fabs(mass - 1.0);
+                    leaves += e->leaves;
+                    if (k == 1 && bonus == 1) { acc = e->accept0; smin = sm; }
+                }
+            }
+            int ok = worst < 1e-12 && worst_mass < 1e-12 && !e->overrun &&
+                     fabs(acc - smin) < 1e-12;
+            all_ok &= case_check(ok, "enumeration, %s, draft t=%g, K=1..3 with and without "
+                                 "bonus: %ld branches (%ld runs of the round): max |P(emit y) - "
+                                 "target(y)| = %.2g, |total - 1| = %.2g, P(first draft "
+                                 "accepted) = %.6f vs sum min(p,q) = %.6f", c->name,
+                                 temps[ti], leaves, e->runs - runs_before, worst, worst_mass,
+                                 acc, smin);
+        }
+        free_spec_buffers(&e->b);
+        free(e);
+    }
+    broken_verdict(all_ok, "the exact enumeration differs from the target");
+}
+
+// ----------------------------------------------------------------------------
+// Fixture: the corpus, its draft, and the trained model
+
+typedef struct {
+    Corpus corpus;
+    Vocab vocab;
+    BigramDraft draft;
+    GPT model;
+} Fixture;
+
+static int encode_str(const Vocab *v, const char *s, int *out) {
+    long n = (long)strlen(s);
+    if (encode(v, (const unsigned char *)s, (size_t)n, out) >= 0) return -1;
+    return (int)n;
+}
+
+// ----------------------------------------------------------------------------
+// 2a. Chi-square of draft_tokens + accept_reject on fixed rows
+
+// Draws n tokens: a candidate from the draft's row after `current`, then accept_reject
+// with k = 1 and no bonus; counts[x] = how often x was emitted.
+static void draw_first_tokens(const BigramDraft *d, int current, const float *p, float t,
+                              long n, uint64_t seed, long *counts, long *accepted) {
+    int V = d->V;
+    SpecBuffers b;
+    build_spec_buffers(&b, 1, V);
+    memcpy(b.p_target, p, (size_t)V * sizeof(float));
+    Rng r;
+    rng_seed(&r, seed);
+    *accepted = 0;
+    for (long i = 0; i < n; i++) {
+        draft_tokens(d, current, 1, t, &r, b.candidates, b.q_draft);
+        int m = accept_reject(b.candidates, 1, b.q_draft, b.p_target, V, 0, &r, b.u,
+                              b.residual, b.accepted, &b.rejected_at);
+        counts[b.accepted[0]] += m == 1;
+        *accepted += b.rejected_at < 0;
+    }
+    free_spec_buffers(&b);
+}
+
+static void test_chi_square(Fixture *fx) {
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q)) return;
+    enum { DRAWS = 40000 };
+    int all_ok = 1;
+    // hand-made rows, one draft row for every token
+    struct { const char *name; int V; float q[5], p[5]; } hand[] = {
+        {"A/B/C/D table", 4, {0.10f, 0.60f, 0.20f, 0.10f}, {0.05f, 0.10f, 0.60f, 0.25f}},
+        {"p with zeros", 5, {0.3f, 0.1f, 0.3f, 0.2f, 0.1f}, {0.0f, 0.5f, 0.0f, 0.3f, 0.2f}},
+        {"disjoint supports", 5, {0.5f, 0.5f, 0, 0, 0}, {0, 0, 0.2f, 0.3f, 0.5f}},
+    };
+    for (int h = 0; h < 3 && BUG != CATCH_DRAFT_Q; h++) { // t = 1: no tempering to get wrong
+        int V = hand[h].V;
+        float table[25];
+        for (int a = 0; a < V; a++) memcpy(table + a * V, hand[h].q, V * sizeof(float));
+        BigramDraft d = {V, table};
+        long counts[5] = {0}, acc;
+        double want[5], z = 0.0, smin = 0.0;
+        for (int x = 0; x < V; x++) z += hand[h].p[x];
+        for (int x = 0; x < V; x++) {
+            want[x] = hand[h].p[x] / z;
+            smin += fmin(hand[h].p[x], hand[h].q[x]);
+        }
+        draw_first_tokens(&d, 0, hand[h].p, 1.0f, DRAWS, 100 + h, counts, &acc);
+        ChiSquare cs = chi_square(counts, want, V, DRAWS);
+        double rate = (double)acc / DRAWS, sig = sqrt(smin * (1 - smin) / DRAWS);
+        int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0 && fabs(rate - smin) <= 4.5 * sig + 1e-12;
+        all_ok &= case_check(ok, "chi-square, %s, %d draws: X2 = %.2f on %d df, p-value %.3g; "
+                             "%ld draws of p = 0 tokens; acceptance %.4f vs sum min(p,q) %.4f",
+                             hand[h].name, DRAWS, cs.stat, cs.cells - 1, cs.pvalue,
+                             cs.zero_hits, rate, smin);
+    }
+    // real rows: the trained target after a prompt, the Tiny Shakespeare draft
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, prompt[64];
+    int np = encode_str(&fx->vocab, "ROMEO:\nWhat say", prompt);
+    float temps[2] = {1.0f, 0.7f};
+    float *p = malloc((size_t)V * sizeof(float)), *q = malloc((size_t)V * sizeof(float));
+    long *counts = malloc((size_t)V * sizeof(long));
+    double *want = malloc((size_t)V * sizeof(double));
+    for (int ti = 0; ti < 2; ti++) {
+        if (BUG == CATCH_DRAFT_Q && temps[ti] == 1.0f) continue;
+        g->state.kv_len = 0;
+        const float *lg = forward(g, prompt, np);
+        target_probs(p, lg + (size_t)(np - 1) * V, V, temps[ti]);
+        draft_probs(q, &fx->draft, prompt[np - 1], temps[ti]); // the row it must sample
+        double z = 0.0, smin = 0.0;
+        for (int x = 0; x < V; x++) z += p[x];
+        for (int x = 0; x < V; x++) {
+            want[x] = p[x] / z;
+            smin += fmin(p[x], q[x]);
+            counts[x] = 0;
+        }
+        long acc;
+        draw_first_tokens(&fx->draft, prompt[np - 1], p, temps[ti], DRAWS, 200 + ti, counts,
+                          &acc);
+        ChiSquare cs = chi_square(counts, want, V, DRAWS);
+        double rate = (double)acc / DRAWS, sig = sqrt(smin * (1 - smin) / DRAWS);
+        int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0 && fabs(rate - smin) <= 4.5 * sig;
+        all_ok &= case_check(ok, "chi-square, trained target after \"ROMEO:\\nWhat say\" vs the "
+                             "bigram row of 'y', t=%.1f, %d draws: X2 = %.2f on %d df (%d cells "
+                             "pooled), p-value %.3g; acceptance %.4f vs sum min(p,q) %.4f "
+                             "(%.1f sigma)", temps[ti], DRAWS, cs.stat, cs.cells - 1, cs.pooled,
+                             cs.pvalue, rate, smin, fabs(rate - smin) / sig);
+    }
+    free(p); free(q); free(counts); free(want);
+    broken_verdict(all_ok, "the emitted tokens are not distributed as p");
+}
+
+// ----------------------------------------------------------------------------
+// 2b. End to end: the joint of two characters from speculative_generate
+
+// Exact joint of the 2nd and 3rd generated characters after the prompt at temperature
+// t, from plain one-token passes: sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
+static void exact_joint(GPT *g, const int *prompt, int np, float t, double *joint) {
+    int V = g->config.vocab_size;
+    float *p1 = malloc((size_t)V * sizeof(float)), *p2 = malloc((size_t)V * sizeof(float)),
+          *p3 = malloc((size_t)V * sizeof(float));
+    memset(joint, 0, (size_t)V * V * sizeof(double));
+    g->state.kv_len = 0;
+    const float *lg = forward(g, prompt, np);
+    target_probs(p1, lg + (size_t)(np - 1) * V, V, t);
+    for (int x1 = 0; x1 < V; x1++) {
+        if (p1[x1] == 0.0f) continue;
+        g->state.kv_len = np;
+        target_probs(p2, forward(g, &x1, 1), V, t);
+        for (int x2 = 0; x2 < V; x2++) {
+            double w = (double)p1[x1] * p2[x2];
+            if (w < 1e-13) continue; // the cells skipped hold < 65 * 65 * 1e-13 in all
+            g->state.kv_len = np + 1;
+            target_probs(p3, forward(g, &x2, 1), V, t);
+            for (int x3 = 0; x3 < V; x3++) joint[x2 * V + x3] += w * p3[x3];
+        }
+    }
+    free(p1); free(p2); free(p3);
+}
+
+static void test_joint(Fixture *fx) {
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_TRIM)) return;
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4, N_NEW = 5;
+    long runs_n = SANITIZED ? 500 : 30000;
+    int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
+    double *joint = malloc((size_t)V * V * sizeof(double));
+    long *counts = malloc((size_t)V * V * sizeof(long));
+    SpecBuffers b;
+    build_spec_buffers(&b, K, V);
+    float temps[2] = {1.0f, 0.7f};
+    int all_ok = 1;
+    for (int ti = 0; ti < 2; ti++) {
+        if (BUG == CATCH_DRAFT_Q && temps[ti] == 1.0f) continue; // q is the table row at t=1
+        exact_joint(g, prompt, np, temps[ti], joint);
+        memset(counts, 0, (size_t)V * V * sizeof(long));
+        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab};
+        long full_rounds = 0;
+        for (long run = 0; run < runs_n; run++) {
+            Rng r;
+            rng_seed(&r, 1000000 * (ti + 1) + (uint64_t)run);
+            Stats st;
+            memset(&st, 0, sizeof(st));
+            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+            counts[seq[np + 1] * V + seq[np + 2]]++;
+            full_rounds += st.drafted >= K;
+        }
+        ChiSquare cs = chi_square(counts, joint, V * V, runs_n);
+        int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0;
+        all_ok &= case_check(ok, "end to end, trained model, prompt \"ROMEO:\\n\", K=%d, t=%.1f, "
+                             "%ld runs of speculative_generate (-n %d; the first round drafts "
+                             "%d in %ld runs): joint of generated characters 2 and 3 (the first "
+                             "two the speculative rounds emit) vs the exact joint from plain "
+                             "passes: X2 = %.1f on %d df (%d of %d cells pooled), p-value %.3g, "
+                             "%ld draws of p = 0 pairs", K, temps[ti], runs_n, N_NEW, K,
+                             full_rounds, cs.stat, cs.cells - 1, cs.pooled, V * V, cs.pvalue,
+                             cs.zero_hits);
+    }
+    free_spec_buffers(&b);
+    free(seq); free(joint); free(counts);
+    broken_verdict(all_ok, "speculative_generate's characters are not distributed as plain "
+                   "decoding's");
+}
+
+// ----------------------------------------------------------------------------
+// 4. Edge cases
+
+// accept_reject on one candidate with forced uniforms u (accept draw, then resample).
+static int forced_accept(SpecBuffers *b, int V, int cand, const float *q, const float *p,
+                         double u_accept, double u_next, int allow_bonus) {
+    double u[2] = {u_accept, u_next};
+    Rng r;
+    rng_seed(&r, 1);
+    rng_force(&r, u, 2);
+    b->candidates[0] = cand;
+    memcpy(b->q_draft, q, (size_t)V * sizeof(float));
+    memcpy(b->p_target, p, (size_t)V * sizeof(float));
+    memcpy(b->p_target + V, p, (size_t)V * sizeof(float));
+    return accept_reject(b->candidates, 1, b->q_draft, b->p_target, V, allow_bonus, &r, b->u,
+                         b->residual, b->accepted, &b->rejected_at);
+}
+
+static void test_forced_edges(void) {
+    if (BUG) return;
+    enum { V = 5 };
+    SpecBuffers b;
+    build_spec_buffers(&b, 1, V);
+    // p/q at candidate 0 is 1/3; the residual max(0, p - q) = {0, .2, 0, .2, 0}
+    float p[V] = {0.1f, 0.4f, 0.2f, 0.3f, 0.0f}, q[V] = {0.3f, 0.2f, 0.2f, 0.1f, 0.2f};
+    int n1 = forced_accept(&b, V, 0, q, p, 0.0, 0.0, 0), r1 = b.rejected_at;
+    int n2 = forced_accept(&b, V, 0, q, p, U_BELOW_1, 0.0, 0), r2 = b.rejected_at, t2 = b.accepted[0];
+    int n3 = forced_accept(&b, V, 0, q, p, U_BELOW_1, U_BELOW_1, 0), t3 = b.accepted[0];
+    int n4 = forced_accept(&b, V, 4, q, p, 0.0, 0.0, 0), r4 = b.rejected_at, t4 = b.accepted[0];
+    check(n1 == 1 && r1 == -1 && n2 == 1 && r2 == 0 && t2 == 1 && n3 == 1 && t3 == 3 &&
+          n4 == 1 && r4 == 0 && t4 == 1,
+          "forced u: p/q = 1/3 accepts at u = 0 (rejected_at %d), rejects at u = 1-2^-53 "
+          "(rejected_at %d); the residual {0,.2,0,.2,0} gives token %d at u = 0 and %d at "
+          "u = 1-2^-53 (want 1, 3); p(c) = 0 rejects even at u = 0 (rejected_at %d, then %d)",
+          r1, r2, t2, t3, r4, t4);
+    // the bonus at the ends of [0, 1): the first and last tokens with mass
+    int nb0 = forced_accept(&b, V, 1, q, p, 0.0, 0.0, 1), b0 = b.accepted[1];
+    int nb1 = forced_accept(&b, V, 1, q, p, 0.0, U_BELOW_1, 1), b1 = b.accepted[1];
+    check(nb0 == 2 && nb1 == 2 && b0 == 0 && b1 == 3, "forced u: the bonus after an accepted "
+          "candidate is token %d at u = 0 and %d at u = 1-2^-53 (want 0 and 3: 4 has p = 0)",
+          b0, b1);
+    // a residual with no mass: p <= q everywhere (p sums to 1 - 2^-24 in float)
+    float qz[2] = {0.5f, 0.5f}, pz[2] = {0.5f, 0.5f - 0x1p-24f};
+    SpecBuffers b2;
+    build_spec_buffers(&b2, 1, 2);
+    int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.accepted[0],
+        rz = b2.rejected_at;
+    int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.accepted[0];
+    int finite = b2.residual[0] == 0.0f && b2.residual[1] == 0.0f;
+    check(nz0 == 1 && rz == 0 && z0 == 0 && nz1 == 1 && z1 == 1 && finite,
+          "a residual that sums to zero (p <= q everywhere): the rejection (rejected_at %d) "
+          "draws from p instead, token %d at u = 0 and %d at u = 1-2^-53 (want 0, 1), "
+          "residual row all zero, no NaN", rz, z0, z1);
+    free_spec_buffers(&b);
+    free_spec_buffers(&b2);
+}
+
+// Greedy speculative text == greedy plain text, for one prompt, K and length.
+static int greedy_same(Fixture *fx, const BigramDraft *d, const int *prompt, int np, int K,
+                       int n_new, Stats *sp_out) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, cap = (np > 0 ? np : 1) + n_new;
+    int *a = malloc((size_t)cap * sizeof(int)), *c = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    SpecBuffers b;
+    build_spec_buffers(&b, K, V);
+    DecodeOptions o = {.temperature = 0.0f, .K = K, .vocab = &fx->vocab};
+    Stats sp, pl;
+    memset(&sp, 0, sizeof(sp));
+    memset(&pl, 0, sizeof(pl));
+    Rng r;
+    rng_seed(&r, 5);
+    speculative_generate(g, d, &b, prompt, np, n_new, &o, &r, a, &sp);
+    rng_seed(&r, 5);
+    generate(g, prompt, np, n_new, &o, &r, c, p, &pl);
+    int same = sp.emitted == n_new && pl.emitted == n_new &&
+               memcmp(a, c, (size_t)cap * sizeof(int)) == 0;
+    if (sp_out) *sp_out = sp;
+    free_spec_buffers(&b);
+    free(a); free(c); free(p);
+    return same;
+}
+
+static void test_edge_runs(Fixture *fx) {
+    if (BUG) return;
+    GPT *g = &fx->model;
+    int S = g->config.block_size, V = g->config.vocab_size, prompt[64];
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    Stats st;
+    // K larger than what is still needed: a round drafts only what is wanted
+    int ok = greedy_same(fx, &fx->draft, prompt, np, 8, 3, &st);
+    check(ok && st.emitted == 3 && st.drafted <= 2, "K = 8 with -n 3: %ld tokens, %ld drafted "
+          "in %ld rounds (at most 2 still needed), same text as plain greedy", st.emitted,
+          st.drafted, st.rounds);
+    ok = greedy_same(fx, &fx->draft, prompt, np, 1, 200, &st);
+    check(ok && st.drafted == st.rounds && st.round_tokens <= 2 * st.rounds,
+          "K = 1: 200 greedy tokens equal plain decoding; %ld rounds drafted one token each "
+          "(%ld drafted) and emitted %ld", st.rounds, st.drafted, st.round_tokens);
+    ok = greedy_same(fx, &fx->draft, prompt, np, S - 1, 200, &st);
+    check(ok, "K = block_size - 1 = %d: 200 greedy tokens equal plain decoding (%ld rounds, "
+          "%ld drafted)", S - 1, st.rounds, st.drafted);
+    // a prompt of exactly S tokens: the cache is full after the prefill
+    int full[64];
+    memcpy(full, fx->corpus.tokens + 5000, (size_t)S * sizeof(int));
+    ok = greedy_same(fx, &fx->draft, full, S, 4, 100, &st);
+    check(ok && st.reprefill_passes > 0, "a prompt that fills the context (%d tokens), K = 4: "
+          "100 greedy tokens equal plain decoding (%ld refills)", S, st.reprefill_passes);
+    // a draft that never agrees: every row one-hot at a token greedy decoding never emits
+    int plain_seq[512];
+    float *p = malloc((size_t)V * sizeof(float));
+    DecodeOptions o = {.temperature = 0.0f, .K = 4, .vocab = &fx->vocab};
+    Stats pl;
+    memset(&pl, 0, sizeof(pl));
+    Rng r;
+    rng_seed(&r, 1);
+    generate(g, prompt, np, 300, &o, &r, plain_seq, p, &pl);
+    int seen[256] = {0}, never = -1;
+    for (int i = 0; i < np + 300; i++) seen[plain_seq[i]] = 1;
+    for (int x = V - 1; x >= 0 && never < 0; x--) if (!seen[x]) never = x;
+    float *table = malloc((size_t)V * V * sizeof(float));
+    for (int i = 0; i < V * V; i++) table[i] = (i % V) == never ? 1.0f : 0.0f;
+    BigramDraft contrary = {V, table};
+    ok = never >= 0 && greedy_same(fx, &contrary, prompt, np, 4, 300, &st);
+    check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0,
+          "a draft that never agrees (always '%c'): 300 greedy tokens equal plain decoding; "
+          "%ld rounds, %ld accepted, %ld round tokens (exactly one per round)",
+          never >= 0 ? fx->vocab.chars[never] : '?', st.rounds, st.accepted, st.round_tokens);
+    free(table);
+    free(p);
+}
+
+// The target as its own draft: the draft rows come from one-token target passes, the
+// verify pass recomputes them bit for bit, so every candidate passes.
+static void test_self_draft(Fixture *fx) {
+    if (BUG) return;
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    SpecBuffers b;
+    build_spec_buffers(&b, K, V);
+    float temps[2] = {1.0f, 0.7f};
+    for (int ti = 0; ti < 2; ti++) {
+        float t = temps[ti];
+        Rng r;
+        rng_seed(&r, 77 + ti);
+        g->state.kv_len = 0;
+        const float *lg = forward(g, prompt, np);
+        target_probs(b.p_next, lg + (size_t)(np - 1) * V, V, t);
+        int current = sample_from(b.p_next, V, rng_uniform(&r));
+        long rounds = 0, all_in = 0, rows_equal = 0, emitted = 0;
+        while (S - 1 - g->state.kv_len >= K) {
+            int before = g->state.kv_len, tok = current;
+            // draft with the target itself, one token at a time, then forget those passes
+            for (int i = 0; i < K; i++) {
+                target_probs(b.q_draft + (size_t)i * V, forward(g, &tok, 1), V, t);
+                tok = b.candidates[i] = sample_from(b.q_draft + (size_t)i * V, V,
+                                                    rng_uniform(&r));
+            }
+            trim_kv_cache(g, 0, before);
+            verify_candidates(g, current, b.candidates, K, t, b.all_tokens, b.p_target);
+            rows_equal += memcmp(b.p_target, b.q_draft, (size_t)K * V * sizeof(float)) == 0;
+            int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u,
+                                  b.residual, b.accepted, &b.rejected_at);
+            trim_kv_cache(g, n, before);
+            all_in += n == K + 1 && b.rejected_at < 0;
+            emitted += n;
+            current = b.accepted[n - 1];
+            rounds++;
+        }
+        check(rounds > 0 && all_in == rounds && rows_equal == rounds,
+              "self-draft t=%.1f: the target drafting for itself: %ld of %ld rounds accepted "
+              "all %d drafts and took the bonus (%ld tokens), verify rows == draft rows bit for "
+              "bit in %ld rounds", t, all_in, rounds, K, emitted, rows_equal);
+    }
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
+// 5. The KV cache after every round, and the counters
+
+typedef struct {
+    GPT fresh;           // the same weights, its own cache: the fresh prefill
+    const SpecBuffers *b;
+    const Stats *st;
+    long steps, bad_steps, first_bad;
+    long last_rounds, last_drafted;
+    double sum_beta, var_beta; // sum over judged positions of beta and beta (1 - beta)
+    long judged;
+} CacheWatch;
+
+// after_step hook: compares the live cache with a fresh prefill over the tokens it
+// should hold (the kv_len tokens before the current one), and adds up beta = sum_x
+// min(p(x), q(x)) over the positions the round judged.
+static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    CacheWatch *w = ctx;
+    const Config *c = &g->config;
+    int kv = g->state.kv_len, V = c->vocab_size;
+    size_t S = c->block_size, C = c->n_embd;
+    w->steps++;
+    int ok = kv >= 0 && kv <= (int)S && kv <= n_seq - 1;
+    if (ok) {
+        w->fresh.state.kv_len = 0;
+        if (kv > 0) forward(&w->fresh, seq + n_seq - 1 - kv, kv);
+        for (int l = 0; l < c->n_layer && ok; l++) {
+            size_t off = l * S * C, bytes = (size_t)kv * C * sizeof(float);
+            ok = memcmp(g->state.key_cache + off, w->fresh.state.key_cache + off, bytes) == 0 &&
+                 memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
+        }
+    }
+    if (!ok && w->bad_steps++ == 0) w->first_bad = w->steps;
+    // a speculative round just ran: add its judged positions
+    if (w->st->rounds > w->last_rounds) {
+        int k = (int)(w->st->drafted - w->last_drafted);
+        int judged = w->b->rejected_at >= 0 ? w->b->rejected_at + 1 : k;
+        for (int i = 0; i < judged; i++) {
+            double beta = 0.0;
+            for (int x = 0; x < V; x++)
+                beta += fmin(w->b->p_target[(size_t)i * V + x], w->b->q_draft[(size_t)i * V + x]);
+            w->sum_beta += beta;
+            w->var_beta += beta * (1.0 - beta);
+            w->judged++;
+        }
+    }
+    w->last_rounds = w->st->rounds;
+    w->last_drafted = w->st->drafted;
+}
+
+static void test_cache_and_stats(Fixture *fx) {
+    if (!runs(CATCH_TRIM)) return;
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4, N_NEW = SANITIZED ? 150 : 2000, prompt[64];
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
+    SpecBuffers b;
+    build_spec_buffers(&b, K, V);
+    float temps[3] = {1.0f, 0.7f, 0.0f};
+    int all_ok = 1;
+    for (int ti = 0; ti < 3; ti++) {
+        CacheWatch w;
+        memset(&w, 0, sizeof(w));
+        build_gpt(&w.fresh, &g->config);
+        memcpy(w.fresh.params, g->params, g->n_params * sizeof(float));
+        Stats st;
+        memset(&st, 0, sizeof(st));
+        w.b = &b;
+        w.st = &st;
+        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+                           .after_step = watch_step, .ctx = &w};
+        Rng r;
+        rng_seed(&r, 4242 + ti);
+        speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+        all_ok &= case_check(w.steps > 0 && w.bad_steps == 0 && st.rounds > 100,
+                             "KV cache, t=%.1f, K=%d, %d tokens: after each of %ld rounds and "
+                             "steps (%ld rounds, %ld refills) the cache equals a fresh prefill "
+                             "over the same tokens, bit for bit, every layer, keys and values "
+                             "(%ld differ, the first after step %ld)", temps[ti], K, N_NEW,
+                             w.steps, st.rounds, st.reprefill_passes, w.bad_steps,
+                             w.first_bad);
+        if (BUG == 0) {
+            long x = st.rounds - st.resampled - st.bonus;
+            check(st.emitted == N_NEW &&
+                  st.emitted == 1 + st.reprefill_passes + st.decode_passes + st.round_tokens &&
+                  st.round_tokens == st.accepted + st.resampled + st.bonus && x >= 0 && x <= 1 &&
+                  st.accepted + st.resampled == w.judged,
+                  "counters, t=%.1f: emitted %ld = 1 + %ld refills + %ld steps + %ld round "
+                  "tokens; round tokens = accepted %ld + resampled %ld + bonus %ld; rounds %ld "
+                  "= resampled + bonus + %ld; judged positions %ld = accepted + resampled",
+                  temps[ti], st.emitted, st.reprefill_passes, st.decode_passes, st.round_tokens,
+                  st.accepted, st.resampled, st.bonus, st.rounds, x, w.judged);
+            double sigma = sqrt(w.var_beta), dev = fabs(st.accepted - w.sum_beta);
+            check(dev <= 4.5 * sigma + 1e-9, "acceptance, t=%.1f: %ld accepted of %ld judged "
+                  "positions vs sum of sum_x min(p,q) = %.1f (sd %.1f): %.2f sigma; rate %.4f "
+                  "accepted/drafted", temps[ti], st.accepted, w.judged, w.sum_beta, sigma,
+                  sigma > 0 ? dev / sigma : 0.0, (double)st.accepted / st.drafted);
+        }
+        free_gpt(&w.fresh);
+    }
+    free_spec_buffers(&b);
+    free(seq);
+    broken_verdict(all_ok, "the cache after a round differs from a fresh prefill");
+}
+
+// ----------------------------------------------------------------------------
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (BUG) printf("broken build -D%s: the tests that must catch it run, and must fail\n",
+                    BUG_NAME);
+    double t0 = now_seconds();
+    test_enumeration();
+    printf("(enumeration: %.1f s)\n", now_seconds() - t0);
+    test_forced_edges();
+    Fixture fx;
+    memset(&fx, 0, sizeof(fx));
+    char err[512] = "";
+    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
+        BigramDraftModel(&fx.draft, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
+        check(0, "load %s and build the draft (run 'make data'): %s", CORPUS_PATH, err);
+        return 1;
+    }
+    Vocab mv;
+    if (load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
+        mv.size != fx.vocab.size || memcmp(mv.chars, fx.vocab.chars, (size_t)mv.size) != 0) {
+        check(0, "load the trained model %s with the corpus's vocabulary: %s", MODEL_PATH, err);
+        return 1;
+    }
+    (void)usage; (void)setup_model; (void)run_generation;
+    t0 = now_seconds();
+    test_chi_square(&fx);
+    printf("(chi-square: %.1f s)\n", now_seconds() - t0);
+    t0 = now_seconds();
+    test_joint(&fx);
+    printf("(end to end: %.1f s)\n", now_seconds() - t0);
+    t0 = now_seconds();
+    test_edge_runs(&fx);
+    test_self_draft(&fx);
+    printf("(edge runs: %.1f s)\n", now_seconds() - t0);
+    t0 = now_seconds();
+    test_cache_and_stats(&fx);
+    printf("(cache and counters: %.1f s)\n", now_seconds() - t0);
+    free_gpt(&fx.model);
+    free_bigram_draft(&fx.draft);
+    free_corpus(&fx.corpus);
+    printf("test_exact summary: %d checks passed and %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+}
