@@ -964,6 +964,9 @@ typedef struct {
     size_t n_val;         // the last 10%
 } Corpus;
 
+// The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
+#define MAX_FILE_BYTES ((uint64_t)1 << 31)
+
 // Reads a whole file into memory; fills err and returns NULL on any failure.
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
@@ -975,6 +978,14 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
+        return NULL;
+    }
+    // refuse a huge file before allocating for it: no checkpoint, state or corpus this
+    // program writes or needs comes near the limit
+    if ((uint64_t)st.st_size > MAX_FILE_BYTES) {
+        snprintf(err, errlen, "%s '%s' is %llu bytes, more than the %llu this program reads "
+                 "(%s)", what, path, (unsigned long long)st.st_size,
+                 (unsigned long long)MAX_FILE_BYTES, fix);
         return NULL;
     }
     // fopen can still fail after stat: no read permission, for instance
@@ -1880,20 +1891,20 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     return rc;
 }
 
-// Writes n bytes to path atomically: to a temporary file beside path, then rename, so
-// an interrupted write never leaves a half-written file where a good one was.
-// what names the kind of file in the error ("checkpoint", "training state").
-static int write_file_atomic(const char *path, const unsigned char *buf, size_t n,
-                             const char *what, char *err, size_t errlen) {
-    // the temporary file lives in the same directory, so rename is atomic
+// Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
+// them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
+// nothing left behind. what names the kind of file ("checkpoint", "training state").
+static char *write_temp(const char *path, const unsigned char *buf, size_t n,
+                        const char *what, char *err, size_t errlen) {
+    // the temporary file lives in the same directory, so the rename after it is atomic
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
         snprintf(err, errlen, "out of memory writing '%s'", path);
-        return -1;
+        return NULL;
     }
     // mkstemp picks a fresh name, so two writers never share a temporary file;
-    // fsync before rename, so the new name never points at data still in flight
+    // fsync, so the name published later never points at data still in flight
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(tmp);
     // mkstemp creates the file 0600; give it the mode an ordinary write would (0666 & ~umask)
@@ -1902,17 +1913,39 @@ static int write_file_atomic(const char *path, const unsigned char *buf, size_t 
     if (fd >= 0) fchmod(fd, 0666 & ~mask);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     int ok = f && fwrite(buf, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
     if (f) ok = (fclose(f) == 0) && ok;
     else if (fd >= 0) close(fd);
-    if (ok) ok = rename(tmp, path) == 0;
     if (!ok) {
         // the old file, if any, is untouched; only the temporary one is removed
         snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
-                 "and is writable)", what, path, strerror(errno));
+                 "and is writable)", what, path, strerror(saved ? saved : errno));
         if (fd >= 0) unlink(tmp);
+        free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+// Renames a finished temporary file over path (the atomic step) and frees its name.
+static int publish_temp(char *tmp, const char *path, const char *what, char *err,
+                        size_t errlen) {
+    int ok = rename(tmp, path) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
+                 "and is writable)", what, path, strerror(errno));
+        unlink(tmp);
     }
     free(tmp);
     return ok ? 0 : -1;
+}
+
+// Writes n bytes to path atomically: to a temporary file beside path, then rename, so
+// an interrupted write never leaves a half-written file where a good one was.
+static int write_file_atomic(const char *path, const unsigned char *buf, size_t n,
+                             const char *what, char *err, size_t errlen) {
+    char *tmp = write_temp(path, buf, n, what, err, errlen);
+    return tmp ? publish_temp(tmp, path, what, err, errlen) : -1;
 }
 
 // Lays a checkpoint out in memory (the format above), checksum included; sets *n.
@@ -1938,25 +1971,17 @@ static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, siz
     return buf;
 }
 
-// Writes a checkpoint atomically (see write_file_atomic). If checksum is not NULL it
-// receives the file's checksum, which a training state names to pair with it.
-int save_checkpoint_sum(const GPT *g, const Vocab *vocab, const char *path,
-                        uint64_t *checksum, char *err, size_t errlen) {
+// Writes a checkpoint atomically (see write_file_atomic).
+int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
     size_t n;
     unsigned char *buf = serialize_checkpoint(g, vocab, &n);
     if (!buf) {
         snprintf(err, errlen, "out of memory writing '%s'", path);
         return -1;
     }
-    if (checksum) *checksum = get_u64(buf + n - 8);
     int rc = write_file_atomic(path, buf, n, "checkpoint", err, errlen);
     free(buf);
     return rc;
-}
-
-// Writes a checkpoint atomically (see write_file_atomic).
-int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
-    return save_checkpoint_sum(g, vocab, path, NULL, err, errlen);
 }
 
 // Fills n floats uniformly from [-bound, bound).
@@ -2085,15 +2110,12 @@ typedef struct {
     uint64_t ckpt_sum;  // checksum of the checkpoint this state goes with
 } TrainProgress;
 
-// Writes the training state of p atomically to path; 0 on success.
-int save_train_state(const TrainProgress *p, size_t P, const char *path, char *err,
-                     size_t errlen) {
+// The training state of p as the bytes of a file (*n of them, malloc'd); NULL if out
+// of memory.
+static unsigned char *serialize_train_state(const TrainProgress *p, size_t P, size_t *n_out) {
     size_t n = STATE_HEADER + 8 * P + 8;
     unsigned char *buf = malloc(n);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory writing '%s'", path);
-        return -1;
-    }
+    if (!buf) return NULL;
     // header, moments, checksum: the layout above
     memcpy(buf, STATE_MAGIC, 4);
     put_u32(buf + 4, STATE_VERSION);
@@ -2111,6 +2133,19 @@ int save_train_state(const TrainProgress *p, size_t P, const char *path, char *e
         put_u32(buf + STATE_HEADER + 4 * (P + i), v);
     }
     put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+    *n_out = n;
+    return buf;
+}
+
+// Writes the training state of p atomically to path; 0 on success.
+int save_train_state(const TrainProgress *p, size_t P, const char *path, char *err,
+                     size_t errlen) {
+    size_t n;
+    unsigned char *buf = serialize_train_state(p, P, &n);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
     int rc = write_file_atomic(path, buf, n, "training state", err, errlen);
     free(buf);
     return rc;
@@ -2221,15 +2256,51 @@ static int state_path_of(const char *path, char *out, size_t n, char *err, size_
     return 0;
 }
 
-// Saves the checkpoint, then the training state that goes with it, both atomically.
-// If a run stops between the two, the new checkpoint is whole and --resume refuses
-// the old state, whose checksum no longer matches.
+// Saves the checkpoint and the training state that goes with it. Both are written to
+// temporary files first; only when both are safely on disk are they renamed into place,
+// so a failed write (a full disk, a bad path) leaves the old pair as it was. If the
+// process dies between the two renames, --resume refuses the new state beside the old
+// checkpoint: its checksum does not match.
 static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
                          const char *path, char *err, size_t errlen) {
     char state_path[4096];
     if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
-    if (save_checkpoint_sum(g, vocab, path, &p->ckpt_sum, err, errlen) != 0) return -1;
-    return save_train_state(p, g->n_params, state_path, err, errlen);
+    size_t n_ckpt, n_state;
+    unsigned char *ckpt = serialize_checkpoint(g, vocab, &n_ckpt);
+    if (ckpt) p->ckpt_sum = get_u64(ckpt + n_ckpt - 8); // the state names its checkpoint
+    unsigned char *state = ckpt ? serialize_train_state(p, g->n_params, &n_state) : NULL;
+    if (!ckpt || !state) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        free(ckpt);
+        free(state);
+        return -1;
+    }
+    // a directory in the way would only fail at its rename, after the other one's
+    char *tmp_ckpt = NULL, *tmp_state = NULL;
+    struct stat st;
+    const char *paths[2] = {path, state_path}, *whats[2] = {"checkpoint", "training state"};
+    for (int i = 0; i < 2; i++)
+        if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists and "
+                     "is writable)", whats[i], paths[i], strerror(EISDIR));
+            goto done;
+        }
+    // both files whole on disk before either name changes
+    tmp_ckpt = write_temp(path, ckpt, n_ckpt, "checkpoint", err, errlen);
+    if (tmp_ckpt) tmp_state = write_temp(state_path, state, n_state, "training state", err, errlen);
+    if (!tmp_state) goto done;
+    // the state first: if the checkpoint's rename then failed, the old checkpoint would
+    // stay, and --resume would refuse the new state beside it (checksum mismatch)
+    if (publish_temp(tmp_state, state_path, "training state", err, errlen) != 0) goto done;
+    int rc = publish_temp(tmp_ckpt, path, "checkpoint", err, errlen); // frees tmp_ckpt
+    free(ckpt);
+    free(state);
+    return rc;
+done:
+    if (tmp_ckpt) { unlink(tmp_ckpt); free(tmp_ckpt); }
+    free(ckpt);
+    free(state);
+    return -1;
 }
 
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
@@ -2932,6 +3003,15 @@ int main_eval(int argc, char **argv) {
         load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
         fprintf(stderr, "specdec: %s\n", err);
         free_gpt(&g);
+        return 1;
+    }
+    // each split needs one position with a next token to score, or the mean is 0/0
+    if (corpus.n_val < 2 || corpus.n_train < 2) {
+        fprintf(stderr, "specdec: corpus '%s' is too short to evaluate: its splits have %zu "
+                "(train) and %zu (validation) tokens, and each needs at least 2 (use a longer "
+                "corpus, e.g. Tiny Shakespeare)\n", corpus_path, corpus.n_train, corpus.n_val);
+        free_gpt(&g);
+        free_corpus(&corpus);
         return 1;
     }
     print_config(&g, model_path);

@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
 # Command-line tests for ./specdec. Run by test/run_tests.sh from the repo
-# root (or directly: bash test/cli_test.sh). Needs ./specdec (make) and
-# tinyshakespeare/input.txt (make data).
+# root (or directly: bash test/cli_test.sh). Needs ./specdec (make),
+# tinyshakespeare/input.txt (make data) and a C compiler ($CC, default gcc)
+# for a small checksum helper.
 #
 # Output protocol: one line per check, starting with "PASS " or "FAIL ";
 # the script exits 1 if any check failed.
 #
-# Bad-input cases live in the ERROR_CASES table below, one case per line:
+# Bad-input cases live in the table test/bad_inputs.txt, one case per line:
 #
 #     name | expected exit code | required stderr substring(s) | arguments
 #
-#   - columns are separated by '|' and trimmed; lines that are blank or
-#     start with '#' are ignored;
-#   - the substring column is literal text (no shell expansion); several
-#     substrings that must all appear are separated by ' && ';
-#   - the arguments column is parsed with bash `eval`, so shell quoting
-#     works ('ab#c', '' for an empty argument, $'\xc3\xa9' for raw bytes)
-#     and $T expands to the temp dir, which holds the files prepared below
-#     (good.bin, truncated/corrupted checkpoints, small corpora).
+# (its header gives the details; $T in the arguments is the temp dir below,
+# which holds the files prepared here). For every case the script asserts:
+# the exit code equals the expected one (so never 124 = timeout, 134 = abort,
+# 139 = segfault); stderr contains each substring; stderr is exactly one
+# newline-terminated line; stdout is empty. Each case prints a single
+# PASS/FAIL line naming every assertion that failed. Every invocation runs
+# under `timeout 60`.
 #
-# For every case the script asserts: the exit code equals the expected
-# one (so never 124 = timeout, 134 = abort, 139 = segfault); stderr
-# contains each substring; stderr is exactly one newline-terminated line;
-# stdout is empty. Each case prints a single PASS/FAIL line naming every
-# assertion that failed. Every invocation runs under `timeout 60`.
+# After the table: checks that a failing --save or train -o leaves the file it
+# was aimed at byte-identical and no temporary file behind, then the things
+# that must work.
 
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 BIN=${SPECDEC_BIN:-./specdec}   # run_tests.sh also passes a sanitizer build
+CC=${CC:-gcc}
 CORPUS=tinyshakespeare/input.txt
+TABLE=test/bad_inputs.txt
 PROMPT="To be or not to be, that is the "
 PARAMS=209729                       # n_layer=4 n_head=4 n_embd=64 block_size=32 V=65
 CKPT_SIZE=$((28 + 65 + 4 * PARAMS + 8)) # header + vocabulary + float32 params + checksum
@@ -49,22 +49,28 @@ check() {
 
 if [[ ! -x $BIN ]]; then fail "cli: $BIN is missing (run make)"; exit 1; fi
 if [[ ! -f $CORPUS ]]; then fail "cli: $CORPUS is missing (run make data)"; exit 1; fi
+if [[ ! -f $TABLE ]]; then fail "cli: $TABLE is missing"; exit 1; fi
 
 # run ARGS...: run specdec; sets rc, and writes $T/out and $T/err.
-# The subshell's own stderr is dropped so that bash's "Aborted" job notice
-# for a crashing child does not clutter the output (the FAIL line says it).
+# stdin is /dev/null, so a specdec that read it would neither wait nor eat the
+# table this script is reading. The subshell's own stderr is dropped so that
+# bash's "Aborted" job notice for a crashing child does not clutter the output
+# (the FAIL line says it).
+# With FSIZE_KB set, files are limited to that many KiB: a write past it fails
+# partway, as on a full disk, even for root (SIGXFSZ is ignored, and stays so
+# through exec, so write returns EFBIG instead of killing the process).
 run() {
-    (timeout 60 "$BIN" "$@" >"$T/out" 2>"$T/err"; exit $?) 2>/dev/null
+    (
+        if [[ -n ${FSIZE_KB:-} ]]; then trap '' XFSZ; ulimit -f "$FSIZE_KB"; fi
+        timeout 60 "$BIN" "$@" </dev/null >"$T/out" 2>"$T/err"
+        exit $?
+    ) 2>/dev/null
     rc=$?
 }
 # Helpers over the last run's output.
 out_has() { grep -qF -- "$1" "$T/out"; }
 err_has() { grep -qF -- "$1" "$T/err"; }
 size_of() { wc -c <"$1" | tr -d ' '; }
-# one_line FILE: exactly one line, ending in a newline.
-one_line() {
-    [[ $(wc -l <"$1" | tr -d ' ') == 1 && $(tail -c 1 "$1" | od -An -tx1 | tr -d ' ') == 0a ]]
-}
 # describe: the exit code and the first lines of stderr, for FAIL messages.
 describe() {
     local what="exit $rc"
@@ -74,17 +80,23 @@ describe() {
 }
 
 # run_error_case NAME CODE WANT ARGS...: one bad-input case, one PASS/FAIL line.
+# stderr is read once into the shell, so the assertions fork no tools: with
+# ~200 cases, a grep/wc/tail/od per assertion cost seconds (more in CI's second,
+# sanitizer pass).
 run_error_case() {
-    local name=$1 code=$2 want=$3 problems=() sub
+    local name=$1 code=$2 want=$3 problems=() sub lines=() text
     shift 3
     run "$@"
+    mapfile lines <"$T/err"   # one element per line, each with its newline if it had one
+    printf -v text '%s' "${lines[@]}"
     [[ $rc == "$code" ]] || problems+=("exit $rc, expected $code")
     while [[ -n $want ]]; do
         sub=${want%% && *}
         [[ $want == *" && "* ]] && want=${want#* && } || want=
-        err_has "$sub" || problems+=("stderr lacks \"$sub\"")
+        [[ $text == *"$sub"* ]] || problems+=("stderr lacks \"$sub\"")
     done
-    one_line "$T/err" || problems+=("stderr is $(wc -l <"$T/err" | tr -d ' ') lines, not one")
+    [[ ${#lines[@]} == 1 && ${lines[0]} == *$'\n' ]] ||
+        problems+=("stderr is ${#lines[@]} lines, not one newline-terminated line")
     [[ -s $T/out ]] && problems+=("stdout is not empty ($(size_of "$T/out") bytes)")
     if ((${#problems[@]} == 0)); then
         pass "error case: $name"
@@ -102,38 +114,122 @@ check "--init 7 --save writes a checkpoint (exit 0, $CKPT_SIZE bytes, magic SPDC
     eval '[[ $rc == 0 && -f $T/good.bin && $(size_of "$T/good.bin") == "$CKPT_SIZE" &&
              $(head -c 4 "$T/good.bin") == SPDC && ! -s $T/out ]] && err_has "wrote $T/good.bin"'
 
+# Paths that cannot be read, even by root (who reads a mode-000 file): a FIFO
+# (an open would block: specdec must refuse it unopened), a symlink loop, a
+# dangling symlink; a path through a regular file is the same, "$T/good.bin/x".
 mkdir "$T/dir"
+mkfifo "$T/fifo"
+ln -s loop2 "$T/loop1"; ln -s loop1 "$T/loop2"
+ln -s nowhere "$T/dangling"
 : >"$T/empty"
 printf 'a' >"$T/one_byte"
 printf 'To be, or not to be\n' >"$T/short_corpus"  # 20 bytes: too short for --selftest
 printf 'hello#world\nhello world\n' >"$T/hash_corpus"   # '#' at offset 5
+printf 'abcdefghij' >"$T/ten_bytes"   # split 9 + 1: a validation split with no pair to score
 G=$T/good.bin
+cp "$G" "$T/good_copy.bin"   # to show the cases that use G as a directory leave it alone
 head -c 0 "$G" >"$T/ck_empty"
 head -c 3 "$G" >"$T/ck_3"
 head -c 27 "$G" >"$T/ck_27"
 head -c $((28 + 65 - 1)) "$G" >"$T/ck_midvocab"
 head -c $((CKPT_SIZE / 2)) "$G" >"$T/ck_midparams"
 head -c $((CKPT_SIZE - 1)) "$G" >"$T/ck_minus1"
-# patch FILE OFFSET BYTES: overwrite bytes in place.
+# cut at every section boundary: after the magic, the version, each config field
+# (28 = the whole header), the vocabulary, the first tensor (token_embedding,
+# 65 x 64 floats), the parameters, and halfway through the checksum
+for n in 4 8 12 16 20 24 28 93 $((93 + 4 * 65 * 64)) $((CKPT_SIZE - 8)) $((CKPT_SIZE - 4)); do
+    head -c "$n" "$G" >"$T/ck_cut_$n"
+done
+{ cat "$G"; printf 'x'; } >"$T/ck_plus1"
+# a good header, then a sparse hole up to 2 TiB: only the header needs reading
+{ head -c 28 "$G" >"$T/ck_huge" && truncate -s 2T "$T/ck_huge"; } 2>/dev/null ||
+    fail "cli: cannot make the 2 TiB sparse file ck_huge (its case fails too)"
+
+# fix_checksum FILE: rewrites FILE's last 8 bytes with the FNV-1a 64 of every byte
+# before them, as specdec.c's fnv1a64 does, so that a patched checkpoint passes the
+# checksum and the check behind it (sizes, vocabulary, finite parameters) is the one
+# that fails. C, because the hash in bash arithmetic takes seconds over 839 KB.
+cat >"$T/fix_checksum.c" <<'CSRC'
+#include <stdint.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *f = argc == 2 ? fopen(argv[1], "r+b") : NULL;
+    if (!f || fseek(f, 0, SEEK_END) != 0) return 1;
+    long n = ftell(f);
+    if (n < 8) return 1;
+    rewind(f);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (long i = 0; i < n - 8; i++) {
+        int c = getc(f);
+        if (c == EOF) return 1;
+        h = (h ^ (unsigned char)c) * 0x100000001b3ULL;
+    }
+    // little-endian, low byte first, like put_u64
+    unsigned char sum[8];
+    for (int i = 0; i < 8; i++) sum[i] = (unsigned char)(h >> (8 * i));
+    if (fseek(f, n - 8, SEEK_SET) != 0 || fwrite(sum, 1, 8, f) != 8) return 1;
+    return fclose(f) != 0;
+}
+CSRC
+"$CC" -O2 -o "$T/fix_checksum" "$T/fix_checksum.c" 2>"$T/cc_err" ||
+    fail "cli: $CC cannot build the checksum helper: $(head -n 3 "$T/cc_err" | tr '\n' '|')"
+fix_checksum() { "$T/fix_checksum" "$1" || fail "cli: fix_checksum $1 failed"; }
+cp "$G" "$T/resummed"; fix_checksum "$T/resummed"
+check "the checksum helper reproduces a saved checkpoint's checksum" cmp -s "$G" "$T/resummed"
+
+# patch FILE OFFSET BYTES: overwrite bytes in place (BYTES is a printf format).
 patch() { printf "$3" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none; }
-cp "$G" "$T/ck_magic";   patch "$T/ck_magic" 0 'SPDX'
-cp "$G" "$T/ck_version"; patch "$T/ck_version" 4 '\002'
-cp "$G" "$T/ck_nlayer";  patch "$T/ck_nlayer" 8 '\003'
-cp "$G" "$T/ck_flip"
-mid=$((CKPT_SIZE / 2))
-b=$(od -An -tu1 -j "$mid" -N 1 "$G" | tr -d ' ')
-patch "$T/ck_flip" "$mid" "$(printf '\\%03o' $((b ^ 0xff)))"
-# A NaN parameter under a correct checksum, so the finiteness check is reached.
-python3 - "$G" "$T/ck_nan" <<'EOF'
-import struct, sys
-b = bytearray(open(sys.argv[1], 'rb').read())
-b[28 + 65:28 + 65 + 4] = struct.pack('<I', 0x7fc00000)   # first parameter := NaN
-h = 0xcbf29ce484222325
-for x in b[:-8]:
-    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
-b[-8:] = struct.pack('<Q', h)
-open(sys.argv[2], 'wb').write(b)
-EOF
+# variant NAME OFFSET BYTES [fixsum]: $T/NAME is good.bin with BYTES at OFFSET and,
+# with fixsum, its checksum made correct again.
+variant() {
+    cp "$G" "$T/$1"
+    patch "$T/$1" "$2" "$3"
+    [[ ${4:-} == fixsum ]] && fix_checksum "$T/$1"
+    return 0
+}
+# flip_byte FILE OFFSET: invert every bit of one byte.
+flip_byte() {
+    local b
+    b=$(od -An -tu1 -j "$2" -N 1 "$1" | tr -d ' ')
+    patch "$1" "$2" "$(printf '\\%03o' $((b ^ 0xff)))"
+}
+variant ck_magic          0 'SPDX'
+variant ck_version        4 '\002'
+variant ck_version0       4 '\000'
+variant ck_version_max    4 '\377\377\377\377'
+# config fields (little-endian u32 at 8, 12, 16, 20, 24): out of range, then sizes
+# that disagree with the file under a correct checksum
+variant ck_nlayer0        8 '\000'
+variant ck_nlayer_max     8 '\377\377\377\377'
+variant ck_nhead0        12 '\000'
+variant ck_nhead3        12 '\003'
+variant ck_block1        20 '\001'
+variant ck_vocab0        24 '\000'
+variant ck_vocab257      24 '\001\001'
+variant ck_nlayer         8 '\003' fixsum
+variant ck_embd32        16 '\040' fixsum
+variant ck_block64       20 '\100' fixsum
+variant ck_vocab64       24 '\100' fixsum
+variant ck_vocab66       24 '\102' fixsum
+# n_head 2 keeps every tensor size (HS = 32), so only the checksum can tell
+variant ck_nhead2        12 '\002'
+# damage the checksum sees
+cp "$G" "$T/ck_flip";       flip_byte "$T/ck_flip" $((CKPT_SIZE / 2))
+cp "$G" "$T/ck_flip_vocab"; flip_byte "$T/ck_flip_vocab" 50
+cp "$G" "$T/ck_flip_sum";   flip_byte "$T/ck_flip_sum" $((CKPT_SIZE - 3))
+# under a correct checksum: the vocabulary (0x0a 0x20 ... 0x79 0x7a) with entry 1
+# equal to entry 0, then with its last two entries swapped; a NaN first parameter
+# and a +inf last one (float32 bits little-endian: 0x7fc00000, 0x7f800000)
+variant ck_vocab_dup     29 '\012' fixsum
+variant ck_vocab_order   91 '\172\171' fixsum
+variant ck_nan           93 '\000\000\300\177' fixsum
+variant ck_inf  $((CKPT_SIZE - 12)) '\000\000\200\177' fixsum
+
+# A model whose vocabulary is the 10 characters of short_corpus: the real corpus and
+# the default prompt have bytes it lacks. (-p '': --save checks the prompt too.)
+run --init 7 -i "$T/short_corpus" -p '' --save "$T/v10.bin"
+check "--init 7 on a 20-byte corpus saves a 10-character model" \
+    eval '[[ $rc == 0 ]] && err_has "vocab_size=10"'
 
 # A tiny model trained 12 steps, with its training state, and broken copies of the pair.
 TINY=(--layers 1 --heads 2 --embd 8 --block 8 --batch 2)
@@ -146,129 +242,111 @@ cp "$T/tiny.bin" "$T/paired_wrong.bin"; cp "$T/other.bin.state" "$T/paired_wrong
 cp "$T/tiny.bin" "$T/state_short.bin"
 head -c 100 "$T/tiny.bin.state" >"$T/state_short.bin.state"
 cp "$T/tiny.bin" "$T/state_flip.bin"; cp "$T/tiny.bin.state" "$T/state_flip.bin.state"
-b=$(od -An -tu1 -j 60 -N 1 "$T/tiny.bin.state" | tr -d ' ')
-patch "$T/state_flip.bin.state" 60 "$(printf '\\%03o' $((b ^ 0xff)))"
+flip_byte "$T/state_flip.bin.state" 60
 cp "$T/tiny.bin" "$T/state_magic.bin"; cp "$T/tiny.bin.state" "$T/state_magic.bin.state"
 patch "$T/state_magic.bin.state" 0 'SPDX'
 
 # ---------------------------------------------------------------------------
-# Bad-input table: name | exit | stderr substring(s) | arguments
+# The bad-input table
 
-ERROR_CASES=$(cat <<'TABLE'
-# unknown flags
-unknown short flag          | 1 | unknown option '-x'               | -x
-unknown long flag           | 1 | unknown option '--bogus'          | --bogus
-# a flag that takes a value, given last
--m without value            | 1 | option -m needs a value           | -m
--i without value            | 1 | option -i needs a value           | -i
--p without value            | 1 | option -p needs a value           | -p
--n without value            | 1 | option -n needs a value           | -n
--k without value            | 1 | option -k needs a value           | -k
--t without value            | 1 | option -t needs a value           | -t
--s without value            | 1 | option -s needs a value           | -s
---init without value        | 1 | option --init needs a value       | --init
---save without value        | 1 | option --save needs a value       | --save
-# -n
--n 0                        | 1 | -n must be && got '0'             | -n 0
--n -5                       | 1 | -n must be && got '-5'            | -n -5
--n abc                      | 1 | -n must be && got 'abc'           | -n abc
--n 1.5                      | 1 | -n must be && got '1.5'           | -n 1.5
--n empty                    | 1 | -n must be && got ''              | -n ''
--n 99999999999              | 1 | -n must be && got '99999999999'   | -n 99999999999
--n 10000001 (max + 1)       | 1 | -n must be && 10000000            | -n 10000001
-# -k
--k 0                        | 1 | -k must be && got '0'             | -k 0
--k -3                       | 1 | -k must be && got '-3'            | -k -3
--k x                        | 1 | -k must be && got 'x'             | -k x
--k 32 (= block_size)        | 1 | -k 32 is too large && block_size 32 && 1..31 | -k 32
--k 4096                     | 1 | -k 4096 is too large && block_size 32 | -k 4096
-# -t
--t -1                       | 1 | -t must be && got '-1'            | -t -1
--t nan                      | 1 | -t must be && got 'nan'           | -t nan
--t inf                      | 1 | -t must be && got 'inf'           | -t inf
--t abc                      | 1 | -t must be && got 'abc'           | -t abc
--t empty                    | 1 | -t must be && got ''              | -t ''
--t 1e7                      | 1 | -t must be && got '1e7'           | -t 1e7
-# -s and --init
--s -1                       | 1 | -s must be && got '-1'            | -s -1
--s abc                      | 1 | -s must be && got 'abc'           | -s abc
--s 1.5                      | 1 | -s must be && got '1.5'           | -s 1.5
--s 2^64 overflow            | 1 | -s must be && got '99999999999999999999' | -s 99999999999999999999
---init -1                   | 1 | --init must be && got '-1'        | --init -1
---init abc                  | 1 | --init must be && got 'abc'       | --init abc
-# prompt bytes outside the vocabulary
-prompt with '#'             | 1 | '#' (byte 0x23) at position 2     | -p 'ab#c'
-prompt with non-ASCII byte  | 1 | byte 0xc3) at position 1          | -p $'x\xc3\xa9'
-# options that exclude each other
--m with --init              | 1 | -m and --init                     | -m "$T/good.bin" --init 3
---plain with --compare      | 1 | --plain and --compare             | --plain --compare
---plain with --trace        | 1 | --trace && drop --plain           | --plain --trace
---save with --selftest      | 1 | separate actions                  | --init 7 --save "$T/x.bin" --selftest
---selftest with --compare   | 1 | separate actions                  | --selftest --compare
--t below the smallest float | 1 | too small && -t 0                 | -t 1e-50
-self-test on a short corpus | 1 | self-test && 71 && make data      | --selftest -i "$T/short_corpus"
-train, unknown option       | 1 | unknown train option              | train --bogus 1
-train --iters 0             | 1 | --iters must be && got '0'        | train --iters 0
-train --iters without value | 1 | --iters needs a value             | train --iters
-train --heads 3 (C=64)      | 1 | not a multiple of n_head 3        | train --heads 3 --iters 1 -o "$T/never.bin"
-train on a short corpus     | 1 | too short to train                | train -i "$T/short_corpus" -o "$T/never.bin"
-train -o in a missing dir   | 1 | cannot write checkpoint           | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/no_such_dir/m.bin"
-train -o path too long      | 1 | checkpoint path is too long       | train --iters 1 --layers 1 --embd 8 --heads 1 --block 4 -o "$T/$(printf 'a%.0s' {1..4200})"
-train --resume with --seed  | 1 | drop --seed                       | train --resume --seed 3 -o "$T/tiny.bin"
-train --resume with --layers | 1 | drop --layers                    | train --resume --layers 2 -o "$T/tiny.bin"
-train --resume, no checkpoint | 1 | cannot open checkpoint           | train --resume -o "$T/nothing_here.bin"
-train --resume, no .state   | 1 | cannot open training state && train afresh | train --resume --iters 20 -o "$T/nostate.bin"
-train --resume, another run's .state | 1 | different checkpoint     | train --resume --iters 20 -o "$T/paired_wrong.bin"
-train --resume, .state truncated | 1 | file is 100 bytes && truncated | train --resume --iters 20 -o "$T/state_short.bin"
-train --resume, .state flipped byte | 1 | checksum mismatch           | train --resume --iters 20 -o "$T/state_flip.bin"
-train --resume, .state wrong magic | 1 | wrong magic (not a specdec training state) | train --resume --iters 20 -o "$T/state_magic.bin"
-train --resume, already done | 1 | already had 12 steps && --iters  | train --resume --iters 12 -o "$T/tiny.bin"
-eval, unknown option        | 1 | unknown eval option               | eval -n 5
-eval of a missing model     | 1 | cannot open checkpoint && --init  | eval -m "$T/nothing_here.bin"
-# corpus problems
-corpus missing              | 1 | cannot open corpus && make data   | -i "$T/no_such_corpus.txt"
-corpus is a directory       | 1 | not a regular file                | -i "$T/dir"
-corpus empty                | 1 | has 0 bytes && at least 2         | -i "$T/empty"
-corpus of 1 byte            | 1 | has 1 byte; && at least 2         | -i "$T/one_byte"
-corpus byte not in model    | 1 | '#' (0x23) at offset 5            | -m "$T/good.bin" -i "$T/hash_corpus"
-# checkpoint problems
-checkpoint missing          | 1 | cannot open checkpoint && --init  | -m "$T/no_such.bin"
-checkpoint is a directory   | 1 | not a regular file                | -m "$T/dir"
-checkpoint empty            | 1 | 0 bytes, shorter than the 28-byte header | -m "$T/ck_empty"
-checkpoint truncated to 3   | 1 | 3 bytes, shorter than the 28-byte header | -m "$T/ck_3"
-checkpoint truncated to 27  | 1 | 27 bytes, shorter than the 28-byte header | -m "$T/ck_27"
-checkpoint truncated mid-vocab | 1 | file is 92 bytes && needs 839017 && truncated | -m "$T/ck_midvocab"
-checkpoint truncated mid-params | 1 | file is 419508 bytes && needs 839017 | -m "$T/ck_midparams"
-checkpoint one byte short   | 1 | file is 839016 bytes && needs 839017 | -m "$T/ck_minus1"
-checkpoint wrong magic      | 1 | wrong magic                       | -m "$T/ck_magic"
-checkpoint version 2        | 1 | version 2, this program reads version 1 | -m "$T/ck_version"
-checkpoint flipped byte     | 1 | checksum mismatch                 | -m "$T/ck_flip"
-checkpoint n_layer changed  | 1 | L=3 && needs && mismatched        | -m "$T/ck_nlayer"
-checkpoint NaN parameter    | 1 | parameter 0 (in tensor token_embedding) is not a finite number | -m "$T/ck_nan"
-# --save into a directory that does not exist
---save to missing directory | 1 | cannot write checkpoint && no_dir/x.bin | --init 7 --save "$T/no_dir/x.bin"
-TABLE
-)
-
-trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }
+# trim VAR...: strips leading and trailing whitespace from each named variable, in place
+# (no $(...) subshell: three per row add up over the table).
+trim() {
+    local -n s
+    for s in "$@"; do
+        s=${s#"${s%%[![:space:]]*}"}
+        s=${s%"${s##*[![:space:]]}"}
+    done
+}
+ncases=0
 while IFS='|' read -r c_name c_code c_want c_args; do
     [[ -z ${c_name//[[:space:]]/} || $c_name == \#* ]] && continue
-    c_name=$(trim "$c_name"); c_code=$(trim "$c_code"); c_want=$(trim "$c_want")
+    trim c_name c_code c_want
     eval "c_argv=( $c_args )"
     run_error_case "$c_name" "$c_code" "$c_want" "${c_argv[@]}"
-done <<<"$ERROR_CASES"
+    ncases=$((ncases + 1))
+done <"$TABLE"
+# the issue asks for at least 30; fewer means the table was cut or misread
+check "$TABLE holds at least 30 cases ($ncases)" eval '((ncases >= 30))'
 
 check "--save to a missing directory leaves no file and creates no directory" \
     eval '[[ ! -e $T/no_dir ]] && [[ -z $(find "$T" -name "*.tmp.*") ]]'
+check "a directory given as --save or train -o is still an empty directory, with no .state beside it" \
+    eval '[[ -d $T/dir && -z $(ls -A "$T/dir") && ! -e $T/dir.state ]]'
+check "refused train runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, is unchanged" \
+    eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin"'
 
-# Unreadable corpus: root can read a mode-000 file, so the case means nothing there.
+# Unreadable files: root can read a mode-000 file, so the cases mean nothing there
+# (the FIFO, loop and not-a-directory cases in the table cover root).
 if [[ $(id -u) == 0 ]]; then
-    pass "error case: unreadable corpus skipped (running as root: chmod 000 does not stop root reading it)"
+    pass "error case: unreadable corpus and checkpoint skipped (running as root: chmod 000 does not stop root reading them)"
 else
     cp "$T/hash_corpus" "$T/unreadable"
     chmod 000 "$T/unreadable"
     run_error_case "unreadable corpus" 1 "cannot open corpus && Permission denied" -i "$T/unreadable"
+    cp "$G" "$T/unreadable.bin"
+    chmod 000 "$T/unreadable.bin"
+    run_error_case "unreadable checkpoint" 1 "cannot open checkpoint && Permission denied" -m "$T/unreadable.bin"
 fi
+
+# ---------------------------------------------------------------------------
+# Nothing written where a good file was: a --save or train -o that fails, before
+# writing or partway through, leaves the file it aimed at byte-identical and no
+# *.tmp.* file behind. keep*.bin are copies of good files; the originals compare.
+
+# unchanged NAME FILE ORIGINAL [FILE ORIGINAL...]: PASS if each FILE is byte-identical
+# to its ORIGINAL and no temporary file is left in $T.
+unchanged() {
+    local name=$1 problems=() tmp
+    shift
+    while (($# >= 2)); do
+        cmp -s "$1" "$2" || problems+=("${1#"$T/"} differs from ${2#"$T/"}")
+        shift 2
+    done
+    tmp=$(find "$T" -name '*.tmp.*')
+    [[ -z $tmp ]] || problems+=("temporary files left: ${tmp//$'\n'/ }")
+    if ((${#problems[@]} == 0)); then
+        pass "$name"
+    else
+        local IFS=';'
+        fail "$name: ${problems[*]}"
+    fi
+}
+
+cp "$G" "$T/keep.bin"
+run_error_case "--save over a good checkpoint, refused for -k 32" 1 "-k 32 is too large" \
+    --init 8 --save "$T/keep.bin" -k 32
+run_error_case "--save over a good checkpoint, refused for the prompt" 1 "'#' (byte 0x23)" \
+    --init 8 --save "$T/keep.bin" -p 'a#b'
+run_error_case "--save over a good checkpoint from a corrupted -m" 1 "checksum mismatch" \
+    -m "$T/ck_flip" --save "$T/keep.bin"
+FSIZE_KB=100 run_error_case "--save over a good checkpoint, the write failing at 100 KiB" 1 \
+    "cannot write checkpoint && File too large" --init 8 --save "$T/keep.bin"
+unchanged "... and after those four failed saves the good checkpoint is byte-identical, no *.tmp.* left" \
+    "$T/keep.bin" "$G"
+
+cp "$T/tiny.bin" "$T/keep_tiny.bin"; cp "$T/tiny.bin.state" "$T/keep_tiny.bin.state"
+run_error_case "train -o over a good pair, refused for --heads 3" 1 "not a multiple of n_head 3" \
+    train "${TINY[@]}" --heads 3 --iters 3 -o "$T/keep_tiny.bin"
+cp "$T/state_flip.bin.state" "$T/keep_tiny.bin.state"
+run_error_case "train --resume of a good checkpoint with a corrupted .state" 1 "checksum mismatch" \
+    train --resume --iters 20 -o "$T/keep_tiny.bin"
+unchanged "... and after those the checkpoint and .state are byte-identical, no *.tmp.* left" \
+    "$T/keep_tiny.bin" "$T/tiny.bin" "$T/keep_tiny.bin.state" "$T/state_flip.bin.state"
+
+# train writes both files to temporaries before renaming either: when only the .state
+# fails, the good checkpoint it aimed at must stay (it once was replaced by step-0 weights).
+cp "$T/tiny.bin" "$T/keep_sd.bin"; mkdir "$T/keep_sd.bin.state"
+run_error_case "train -o a good checkpoint whose .state is a directory" 1 \
+    "cannot write training state && Is a directory" train "${TINY[@]}" --iters 3 -o "$T/keep_sd.bin"
+unchanged "... and the good checkpoint is byte-identical, no *.tmp.* left" "$T/keep_sd.bin" "$T/tiny.bin"
+# the same with the .state write failing partway: the tiny checkpoint (8,233 bytes)
+# fits in 10 KiB, its .state (16,320) does not
+cp "$T/tiny.bin" "$T/keep_full.bin"; cp "$T/tiny.bin.state" "$T/keep_full.bin.state"
+FSIZE_KB=10 run_error_case "train -o a good pair, the .state write failing at 10 KiB" 1 \
+    "cannot write training state && File too large" train "${TINY[@]}" --iters 3 -o "$T/keep_full.bin"
+unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
+    "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
 
 # ---------------------------------------------------------------------------
 # Things that must work
