@@ -1813,8 +1813,13 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     Config c;
     uint32_t f[5];
     for (int i = 0; i < 5; i++) f[i] = get_u32(buf + 8 + 4 * i);
-    // a huge field would wrap to a negative int: map it to 0, which validation rejects
-    for (int i = 0; i < 5; i++) if (f[i] > 4096) f[i] = 0;
+    // a huge field would wrap to a negative int: refuse it here, naming the real value
+    static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
+    for (int i = 0; i < 5; i++)
+        if (f[i] > 4096) {
+            snprintf(err, errlen, "config out of range (%s %u)", field[i], f[i]);
+            return -1;
+        }
     c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2];
     c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
     if (validate_config(&c, err, errlen) != 0) return -1;
@@ -1826,8 +1831,10 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     size_t expect = CKPT_HEADER + V + 4 * P + 8;
     if (n != expect) {
         snprintf(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d V=%d, "
-                 "%zu parameters) needs %zu: truncated or mismatched", n, c.n_layer,
-                 c.n_head, c.n_embd, c.block_size, c.vocab_size, P, expect);
+                 "%zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
+                 c.block_size, c.vocab_size, P, expect,
+                 n < expect ? "truncated or mismatched"
+                            : "too long: mismatched, or bytes were appended");
         return -1;
     }
     // checksum: the last 8 bytes, little-endian, over everything before them
@@ -1886,8 +1893,8 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
     free(buf);
     if (rc != 0)
-        snprintf(err, errlen, "checkpoint '%s': %s (rewrite it with './specdec --init SEED "
-                 "--save %s')", path, why, path);
+        snprintf(err, errlen, "checkpoint '%s': %s (point -m at a file written by "
+                 "'./specdec train' or './specdec --init SEED --save PATH')", path, why);
     return rc;
 }
 

@@ -14,9 +14,10 @@
  *      float rows sum to exactly 1).
  *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
  *      accept_reject), 40,000 draws per case, and end to end: speculative_generate on
- *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs, the joint of the
- *      first two characters the speculative round emits against the exact joint from
- *      plain forward passes. Cells expected below 5 are pooled into one cell; the test
+ *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs of -n 5, the joint
+ *      of the first two generated characters (the 1st is sampled from the prefill, the
+ *      2nd by the first round) and of the 2nd and 3rd (the first two the speculative
+ *      rounds emit) against the exact joints from plain forward passes. Cells expected below 5 are pooled into one cell; the test
  *      passes when the p-value is above 1e-4. Tokens of target probability 0 must never
  *      come out.
  *   3. Power. Each "broken build" below compiles specdec.c with one deliberate bug;
@@ -544,13 +545,16 @@ static void test_chi_square(Fixture *fx) {
 // ----------------------------------------------------------------------------
 // 2b. End to end: the joint of two characters from speculative_generate
 
-// Exact joint of the 2nd and 3rd generated characters after the prompt at temperature
-// t, from plain one-token passes: sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
-static void exact_joint(GPT *g, const int *prompt, int np, float t, double *joint) {
+// Exact joints of the generated characters after the prompt at temperature t, from
+// plain one-token passes: joint12 of the 1st and 2nd, p(x1) p(x2 | x1), and joint23 of
+// the 2nd and 3rd, sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
+static void exact_joint(GPT *g, const int *prompt, int np, float t, double *joint12,
+                        double *joint) {
     int V = g->config.vocab_size;
     float *p1 = malloc((size_t)V * sizeof(float)), *p2 = malloc((size_t)V * sizeof(float)),
           *p3 = malloc((size_t)V * sizeof(float));
     memset(joint, 0, (size_t)V * V * sizeof(double));
+    memset(joint12, 0, (size_t)V * V * sizeof(double));
     g->state.kv_len = 0;
     const float *lg = forward(g, prompt, np);
     target_probs(p1, lg + (size_t)(np - 1) * V, V, t);
@@ -558,6 +562,7 @@ static void exact_joint(GPT *g, const int *prompt, int np, float t, double *join
         if (p1[x1] == 0.0f) continue;
         g->state.kv_len = np;
         target_probs(p2, forward(g, &x1, 1), V, t);
+        for (int x2 = 0; x2 < V; x2++) joint12[x1 * V + x2] = (double)p1[x1] * p2[x2];
         for (int x2 = 0; x2 < V; x2++) {
             double w = (double)p1[x1] * p2[x2];
             if (w < 1e-13) continue; // the cells skipped hold < 65 * 65 * 1e-13 in all
@@ -576,16 +581,19 @@ static void test_joint(Fixture *fx) {
     long runs_n = SANITIZED ? 500 : 30000;
     int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
     int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
-    double *joint = malloc((size_t)V * V * sizeof(double));
-    long *counts = malloc((size_t)V * V * sizeof(long));
+    double *joint = malloc((size_t)V * V * sizeof(double)),
+           *joint12 = malloc((size_t)V * V * sizeof(double));
+    long *counts = malloc((size_t)V * V * sizeof(long)),
+         *counts12 = malloc((size_t)V * V * sizeof(long));
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
     float temps[2] = {1.0f, 0.7f};
     int all_ok = 1;
     for (int ti = 0; ti < 2; ti++) {
         if (BUG == CATCH_DRAFT_Q && temps[ti] == 1.0f) continue; // q is the table row at t=1
-        exact_joint(g, prompt, np, temps[ti], joint);
+        exact_joint(g, prompt, np, temps[ti], joint12, joint);
         memset(counts, 0, (size_t)V * V * sizeof(long));
+        memset(counts12, 0, (size_t)V * V * sizeof(long));
         DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab};
         long full_rounds = 0;
         for (long run = 0; run < runs_n; run++) {
@@ -594,9 +602,18 @@ static void test_joint(Fixture *fx) {
             Stats st;
             memset(&st, 0, sizeof(st));
             speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+            counts12[seq[np] * V + seq[np + 1]]++;
             counts[seq[np + 1] * V + seq[np + 2]]++;
             full_rounds += st.drafted >= K;
         }
+        // the 1st character comes from the prefill, the 2nd from the first round
+        ChiSquare c12 = chi_square(counts12, joint12, V * V, runs_n);
+        all_ok &= case_check(c12.pvalue > 1e-4 && c12.zero_hits == 0, "end to end, trained "
+                             "model, prompt \"ROMEO:\\n\", K=%d, t=%.1f, %ld runs: joint of "
+                             "generated characters 1 and 2 vs the exact joint: X2 = %.1f on %d df "
+                             "(%d of %d cells pooled), p-value %.3g, %ld draws of p = 0 pairs", K,
+                             temps[ti], runs_n, c12.stat, c12.cells - 1, c12.pooled, V * V,
+                             c12.pvalue, c12.zero_hits);
         ChiSquare cs = chi_square(counts, joint, V * V, runs_n);
         int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0;
         all_ok &= case_check(ok, "end to end, trained model, prompt \"ROMEO:\\n\", K=%d, t=%.1f, "
@@ -609,7 +626,7 @@ static void test_joint(Fixture *fx) {
                              cs.zero_hits);
     }
     free_spec_buffers(&b);
-    free(seq); free(joint); free(counts);
+    free(seq); free(joint); free(joint12); free(counts); free(counts12);
     broken_verdict(all_ok, "speculative_generate's characters are not distributed as plain "
                    "decoding's");
 }
