@@ -68,6 +68,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2546,6 +2547,25 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
 // ----------------------------------------------------------------------------
 // CLI: ./specdec [options], in the manner of llama2.c's run
 
+// Prints "specdec: MESSAGE" and a newline on stderr, as one line whatever the message
+// holds: a command-line word or a path may contain a newline or other control bytes,
+// which are shown escaped (\n, \xNN) so every bad input still ends in exactly one line.
+__attribute__((format(printf, 1, 2)))
+void error_line(const char *fmt, ...) {
+    char msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fputs("specdec: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+        if (*c == '\n') fputs("\\n", stderr);
+        else if (*c < 0x20 || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else fputc(*c, stderr);
+    }
+    fputc('\n', stderr);
+}
+
 typedef struct {
     const char *model_path;  // -m, default tinyshakespeare/model.bin
     const char *corpus_path; // -i, default tinyshakespeare/input.txt
@@ -2900,16 +2920,16 @@ int main_train(int argc, char **argv) {
         int known = !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "-i");
         for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) known |= !strcmp(a, ints[k].flag);
         if (!known) {
-            fprintf(stderr, "specdec: unknown train option '%s' (see ./specdec -h)\n", a);
+            error_line("unknown train option '%s' (see ./specdec -h)", a);
             return 1;
         }
         if (!val) {
-            fprintf(stderr, "specdec: option %s needs a value (see ./specdec -h)\n", a);
+            error_line("option %s needs a value (see ./specdec -h)", a);
             return 1;
         }
         if (!strcmp(a, "--seed")) {
             if (parse_seed(val, &to.seed) != 0) {
-                fprintf(stderr, "specdec: --seed must be a non-negative whole number, got '%s'\n", val);
+                error_line("--seed must be a non-negative whole number, got '%s'", val);
                 return 1;
             }
         } else if (!strcmp(a, "-o")) to.out = val;
@@ -2919,16 +2939,16 @@ int main_train(int argc, char **argv) {
                 long v;
                 if (strcmp(a, ints[k].flag)) continue;
                 if (parse_int(val, ints[k].lo, ints[k].hi, &v) != 0) {
-                    fprintf(stderr, "specdec: %s must be a whole number from %ld to %ld, got '%s'\n",
-                            a, ints[k].lo, ints[k].hi, val);
+                    error_line("%s must be a whole number from %ld to %ld, got '%s'",
+                               a, ints[k].lo, ints[k].hi, val);
                     return 1;
                 }
                 *ints[k].dst = (int)v;
             }
     }
     if (to.resume && fixed_flag) {
-        fprintf(stderr, "specdec: train --resume takes the model size, batch and seed from "
-                "the checkpoint and its .state file; drop %s\n", fixed_flag);
+        error_line("train --resume takes the model size, batch and seed from "
+                   "the checkpoint and its .state file; drop %s", fixed_flag);
         return 1;
     }
     // the corpus gives the vocabulary; then the config must hold together
@@ -2940,7 +2960,7 @@ int main_train(int argc, char **argv) {
     memset(&g, 0, sizeof(g));
     memset(&p, 0, sizeof(p));
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
-        fprintf(stderr, "specdec: %s\n", err);
+        error_line("%s", err);
         return 1;
     }
     int rc = 1;
@@ -2976,7 +2996,7 @@ run:
     rc = 0;
     err[0] = '\0';
 done:
-    if (rc != 0) fprintf(stderr, "specdec: %s\n", err);
+    if (rc != 0) error_line("%s", err);
     free_train_progress(&p);
     free_gpt(&g);
     free_corpus(&corpus);
@@ -2991,11 +3011,11 @@ int main_eval(int argc, char **argv) {
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i];
         if (strcmp(a, "-m") && strcmp(a, "-i")) {
-            fprintf(stderr, "specdec: unknown eval option '%s' (eval takes -m and -i)\n", a);
+            error_line("unknown eval option '%s' (eval takes -m and -i)", a);
             return 1;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "specdec: option %s needs a value (see ./specdec -h)\n", a);
+            error_line("option %s needs a value (see ./specdec -h)", a);
             return 1;
         }
         if (!strcmp(a, "-m")) model_path = argv[i + 1];
@@ -3008,15 +3028,15 @@ int main_eval(int argc, char **argv) {
     memset(&corpus, 0, sizeof(corpus));
     if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0 ||
         load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
-        fprintf(stderr, "specdec: %s\n", err);
+        error_line("%s", err);
         free_gpt(&g);
         return 1;
     }
     // each split needs one position with a next token to score, or the mean is 0/0
     if (corpus.n_val < 2 || corpus.n_train < 2) {
-        fprintf(stderr, "specdec: corpus '%s' is too short to evaluate: its splits have %zu "
-                "(train) and %zu (validation) tokens, and each needs at least 2 (use a longer "
-                "corpus, e.g. Tiny Shakespeare)\n", corpus_path, corpus.n_train, corpus.n_val);
+        error_line("corpus '%s' is too short to evaluate: its splits have %zu "
+                   "(train) and %zu (validation) tokens, and each needs at least 2 (use a longer "
+                   "corpus, e.g. Tiny Shakespeare)", corpus_path, corpus.n_train, corpus.n_val);
         free_gpt(&g);
         free_corpus(&corpus);
         return 1;
@@ -3044,7 +3064,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
-        fprintf(stderr, "specdec: %s\n", err);
+        error_line("%s", err);
         return 1;
     }
     if (o.help) {
@@ -3061,7 +3081,7 @@ int main(int argc, char **argv) {
     memset(&g, 0, sizeof(g));
     memset(&corpus, 0, sizeof(corpus));
     if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0) {
-        fprintf(stderr, "specdec: %s\n", err);
+        error_line("%s", err);
         free_gpt(&g);
         free_corpus(&corpus);
         return 1;
@@ -3112,7 +3132,7 @@ int main(int argc, char **argv) {
     if (rc == 0) err[0] = '\0';
 done:
     // every failure above left its one-line reason in err
-    if (rc != 0 && err[0]) fprintf(stderr, "specdec: %s\n", err);
+    if (rc != 0 && err[0]) error_line("%s", err);
     free(prompt);
     free_bigram_draft(&d);
     free_corpus(&corpus);
