@@ -882,13 +882,14 @@ static void test_cache_and_stats(Fixture *fx) {
         Rng r;
         rng_seed(&r, 4242 + ti);
         speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
-        all_ok &= case_check(w.steps > 0 && w.bad_steps == 0 && st.rounds > 100,
+        char first[64] = "";
+        if (w.bad_steps) snprintf(first, sizeof(first), "; the first after step %ld", w.first_bad);
+        all_ok &= case_check(w.steps > 0 && w.bad_steps == 0 && st.rounds > N_NEW / 4,
                              "KV cache, t=%.1f, K=%d, %d tokens: after each of %ld rounds and "
                              "steps (%ld rounds, %ld refills) the cache equals a fresh prefill "
                              "over the same tokens, bit for bit, every layer, keys and values "
-                             "(%ld differ, the first after step %ld)", temps[ti], K, N_NEW,
-                             w.steps, st.rounds, st.reprefill_passes, w.bad_steps,
-                             w.first_bad);
+                             "(%ld differ%s)", temps[ti], K, N_NEW, w.steps, st.rounds,
+                             st.reprefill_passes, w.bad_steps, first);
         if (BUG == 0) {
             long x = st.rounds - st.resampled - st.bonus;
             check(st.emitted == N_NEW &&
