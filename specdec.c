@@ -1948,11 +1948,17 @@ static int publish_temp(char *tmp, const char *path, const char *what, char *err
     return ok ? 0 : -1;
 }
 
-// Writes n bytes to path atomically: to a temporary file beside path, then rename, so
-// an interrupted write never leaves a half-written file where a good one was.
-static int write_file_atomic(const char *path, const unsigned char *buf, size_t n,
+// Writes the n bytes of a serialized file (buf, which it frees; NULL means serializing
+// ran out of memory) to path atomically: to a temporary file beside path, then rename,
+// so an interrupted write never leaves a half-written file where a good one was.
+static int write_file_atomic(const char *path, unsigned char *buf, size_t n,
                              const char *what, char *err, size_t errlen) {
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
     char *tmp = write_temp(path, buf, n, what, err, errlen);
+    free(buf);
     return tmp ? publish_temp(tmp, path, what, err, errlen) : -1;
 }
 
@@ -1981,15 +1987,9 @@ static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, siz
 
 // Writes a checkpoint atomically (see write_file_atomic).
 int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
-    size_t n;
+    size_t n = 0;
     unsigned char *buf = serialize_checkpoint(g, vocab, &n);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory writing '%s'", path);
-        return -1;
-    }
-    int rc = write_file_atomic(path, buf, n, "checkpoint", err, errlen);
-    free(buf);
-    return rc;
+    return write_file_atomic(path, buf, n, "checkpoint", err, errlen);
 }
 
 // Fills n floats uniformly from [-bound, bound).
@@ -2148,15 +2148,9 @@ static unsigned char *serialize_train_state(const TrainProgress *p, size_t P, si
 // Writes the training state of p atomically to path; 0 on success.
 int save_train_state(const TrainProgress *p, size_t P, const char *path, char *err,
                      size_t errlen) {
-    size_t n;
+    size_t n = 0;
     unsigned char *buf = serialize_train_state(p, P, &n);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory writing '%s'", path);
-        return -1;
-    }
-    int rc = write_file_atomic(path, buf, n, "training state", err, errlen);
-    free(buf);
-    return rc;
+    return write_file_atomic(path, buf, n, "training state", err, errlen);
 }
 
 // Reads a training state for a model of P parameters into p (whose opt.m and opt.v
