@@ -485,47 +485,64 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 // every path, because it is written here, not left to the compiler (which is told
 // -ffp-contract=off, so it never fuses a multiply and an add on its own). With FMA in
 // the hardware (-march=native) it is one instruction and makes training ~12% faster.
-// 8 x 32 was the fastest of 4x32, 4x64, 6x32, 8x16 and 8x32 here; try others with
-// -DTILE_M=.. -DTILE_N=..
-#ifndef TILE_M
+// 8 x 32 was the fastest of 4x32, 4x64, 6x32, 8x16 and 8x32 here for training; try other
+// widths with -DTILE_N=.. (the rows per tile stay 8: gemm_band names each count 1 to 8).
 #define TILE_M 8
-#endif
 #ifndef TILE_N
 #define TILE_N 32
 #endif
 
-// One whole tile: rows m0 .. m0+TILE_M-1, columns n0 .. n0+TILE_N-1 of c. The bounds are
-// constants, so the compiler unrolls the tile into TILE_M * TILE_N / 16 (AVX-512)
-// registers; the loop over k is the only loop left.
-static void gemm_tile(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
-                      const float *restrict b, int K, int N, int m0, int n0) {
-    float acc[TILE_M][TILE_N];
-    // the tile's sums start from what c holds (a bias, or the gradients so far)
-    for (int r = 0; r < TILE_M; r++)
-        for (int j = 0; j < TILE_N; j++) acc[r][j] = c[(size_t)(m0 + r) * N + n0 + j];
+// R rows of c (m0 .. m0+R-1, R = 1 .. TILE_M) by W columns (n0 .., W = TILE_N, or 2 or 4
+// times that for one or two rows). R and W are constants wherever this is inlined, so the
+// compiler unrolls the block into R * W / 16 (AVX-512) registers; the loop over k is the
+// only loop left, and each row segment of b is loaded once for all R rows: a verify pass
+// of k+1 tokens reads the weights once.
+static inline __attribute__((always_inline)) void
+gemm_block(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+           const float *restrict b, int K, int N, int m0, int n0, const int R, const int W) {
+    float acc[TILE_M * TILE_N]; // R * W <= TILE_M * TILE_N for every shape used
+    // the block's sums start from what c holds (a bias, or the gradients so far)
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < W; j++) acc[r * W + j] = c[(size_t)(m0 + r) * N + n0 + j];
     // one k at a time: one row segment of b meets one number of a per row of c
     for (int k = 0; k < K; k++) {
         const float *bk = b + (size_t)k * N + n0;
-        for (int r = 0; r < TILE_M; r++) {
+        for (int r = 0; r < R; r++) {
             float x = a[(size_t)(m0 + r) * a_m + (size_t)k * a_k];
-            for (int j = 0; j < TILE_N; j++) acc[r][j] = fmaf(x, bk[j], acc[r][j]);
+            for (int j = 0; j < W; j++) acc[r * W + j] = fmaf(x, bk[j], acc[r * W + j]);
         }
     }
-    for (int r = 0; r < TILE_M; r++)
-        for (int j = 0; j < TILE_N; j++) c[(size_t)(m0 + r) * N + n0 + j] = acc[r][j];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < W; j++) c[(size_t)(m0 + r) * N + n0 + j] = acc[r * W + j];
 }
 
-// One row of a tile: row m, columns n0 .. n0+TILE_N-1. Passes of one token (plain
-// decoding) run only on these; the arithmetic per element is gemm_tile's.
-static void gemm_row(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
-                     const float *restrict b, int K, int N, int m, int n0) {
-    float acc[TILE_N];
-    for (int j = 0; j < TILE_N; j++) acc[j] = c[(size_t)m * N + n0 + j];
-    for (int k = 0; k < K; k++) {
-        float x = a[(size_t)m * a_m + (size_t)k * a_k];
-        for (int j = 0; j < TILE_N; j++) acc[j] = fmaf(x, b[(size_t)k * N + n0 + j], acc[j]);
+// A band of `rows` rows (1 .. TILE_M) from m0, across the columns that whole tiles cover.
+// Each sum runs over k in order, so one sum's next step waits for the last (4 cycles);
+// a block must hold enough sums to keep the multiply-adders busy meanwhile. One row
+// takes 4 tiles of columns at once and two to four rows 2, where N allows; five or more
+// rows have enough with one. The switch hands gemm_block constant shapes to unroll.
+static void gemm_band(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                      const float *restrict b, int K, int N, int m0, int rows) {
+    int n0 = 0;
+    for (int w = rows == 1 ? 4 : rows <= 4 ? 2 : 1; w >= 1; w /= 2) {
+        for (; n0 + w * TILE_N <= N; n0 += w * TILE_N) {
+            switch (rows * 10 + w) {
+            case 14: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, 4 * TILE_N); break;
+            case 12: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, 2 * TILE_N); break;
+            case 11: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, TILE_N); break;
+            case 22: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 2, 2 * TILE_N); break;
+            case 21: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 2, TILE_N); break;
+            case 32: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 3, 2 * TILE_N); break;
+            case 31: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 3, TILE_N); break;
+            case 42: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, 2 * TILE_N); break;
+            case 41: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, TILE_N); break;
+            case 51: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 5, TILE_N); break;
+            case 61: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 6, TILE_N); break;
+            case 71: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 7, TILE_N); break;
+            default: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, TILE_M, TILE_N); break;
+            }
+        }
     }
-    for (int j = 0; j < TILE_N; j++) c[(size_t)m * N + n0 + j] = acc[j];
 }
 
 // The columns n0 .. N-1 left over at the right of row m (fewer than TILE_N; the
@@ -540,19 +557,17 @@ static void gemm_rest(float *restrict c, const float *restrict a, size_t a_m, si
     }
 }
 
-// c (M, N) += a (M, K) b (K, N): whole tiles, then the rows and columns left over.
+// c (M, N) += a (M, K) b (K, N): bands of up to TILE_M rows, then the columns left over.
 void gemm_acc(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
               const float *restrict b, int M, int K, int N) {
-    int n_tiles = N / TILE_N, m = 0;
-    // bands of TILE_M rows (the tokens of a training window, a long prefill)
-    for (; m + TILE_M <= M; m += TILE_M)
-        for (int j = 0; j < n_tiles; j++) gemm_tile(c, a, a_m, a_k, b, K, N, m, j * TILE_N);
-    // the rows after the last whole band (a pass of 1 to TILE_M - 1 tokens: decoding)
-    for (; m < M; m++)
-        for (int j = 0; j < n_tiles; j++) gemm_row(c, a, a_m, a_k, b, K, N, m, j * TILE_N);
+    // bands of TILE_M rows (the tokens of a training window, a long prefill), then one
+    // band of what is left (a decoding step's 1 token, a verify pass's k+1)
+    for (int m = 0; m < M; m += TILE_M)
+        gemm_band(c, a, a_m, a_k, b, K, N, m, M - m < TILE_M ? M - m : TILE_M);
     // the columns right of the last whole tile, every row
-    if (n_tiles * TILE_N < N)
-        for (m = 0; m < M; m++) gemm_rest(c, a, a_m, a_k, b, K, N, m, n_tiles * TILE_N);
+    int n_rest = N / TILE_N * TILE_N;
+    if (n_rest < N)
+        for (int m = 0; m < M; m++) gemm_rest(c, a, a_m, a_k, b, K, N, m, n_rest);
 }
 
 // out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]   (a PyTorch Linear; bias may be NULL).
