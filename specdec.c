@@ -2554,6 +2554,279 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
 }
 
 // ----------------------------------------------------------------------------
+// Benchmark (./specdec bench): the K sweep, the verify-cost curve c(T), the speedup model
+
+// The prompts every cell of the sweep decodes, BENCH_TOKENS new tokens each.
+static const char *BENCH_PROMPTS[] = {"To be or not to be, that is the ", "ROMEO:\n",
+                                      "First Citizen:\n", "KING RICHARD III:\nNow is the "};
+#define BENCH_N_PROMPTS 4
+#define BENCH_TOKENS 500  // per prompt: 2,000 per cell
+#define BENCH_REPEATS 5   // timed runs per cell after one warm-up; the median is reported
+#define BENCH_MAX_K 8
+
+// One cell of the sweep: K and t, and what the runs measured.
+typedef struct {
+    int K;
+    float t;
+    long drafted, accepted, resampled, rounds, round_tokens, passes, emitted;
+    long pos_judged[BENCH_MAX_K], pos_accepted[BENCH_MAX_K]; // per draft position
+    double sec_spec;     // median wall time of BENCH_N_PROMPTS x BENCH_TOKENS tokens
+} BenchCell;
+
+// What the after_step hook sees of a run: the round buffers and the counters.
+typedef struct {
+    const SpecBuffers *b;
+    const Stats *st;
+    BenchCell *cell;
+    long last_rounds, last_drafted;
+} BenchWatch;
+
+// after_step hook: after each round, which draft positions were judged and accepted.
+static void bench_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    BenchWatch *w = ctx;
+    (void)g; (void)seq; (void)n_seq;
+    if (w->st->rounds > w->last_rounds) {
+        int k = (int)(w->st->drafted - w->last_drafted);
+        int rej = w->b->rejected_at;
+        // positions before the rejection were accepted; the rejected one was judged too
+        for (int i = 0; i < k && (rej < 0 || i <= rej); i++) {
+            w->cell->pos_judged[i]++;
+            w->cell->pos_accepted[i] += rej < 0 || i < rej;
+        }
+    }
+    w->last_rounds = w->st->rounds;
+    w->last_drafted = w->st->drafted;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Median of n numbers (sorts them).
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// Median wall time of plain decoding over every prompt at temperature t: one warm-up,
+// then BENCH_REPEATS timed passes. Plain decoding does not depend on K.
+static double bench_plain(GPT *g, const Vocab *v, float t) {
+    int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_TOKENS];
+    float *p = malloc((size_t)V * sizeof(float));
+    double sec[BENCH_REPEATS + 1];
+    DecodeOptions o = {.temperature = t, .K = 1, .vocab = v};
+    for (int rep = 0; rep <= BENCH_REPEATS && p; rep++) {
+        sec[rep] = 0.0;
+        for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+            int np = (int)strlen(BENCH_PROMPTS[i]);
+            encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+            Stats sp;
+            memset(&sp, 0, sizeof(sp));
+            Rng r;
+            rng_seed(&r, 1000 + (uint64_t)i);
+            generate(g, prompt, np, BENCH_TOKENS, &o, &r, seq, p, &sp);
+            sec[rep] += sp.seconds;
+        }
+    }
+    free(p);
+    return median(sec + 1, BENCH_REPEATS); // pass 0 was the warm-up
+}
+
+// Runs one cell: every prompt with speculative decoding, one warm-up and BENCH_REPEATS
+// timed passes over all prompts; the counters come from the first.
+static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *c) {
+    int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_TOKENS];
+    SpecBuffers b;
+    if (build_spec_buffers(&b, c->K, V) != 0) return;
+    double spec[BENCH_REPEATS + 1];
+    for (int rep = 0; rep <= BENCH_REPEATS; rep++) {
+        spec[rep] = 0.0;
+        for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+            int np = (int)strlen(BENCH_PROMPTS[i]);
+            encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+            Stats st;
+            memset(&st, 0, sizeof(st));
+            BenchWatch w = {&b, &st, c, 0, 0};
+            // only the first pass counts positions; the timed ones run without the hook
+            DecodeOptions o = {.temperature = c->t, .K = c->K, .vocab = v,
+                               .after_step = rep == 0 ? bench_watch : NULL, .ctx = &w};
+            Rng r;
+            rng_seed(&r, 1000 + (uint64_t)i);
+            speculative_generate(g, d, &b, prompt, np, BENCH_TOKENS, &o, &r, seq, &st);
+            spec[rep] += st.seconds;
+            if (rep == 0) {
+                c->drafted += st.drafted;
+                c->accepted += st.accepted;
+                c->resampled += st.resampled;
+                c->rounds += st.rounds;
+                c->round_tokens += st.round_tokens;
+                c->passes += target_passes(&st);
+                c->emitted += st.emitted;
+            }
+        }
+    }
+    // pass 0 was the warm-up (and ran the hook); the median of the others
+    c->sec_spec = median(spec + 1, BENCH_REPEATS);
+    free_spec_buffers(&b);
+}
+
+// Median seconds of one forward over T new tokens on top of a cache of kv tokens.
+static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
+    double x[9];
+    for (int r = 0; r < 9; r++) {
+        double t0 = now_seconds();
+        for (int i = 0; i < reps; i++) {
+            g->state.kv_len = kv;
+            forward(g, tokens, T);
+        }
+        x[r] = (now_seconds() - t0) / reps;
+    }
+    g->state.kv_len = 0;
+    return median(x, 9);
+}
+
+// Multiply-adds of one forward over T tokens after kv cached ones: the matmuls (every
+// weight once per token) and attention's scores and weighted sums.
+static double forward_flops(const Config *c, int kv, int T) {
+    double C = c->n_embd, L = c->n_layer, V = c->vocab_size;
+    double per_token = L * (4 * C * C + 8 * C * C) + C * V; // q k v proj, ffwd, lm_head
+    double attn = 0.0;
+    for (int t = 0; t < T; t++) attn += 2.0 * L * C * (kv + t + 1); // scores + sums
+    return 2.0 * (per_token * T + attn);
+}
+
+// c(T) = time(T tokens) / time(1 token) at a mid-context cache, T = 1 .. 9; c[0] is the
+// one-token time in seconds. Prints the curve with the forward's GFLOP/s.
+static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
+    const Config *cf = &g->config;
+    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, tokens[9];
+    for (int i = 0; i < 9; i++) tokens[i] = (i * 7 + 3) % cf->vocab_size;
+    if (kv + 9 > S) kv = S - 9 > 0 ? S - 9 : 0;
+    fprintf(stderr, "\nverify cost c(T) = time(one forward over T new tokens) / time(T = 1), "
+            "%s, %d tokens cached:\n", what, kv);
+    for (int T = 1; T <= 9 && kv + T <= S; T++) {
+        double sec = time_forward(g, tokens, kv, T, reps);
+        if (T == 1) c[0] = sec;
+        c[T] = sec / c[0];
+        fprintf(stderr, "  T=%d  %8.1f us  c(T) = %5.2f  %6.1f GFLOP/s\n", T, 1e6 * sec, c[T],
+                forward_flops(cf, kv, T) / sec * 1e-9);
+    }
+}
+
+// A bar of width proportional to x / max, at most `width` characters.
+static void bar(double x, double max, int width) {
+    int n = max > 0 ? (int)(x / max * width + 0.5) : 0;
+    for (int i = 0; i < n && i < width; i++) fputc('#', stderr);
+    for (int i = n; i < width; i++) fputc(' ', stderr);
+}
+
+// ./specdec bench: the sweep, the curve, the predictions beside the measurements, a
+// chart; csv also writes the sweep as CSV on stdout; big adds a cache-busting model.
+int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, char *err,
+              size_t errlen) {
+    double t_start = now_seconds();
+    // 1. the verify-cost curve and the draft's cost, on this model
+    double c[10] = {0};
+    bench_curve(g, "this model", c, 2000);
+    float *q = malloc((size_t)d->V * sizeof(float));
+    Rng r;
+    rng_seed(&r, 1);
+    int tok = 0, n_draft = 200000;
+    double t0 = now_seconds();
+    for (int i = 0; i < n_draft; i++) tok = bigram_sample(d, tok, 1.0f, &r, q);
+    double c_draft = (now_seconds() - t0) / n_draft / c[0];
+    free(q);
+    fprintf(stderr, "  one draft step (bigram_sample): c_draft = %.4f of a one-token forward\n",
+            c_draft);
+    // 2. the sweep
+    BenchCell cells[2 * BENCH_MAX_K];
+    memset(cells, 0, sizeof(cells));
+    float temps[2] = {0.0f, 1.0f};
+    if (csv) printf("t,K,accepted_per_drafted,accepted_per_judged,tokens_per_verify,"
+                    "predicted_tokens_per_verify,passes_per_token,us_per_token_plain,"
+                    "us_per_token_spec,speedup,predicted_speedup\n");
+    for (int ti = 0; ti < 2; ti++) {
+        double sec_plain = bench_plain(g, v, temps[ti]);
+        double us_plain = 1e6 * sec_plain / (BENCH_N_PROMPTS * BENCH_TOKENS);
+        fprintf(stderr, "\nK sweep at t = %g: %d prompts x %d tokens per cell, median of %d "
+                "timed runs after a warm-up; plain decoding: %.2f us/token (%.0f tokens/s)\n",
+                temps[ti], BENCH_N_PROMPTS, BENCH_TOKENS, BENCH_REPEATS, us_plain,
+                1e6 / us_plain);
+        // alpha: accepted / drafted (the blog's "acceptance rate"); beta: accepted / judged,
+        // the chance a draft that is looked at passes, which the speedup model assumes
+        fprintf(stderr, "   K  alpha   beta  tok/verify  model  passes/tok  us/tok  speedup  "
+                "model  acceptance at draft position 1..K\n");
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            x->K = K;
+            x->t = temps[ti];
+            bench_cell(g, d, v, x);
+            double n = (double)x->emitted;
+            double alpha = x->drafted ? (double)x->accepted / x->drafted : 0.0;
+            long judged = x->accepted + x->resampled;
+            double beta = judged ? (double)x->accepted / judged : 0.0;
+            double tpv = x->rounds ? (double)x->round_tokens / x->rounds : 0.0;
+            // the model: E[tokens per pass] = (1 - beta^(K+1)) / (1 - beta), and the wall
+            // speedup that / (c(K+1) + K c_draft); past T = 9, c(T) is taken as T
+            double model = beta < 1.0 ? (1.0 - pow(beta, K + 1)) / (1.0 - beta) : K + 1;
+            double cK = K + 1 <= 9 ? c[K + 1] : (double)(K + 1);
+            double model_speed = model / (cK + K * c_draft);
+            double us_spec = 1e6 * x->sec_spec / n, speed = us_plain / us_spec;
+            fprintf(stderr, "  %2d  %.3f  %.3f  %10.3f  %5.3f  %10.3f  %6.2f  %7.2f  %5.2f ",
+                    K, alpha, beta, tpv, model, (double)x->passes / n, us_spec, speed,
+                    model_speed);
+            for (int i = 0; i < K; i++)
+                fprintf(stderr, " %.2f", x->pos_judged[i] ? (double)x->pos_accepted[i] /
+                                                            x->pos_judged[i] : 0.0);
+            fputc('\n', stderr);
+            if (csv) printf("%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n", temps[ti],
+                            K, alpha, beta, tpv, model, (double)x->passes / n, us_plain, us_spec,
+                            speed, model_speed);
+            x->sec_spec = us_plain / us_spec; // kept for the chart: the speedup
+        }
+        // 3. the chart: tokens per verify pass and wall speedup against K
+        double max_tpv = 2.5, max_sp = 1.5;
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            max_tpv = fmax(max_tpv, (double)x->round_tokens / x->rounds);
+            max_sp = fmax(max_sp, x->sec_spec);
+        }
+        fprintf(stderr, "\n   K  tokens per verify pass            wall speedup ('|' = 1.0)\n");
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            double tpv = (double)x->round_tokens / x->rounds, sp = x->sec_spec;
+            fprintf(stderr, "  %2d  ", K);
+            bar(tpv, max_tpv, 24);
+            fprintf(stderr, " %5.2f   ", tpv);
+            // the speedup bar marks break-even, 1.0, with a '|'
+            int one = (int)(1.0 / max_sp * 24 + 0.5), nb = (int)(sp / max_sp * 24 + 0.5);
+            for (int i = 0; i < 24; i++) fputc(i == one ? '|' : i < nb ? '#' : ' ', stderr);
+            fprintf(stderr, " %5.2f\n", sp);
+        }
+    }
+    // 4. a model too large for the caches, where one token is memory-bound
+    if (big) {
+        Config bc = {8, 8, 512, 32, g->config.vocab_size};
+        GPT bg;
+        if (build_gpt(&bg, &bc) != 0) {
+            free_gpt(&bg);
+            snprintf(err, errlen, "out of memory for the --big model (8 layers, n_embd 512)");
+            return 1;
+        }
+        init_gpt_random(&bg, 7);
+        double bcurve[10] = {0};
+        char what[128];
+        snprintf(what, sizeof(what), "a random model too large for the caches (L=8, C=512, "
+                 "%zu parameters, %.0f MB)", bg.n_params, bg.n_params * 4.0 / 1e6);
+        bench_curve(&bg, what, bcurve, 20);
+        free_gpt(&bg);
+    }
+    fprintf(stderr, "\nbench: %.1f s\n", now_seconds() - t_start);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
 // CLI: ./specdec [options], in the manner of llama2.c's run
 
 // Prints "specdec: MESSAGE" and a newline on stderr, as one line whatever the message
@@ -2623,7 +2896,11 @@ void usage(FILE *f) {
         "  PATH.state (optimiser and sampler, for --resume) are written atomically every 500\n"
         "  steps and at the end; --resume continues exactly where they were written\n"
         "usage: ./specdec eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
-        "  mean cross-entropy over the whole validation and training splits\n",
+        "  mean cross-entropy over the whole validation and training splits\n"
+        "usage: ./specdec bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--big]\n"
+        "  the verify cost c(T), then K = 1..8 at t = 0 and 1: acceptance, tokens per verify\n"
+        "  pass, time per token and speedup beside the speedup model; --csv writes the sweep\n"
+        "  to stdout, --big adds c(T) for a random model too large for the caches\n",
         MAX_NEW_TOKENS);
 }
 
@@ -3063,6 +3340,56 @@ int main_eval(int argc, char **argv) {
     return 0;
 }
 
+// ./specdec bench [-m PATH] [-i PATH] [--csv] [--big]: see run_bench.
+int main_bench(int argc, char **argv) {
+    Options o;
+    memset(&o, 0, sizeof(o));
+    o.corpus_path = DEFAULT_CORPUS;
+    int csv = 0, big = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--csv")) { csv = 1; continue; }
+        if (!strcmp(a, "--big")) { big = 1; continue; }
+        if (strcmp(a, "-m") && strcmp(a, "-i")) {
+            error_line("unknown bench option '%s' (bench takes -m, -i, --csv and --big)", a);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            error_line("option %s needs a value (see ./specdec -h)", a);
+            return 1;
+        }
+        if (!strcmp(a, "-m")) o.model_path = argv[++i];
+        else o.corpus_path = argv[++i];
+    }
+    char err[512], source[256];
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    BigramDraft d = {0, NULL};
+    memset(&g, 0, sizeof(g));
+    memset(&corpus, 0, sizeof(corpus));
+    int rc = 1;
+    if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0)
+        goto done;
+    // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
+    for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+        int tokens[64];
+        if (encode_prompt(&v, BENCH_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
+    }
+    if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
+        snprintf(err, sizeof(err), "out of memory building the bigram table");
+        goto done;
+    }
+    print_config(&g, source);
+    rc = run_bench(&g, &d, &v, csv, big, err, sizeof(err));
+done:
+    if (rc != 0) error_line("%s", err);
+    free_bigram_draft(&d);
+    free_corpus(&corpus);
+    free_gpt(&g);
+    return rc;
+}
+
 #ifndef TESTING
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
@@ -3071,6 +3398,7 @@ int main(int argc, char **argv) {
     // the two subcommands have flags of their own
     if (argc > 1 && !strcmp(argv[1], "train")) return main_train(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "bench")) return main_bench(argc, argv);
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
         error_line("%s", err);
