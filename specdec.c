@@ -1224,9 +1224,9 @@ void target_probs(float *p, const float *logits, int V, float temperature) {
     }
     // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
     float maxv = logits[argmax(logits, V)];
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += exp(((double)logits[i] - maxv) / temperature);
-    for (int i = 0; i < V; i++) p[i] = (float)(exp(((double)logits[i] - maxv) / temperature) / sum);
+    double e[256], sum = 0.0; // V <= 256 (validate_config); each exp is taken once
+    for (int i = 0; i < V; i++) sum += e[i] = exp(((double)logits[i] - maxv) / temperature);
+    for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum);
 }
 
 // q = the draft row sharpened by the same temperature, q^(1/t) renormalised;
