@@ -2819,7 +2819,7 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
         char what[128];
         snprintf(what, sizeof(what), "a random model too large for the caches (L=8, C=512, "
                  "%zu parameters, %.0f MB)", bg.n_params, bg.n_params * 4.0 / 1e6);
-        bench_curve(&bg, what, bcurve, 20);
+        bench_curve(&bg, what, bcurve, 3);
         free_gpt(&bg);
     }
     fprintf(stderr, "\nbench: %.1f s\n", now_seconds() - t_start);
