@@ -5,6 +5,7 @@
 #   make run      fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
 #   make valgrind the demo under valgrind memcheck
+#   make bench    the speed of both decoders, K = 1..8 (notes/speed.md)
 
 # Default compiler gcc; override with `make CC=clang` or CC in the environment.
 # (A plain `CC ?= gcc` would never apply: make predefines CC as cc.)
@@ -29,7 +30,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train clean valgrind fuzz
+.PHONY: all debug data run test train clean valgrind fuzz bench
 
 # Build the release binary ./specdec (default target).
 all: specdec
@@ -122,6 +123,11 @@ train: all data
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data
 	CC="$(CC)" bash test/run_tests.sh
+
+# Measure speed: c(T), the K sweep beside the speedup model, a chart (notes/speed.md);
+# the 101 MB random model of --big shows where verifying T tokens is nearly free.
+bench: all data
+	./specdec bench --big
 
 # Run the demo's two commands under valgrind memcheck (0 errors, 0 leaks required),
 # on a build for x86-64-v3, since valgrind 3.19 cannot decode AVX-512.
