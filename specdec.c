@@ -3289,24 +3289,32 @@ done:
     return rc;
 }
 
+// The "-m PATH" or "-i PATH" at argv[i] of a subcommand (cmd, which takes the options
+// named in takes): sets *model or *corpus and returns 0, or prints one line and returns -1.
+static int path_option(int argc, char **argv, int i, const char **model, const char **corpus,
+                       const char *cmd, const char *takes) {
+    const char *a = argv[i];
+    if (strcmp(a, "-m") && strcmp(a, "-i")) {
+        error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+        return -1;
+    }
+    if (i + 1 >= argc) {
+        error_line("option %s needs a value (see ./specdec -h)", a);
+        return -1;
+    }
+    if (!strcmp(a, "-m")) *model = argv[i + 1];
+    else *corpus = argv[i + 1];
+    return 0;
+}
+
 // `./specdec eval [-m model] [-i corpus]`: the mean cross-entropy of a checkpoint over
 // the whole validation split and the whole training split.
 int main_eval(int argc, char **argv) {
     const char *model_path = DEFAULT_MODEL, *corpus_path = DEFAULT_CORPUS;
     char err[512];
-    for (int i = 2; i < argc; i += 2) {
-        const char *a = argv[i];
-        if (strcmp(a, "-m") && strcmp(a, "-i")) {
-            error_line("unknown eval option '%s' (eval takes -m and -i)", a);
+    for (int i = 2; i < argc; i += 2)
+        if (path_option(argc, argv, i, &model_path, &corpus_path, "eval", "-m and -i") != 0)
             return 1;
-        }
-        if (i + 1 >= argc) {
-            error_line("option %s needs a value (see ./specdec -h)", a);
-            return 1;
-        }
-        if (!strcmp(a, "-m")) model_path = argv[i + 1];
-        else corpus_path = argv[i + 1];
-    }
     GPT g;
     Vocab v;
     Corpus corpus;
@@ -3350,16 +3358,10 @@ int main_bench(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--csv")) { csv = 1; continue; }
         if (!strcmp(a, "--big")) { big = 1; continue; }
-        if (strcmp(a, "-m") && strcmp(a, "-i")) {
-            error_line("unknown bench option '%s' (bench takes -m, -i, --csv and --big)", a);
+        if (path_option(argc, argv, i, &o.model_path, &o.corpus_path, "bench",
+                        "-m, -i, --csv and --big") != 0)
             return 1;
-        }
-        if (i + 1 >= argc) {
-            error_line("option %s needs a value (see ./specdec -h)", a);
-            return 1;
-        }
-        if (!strcmp(a, "-m")) o.model_path = argv[++i];
-        else o.corpus_path = argv[++i];
+        i++; // past the option's value too
     }
     char err[512], source[256];
     GPT g;
