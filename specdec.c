@@ -2571,7 +2571,8 @@ typedef struct {
     long drafted, accepted, resampled, rounds, round_tokens, passes, emitted;
     long pos_judged[BENCH_MAX_K], pos_accepted[BENCH_MAX_K]; // per draft position
     double sec_spec;     // median wall time of BENCH_N_PROMPTS x BENCH_TOKENS tokens
-    double speedup;      // plain decoding's time per token / speculative decoding's
+    double sec_plain;    // the same for plain decoding, timed between the speculative runs
+    double speedup;      // median over the timed passes of plain time / speculative time
 } BenchCell;
 
 // What the after_step hook sees of a run: the round buffers and the counters.
@@ -2610,37 +2611,34 @@ static double median(double *x, int n) {
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-// Median wall time of plain decoding over every prompt at temperature t: one warm-up,
-// then BENCH_REPEATS timed passes. Plain decoding does not depend on K.
-static double bench_plain(GPT *g, const Vocab *v, float t) {
-    int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_TOKENS];
-    float *p = malloc((size_t)V * sizeof(float));
-    double sec[BENCH_REPEATS + 1];
+// Seconds of plain decoding over every prompt at temperature t; p: (V).
+static double bench_plain_pass(GPT *g, const Vocab *v, float t, float *p) {
+    int prompt[64], seq[64 + BENCH_TOKENS];
+    double sec = 0.0;
     DecodeOptions o = {.temperature = t, .K = 1, .vocab = v};
-    for (int rep = 0; rep <= BENCH_REPEATS && p; rep++) {
-        sec[rep] = 0.0;
-        for (int i = 0; i < BENCH_N_PROMPTS; i++) {
-            int np = (int)strlen(BENCH_PROMPTS[i]);
-            encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
-            Stats sp;
-            memset(&sp, 0, sizeof(sp));
-            Rng r;
-            rng_seed(&r, 1000 + (uint64_t)i);
-            generate(g, prompt, np, BENCH_TOKENS, &o, &r, seq, p, &sp);
-            sec[rep] += sp.seconds;
-        }
+    for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+        int np = (int)strlen(BENCH_PROMPTS[i]);
+        encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+        Stats sp;
+        memset(&sp, 0, sizeof(sp));
+        Rng r;
+        rng_seed(&r, 1000 + (uint64_t)i);
+        generate(g, prompt, np, BENCH_TOKENS, &o, &r, seq, p, &sp);
+        sec += sp.seconds;
     }
-    free(p);
-    return median(sec + 1, BENCH_REPEATS); // pass 0 was the warm-up
+    return sec;
 }
 
-// Runs one cell: every prompt with speculative decoding, one warm-up and BENCH_REPEATS
-// timed passes over all prompts; the counters come from the first.
+// Runs one cell: every prompt with speculative decoding, then with plain decoding, one
+// warm-up and BENCH_REPEATS timed passes of each. The two alternate, so a machine that
+// speeds up or slows down meanwhile moves both; the speedup is the median of the
+// per-pass ratios. The counters come from the warm-up pass.
 static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *c) {
     int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_TOKENS];
     SpecBuffers b;
-    if (build_spec_buffers(&b, c->K, V) != 0) return;
-    double spec[BENCH_REPEATS + 1];
+    float *p = malloc((size_t)V * sizeof(float));
+    if (!p || build_spec_buffers(&b, c->K, V) != 0) { free(p); return; }
+    double spec[BENCH_REPEATS + 1], plain[BENCH_REPEATS + 1], ratio[BENCH_REPEATS + 1];
     for (int rep = 0; rep <= BENCH_REPEATS; rep++) {
         spec[rep] = 0.0;
         for (int i = 0; i < BENCH_N_PROMPTS; i++) {
@@ -2666,25 +2664,26 @@ static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *
                 c->emitted += st.emitted;
             }
         }
+        plain[rep] = bench_plain_pass(g, v, c->t, p);
+        ratio[rep] = plain[rep] / spec[rep];
     }
-    // pass 0 was the warm-up (and ran the hook); the median of the others
+    // pass 0 was the warm-up (and ran the hook); the medians of the others
     c->sec_spec = median(spec + 1, BENCH_REPEATS);
+    c->sec_plain = median(plain + 1, BENCH_REPEATS);
+    c->speedup = median(ratio + 1, BENCH_REPEATS);
     free_spec_buffers(&b);
+    free(p);
 }
 
-// Median seconds of one forward over T new tokens on top of a cache of kv tokens.
+// Seconds per forward over T new tokens on top of a cache of kv tokens, over reps calls.
 static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
-    double x[9];
-    for (int r = 0; r < 9; r++) {
-        double t0 = now_seconds();
-        for (int i = 0; i < reps; i++) {
-            g->state.kv_len = kv;
-            forward(g, tokens, T);
-        }
-        x[r] = (now_seconds() - t0) / reps;
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) {
+        g->state.kv_len = kv;
+        forward(g, tokens, T);
     }
     g->state.kv_len = 0;
-    return median(x, 9);
+    return (now_seconds() - t0) / reps;
 }
 
 // Multiply-adds of one forward over T tokens after kv cached ones: the matmuls (every
@@ -2698,20 +2697,25 @@ static double forward_flops(const Config *c, int kv, int T) {
 }
 
 // c(T) = time(T tokens) / time(1 token) at a mid-context cache, T = 1 .. 9; c[0] is the
-// one-token time in seconds. Prints the curve with the forward's GFLOP/s.
+// one-token time in seconds. Each of 9 rounds times every T once, so a machine that
+// drifts moves every T alike; the medians are printed with the forward's GFLOP/s.
 static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
     const Config *cf = &g->config;
-    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, tokens[9];
+    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, tokens[9], n_T = 9;
     for (int i = 0; i < 9; i++) tokens[i] = (i * 7 + 3) % cf->vocab_size;
     if (kv + 9 > S) kv = S - 9 > 0 ? S - 9 : 0;
+    if (kv + n_T > S) n_T = S - kv;
+    double sec[10][9];
+    for (int r = 0; r < 9; r++)
+        for (int T = 1; T <= n_T; T++) sec[T][r] = time_forward(g, tokens, kv, T, reps);
     fprintf(stderr, "\nverify cost c(T) = time(one forward over T new tokens) / time(T = 1), "
             "%s, %d tokens cached:\n", what, kv);
-    for (int T = 1; T <= 9 && kv + T <= S; T++) {
-        double sec = time_forward(g, tokens, kv, T, reps);
-        if (T == 1) c[0] = sec;
-        c[T] = sec / c[0];
-        fprintf(stderr, "  T=%d  %8.1f us  c(T) = %5.2f  %6.1f GFLOP/s\n", T, 1e6 * sec, c[T],
-                forward_flops(cf, kv, T) / sec * 1e-9);
+    for (int T = 1; T <= n_T; T++) {
+        double m = median(sec[T], 9);
+        if (T == 1) c[0] = m;
+        c[T] = m / c[0];
+        fprintf(stderr, "  T=%d  %8.1f us  c(T) = %5.2f  %6.1f GFLOP/s\n", T, 1e6 * m, c[T],
+                forward_flops(cf, kv, T) / m * 1e-9);
     }
 }
 
@@ -2748,16 +2752,13 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
                     "predicted_tokens_per_verify,passes_per_token,us_per_token_plain,"
                     "us_per_token_spec,speedup,predicted_speedup\n");
     for (int ti = 0; ti < 2; ti++) {
-        double sec_plain = bench_plain(g, v, temps[ti]);
-        double us_plain = 1e6 * sec_plain / (BENCH_N_PROMPTS * BENCH_TOKENS);
-        fprintf(stderr, "\nK sweep at t = %g: %d prompts x %d tokens per cell, median of %d "
-                "timed runs after a warm-up; plain decoding: %.2f us/token (%.0f tokens/s)\n",
-                temps[ti], BENCH_N_PROMPTS, BENCH_TOKENS, BENCH_REPEATS, us_plain,
-                1e6 / us_plain);
+        fprintf(stderr, "\nK sweep at t = %g: %d prompts x %d tokens per cell, speculative and "
+                "plain decoding alternating, medians of %d timed runs after a warm-up\n",
+                temps[ti], BENCH_N_PROMPTS, BENCH_TOKENS, BENCH_REPEATS);
         // alpha: accepted / drafted (the blog's "acceptance rate"); beta: accepted / judged,
         // the chance a draft that is looked at passes, which the speedup model assumes
-        fprintf(stderr, "   K  alpha   beta  tok/verify  model  passes/tok  us/tok  speedup  "
-                "model  acceptance at draft position 1..K\n");
+        fprintf(stderr, "   K  alpha   beta  tok/verify  model  passes/tok  us/tok plain  "
+                "spec  speedup  model  acceptance at draft position 1..K\n");
         for (int K = 1; K <= BENCH_MAX_K; K++) {
             BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
             x->K = K;
@@ -2773,10 +2774,11 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
             double model = beta < 1.0 ? (1.0 - pow(beta, K + 1)) / (1.0 - beta) : K + 1;
             double cK = K + 1 <= 9 ? c[K + 1] : (double)(K + 1);
             double model_speed = model / (cK + K * c_draft);
-            double us_spec = 1e6 * x->sec_spec / n, speed = us_plain / us_spec;
-            fprintf(stderr, "  %2d  %.3f  %.3f  %10.3f  %5.3f  %10.3f  %6.2f  %7.2f  %5.2f ",
-                    K, alpha, beta, tpv, model, (double)x->passes / n, us_spec, speed,
-                    model_speed);
+            double us_spec = 1e6 * x->sec_spec / n, us_plain = 1e6 * x->sec_plain / n;
+            double speed = x->speedup;
+            fprintf(stderr, "  %2d  %.3f  %.3f  %10.3f  %5.3f  %10.3f  %12.2f %5.2f  %7.2f  "
+                    "%5.2f ", K, alpha, beta, tpv, model, (double)x->passes / n, us_plain,
+                    us_spec, speed, model_speed);
             for (int i = 0; i < K; i++)
                 fprintf(stderr, " %.2f", x->pos_judged[i] ? (double)x->pos_accepted[i] /
                                                             x->pos_judged[i] : 0.0);
@@ -2784,7 +2786,6 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
             if (csv) printf("%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n", temps[ti],
                             K, alpha, beta, tpv, model, (double)x->passes / n, us_plain, us_spec,
                             speed, model_speed);
-            x->speedup = speed;
         }
         // 3. the chart: tokens per verify pass and wall speedup against K
         double max_tpv = 2.5, max_sp = 1.5;
