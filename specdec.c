@@ -500,7 +500,7 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 static inline __attribute__((always_inline)) void
 gemm_block(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
            const float *restrict b, int K, int N, int m0, int n0, const int R, const int W) {
-    float acc[TILE_M * TILE_N]; // R * W <= TILE_M * TILE_N for every shape used
+    float acc[6 * 2 * TILE_N]; // R * W <= 6 * 2 * TILE_N for every shape gemm_band uses
     // the block's sums start from what c holds (a bias, or the gradients so far)
     for (int r = 0; r < R; r++)
         for (int j = 0; j < W; j++) acc[r * W + j] = c[(size_t)(m0 + r) * N + n0 + j];
@@ -519,12 +519,13 @@ gemm_block(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
 // A band of `rows` rows (1 .. TILE_M) from m0, across the columns that whole tiles cover.
 // Each sum runs over k in order, so one sum's next step waits for the last (4 cycles);
 // a block must hold enough sums to keep the multiply-adders busy meanwhile. One row
-// takes 4 tiles of columns at once and two to four rows 2, where N allows; five or more
-// rows have enough with one. The switch hands gemm_block constant shapes to unroll.
+// takes 4 tiles of columns at once and two to six rows 2, where N allows (wider blocks
+// also stream a large b better); 7 or 8 rows take one, as training's 8-row bands were
+// measured fastest with. The switch hands gemm_block constant shapes to unroll.
 static void gemm_band(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
                       const float *restrict b, int K, int N, int m0, int rows) {
     int n0 = 0;
-    for (int w = rows == 1 ? 4 : rows <= 4 ? 2 : 1; w >= 1; w /= 2) {
+    for (int w = rows == 1 ? 4 : rows <= 6 ? 2 : 1; w >= 1; w /= 2) {
         for (; n0 + w * TILE_N <= N; n0 += w * TILE_N) {
             switch (rows * 10 + w) {
             case 14: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, 4 * TILE_N); break;
@@ -536,7 +537,9 @@ static void gemm_band(float *restrict c, const float *restrict a, size_t a_m, si
             case 31: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 3, TILE_N); break;
             case 42: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, 2 * TILE_N); break;
             case 41: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, TILE_N); break;
+            case 52: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 5, 2 * TILE_N); break;
             case 51: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 5, TILE_N); break;
+            case 62: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 6, 2 * TILE_N); break;
             case 61: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 6, TILE_N); break;
             case 71: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 7, TILE_N); break;
             default: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, TILE_M, TILE_N); break;
