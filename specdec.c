@@ -11,6 +11,7 @@
  *     - the four-phase loop  draft -> verify -> accept/reject -> trim the KV cache,
  *       with a trace that prints every p/q decision, and plain decoding beside it;
  *     - a greedy-equivalence self-test (--selftest);
+ *     - `./specdec bench`: the verify cost c(T) and the K sweep beside the speedup model;
  *     - the backward pass, AdamW and `./specdec train`, which made the shipped
  *       tinyshakespeare/model.bin.
  *   The functions carry the names of the blog post's Python functions:
@@ -39,7 +40,8 @@
  *   make            # ./specdec, optimised
  *   make run        # the demo: a traced speculative run, then a greedy comparison
  *   make train      # retrain tinyshakespeare/model.bin (under 2 minutes, one core)
- *   make test       # unit tests, CLI tests, the self-test
+ *   make test       # unit, exactness, CLI, sanitizer, valgrind and fuzz tests
+ *   make bench      # c(T), the K sweep and the speedup model (notes/speed.md)
  *   make debug      # ./specdec_debug: -O0 -g3, address + undefined sanitizers
  *
  * Step through it
@@ -476,12 +478,13 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 //     c[m][n] += sum_k a[m][k] * b[k][n]     for k = 0, 1, 2, ... in that order,
 // with c (M, N) and b (K, N) row-major and a read through two strides,
 // a[m][k] = a[m * a_m + k * a_k], so one function takes in, in transposed, or dout.
-// It works on tiles of TILE_M rows by TILE_N columns of c: the tile's running sums stay
-// in vector registers while k runs, so c is loaded and stored once per tile instead of
-// once per k, and each row segment of b is loaded once for TILE_M rows of c.
-// Every c[m][n] gets the same steps in the same order whichever tile holds it, so a
+// It works on blocks of up to TILE_M rows by TILE_N (or 2 or 4 TILE_N) columns of c: the
+// block's running sums stay in vector registers while k runs, so c is loaded and stored
+// once per block instead of once per k, and each row segment of b is loaded once for
+// all the rows of the block.
+// Every c[m][n] gets the same steps in the same order whichever block holds it, so a
 // token's output does not depend on how many tokens share the pass. Each step is
-// fmaf(a, b, c): a fused multiply-add, rounded once, and the same in every tile and on
+// fmaf(a, b, c): a fused multiply-add, rounded once, and the same in every block and on
 // every path, because it is written here, not left to the compiler (which is told
 // -ffp-contract=off, so it never fuses a multiply and an add on its own). With FMA in
 // the hardware (-march=native) it is one instruction and makes training ~12% faster.
@@ -492,8 +495,8 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 #define TILE_N 32
 #endif
 
-// R rows of c (m0 .. m0+R-1, R = 1 .. TILE_M) by W columns (n0 .., W = TILE_N, or 2 or 4
-// times that for one or two rows). R and W are constants wherever this is inlined, so the
+// R rows of c (m0 .. m0+R-1, R = 1 .. TILE_M) by W columns (n0 .., W = TILE_N, or 4
+// times that for one row, or 2 times for two to six rows: see gemm_band). R and W are constants wherever this is inlined, so the
 // compiler unrolls the block into R * W / 16 (AVX-512) registers; the loop over k is the
 // only loop left, and each row segment of b is loaded once for all R rows: a verify pass
 // of k+1 tokens reads the weights once.
