@@ -137,6 +137,7 @@ typedef struct {
     float *ln1_mean; // (S)         ln1's per-token mean and 1/std, kept for a backward pass
     float *ln1_rstd; // (S)
     float *q;        // (S, C)      queries of the T tokens, heads side by side
+    float *k;        // (S, C)      keys of the T tokens, before they are filed in the cache
     float *att;      // (NH, S, S)  attention weights: head, new token, cached position
     float *att_out;  // (S, C)      attention output before proj, heads concatenated
     float *attn;     // (S, C)      proj(att_out): what the attention sub-block adds
@@ -158,8 +159,9 @@ typedef struct {
     float *ln_f_mean;   // (S)
     float *ln_f_rstd;   // (S)
     float *logits;      // (S, V)      output: one row per token of the pass
-    float *key_cache;   // (L, S, C)   keys of every cached position, per layer
-    float *value_cache; // (L, S, C)   values of every cached position, per layer
+    float *key_cache;   // (L, C, S)   keys of every cached position, per layer, by feature:
+                        //             key_cache[l][i][s] is feature i of position s's key
+    float *value_cache; // (L, S, C)   values of every cached position, per layer, by position
     int kv_len;         // positions 0 .. kv_len-1 of the caches are valid
 } RunState;
 
@@ -181,7 +183,7 @@ typedef struct {
     float *mid;         // (B, L, S, C)   x_mid of every block
     BlockActs *blocks;  // (B*L)          the blocks' records, window by window
     BlockActs **layers; // (B*L)          &blocks[b*L + l], what forward_core walks
-    float *key;         // (B, L, S, C)   each window's keys ...
+    float *key;         // (B, L, C, S)   each window's keys, by feature as in RunState ...
     float *value;       // (B, L, S, C)   ... and values, as a cache from position 0
     float *ln_f;        // (B, S, C)      ln_f output
     float *ln_f_mean;   // (B, S)
@@ -266,6 +268,7 @@ static int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x
     a->ln1_mean = calloc(S, sizeof(float));
     a->ln1_rstd = calloc(S, sizeof(float));
     a->q = calloc(S * C, sizeof(float));
+    a->k = calloc(S * C, sizeof(float));
     a->att = calloc(NH * S * S, sizeof(float));
     a->att_out = calloc(S * C, sizeof(float));
     a->attn = calloc(S * C, sizeof(float));
@@ -274,13 +277,13 @@ static int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x
     a->ln2_rstd = calloc(S, sizeof(float));
     a->hidden = calloc(S * 4 * C, sizeof(float));
     a->ffwd = calloc(S * C, sizeof(float));
-    return (a->ln1 && a->ln1_mean && a->ln1_rstd && a->q && a->att && a->att_out && a->attn &&
+    return (a->ln1 && a->ln1_mean && a->ln1_rstd && a->q && a->k && a->att && a->att_out && a->attn &&
             a->ln2 && a->ln2_mean && a->ln2_rstd && a->hidden && a->ffwd) ? 0 : -1;
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 static void free_block_acts(BlockActs *a) {
-    free(a->ln1); free(a->ln1_mean); free(a->ln1_rstd); free(a->q); free(a->att);
+    free(a->ln1); free(a->ln1_mean); free(a->ln1_rstd); free(a->q); free(a->k); free(a->att);
     free(a->att_out); free(a->attn); free(a->ln2); free(a->ln2_mean); free(a->ln2_rstd);
     free(a->hidden); free(a->ffwd);
     memset(a, 0, sizeof(*a));
@@ -605,11 +608,80 @@ void matmul_backward(float *din, float *dweight, float *dbias, const float *dout
     if (din) gemm_acc(din, dout, out_dim, 1, weight_t, T, out_dim, in_dim);
 }
 
+// Attention scores of 16 cached positions s0 .. s0+15 for one head's query qh (HS):
+// out[l] = scale * dot(qh, key of position s0+l), with exactly dot()'s sums, in dot()'s
+// order, but 16 positions side by side: row i of key_t (its stride is S) holds feature i
+// of every position, so each step is one multiply and one add over 16 positions (one
+// AVX-512 register) instead of 16 dot products that each end in a chain of additions.
+static inline void scores16(float *restrict out, const float *restrict qh,
+                            const float *restrict key_t, int HS, int S, float scale) {
+    int n8 = HS / 8 * 8; // dot(): features 0 .. n8-1 go to 8 running sums, the rest first
+    float sum[16] = {0};
+    for (int i = n8; i < HS; i++)
+        for (int l = 0; l < 16; l++) sum[l] += qh[i] * key_t[(size_t)i * S + l];
+    // running sum j takes features j, j+8, ...; then it joins the total, j = 0 .. 7
+    for (int j = 0; j < 8; j++) {
+        float part[16] = {0};
+        for (int i = j; i < n8; i += 8)
+            for (int l = 0; l < 16; l++) part[l] += qh[i] * key_t[(size_t)i * S + l];
+        for (int l = 0; l < 16; l++) sum[l] += part[l];
+    }
+    for (int l = 0; l < 16; l++) out[l] = sum[l] * scale;
+}
+
+// One position's score, the same sums as scores16 for a single lane (used where 16
+// positions would run past the end of the cache row: block sizes not a multiple of 16).
+static float score1(const float *qh, const float *key_t, int HS, int S, float scale) {
+    int n8 = HS / 8 * 8;
+    float sum = 0.0f;
+    for (int i = n8; i < HS; i++) sum += qh[i] * key_t[(size_t)i * S];
+    for (int j = 0; j < 8; j++) {
+        float part = 0.0f;
+        for (int i = j; i < n8; i += 8) part += qh[i] * key_t[(size_t)i * S];
+        sum += part;
+    }
+    return sum * scale;
+}
+
+// a[s] = softmax over s < n of a[s], in place (subtract the max so exp never overflows).
+// Each step is its own loop: the exps are independent calls, and the running sum stays in
+// a register instead of being saved around every call to expf.
+static void softmax_row(float *a, int n) {
+    float maxv = a[0];
+    for (int s = 1; s < n; s++) maxv = a[s] > maxv ? a[s] : maxv;
+    for (int s = 0; s < n; s++) a[s] = expf(a[s] - maxv);
+    float sum = 0.0f;
+    for (int s = 0; s < n; s++) sum += a[s];
+    for (int s = 0; s < n; s++) a[s] /= sum;
+}
+
+// out (HS) = sum over s < n of w[s] * value of position s, for one head (its values start
+// at v, stride C), adding s = 0, 1, ... in order. 16 features at a time are summed in a
+// register, so no partial sum goes to memory and back between positions.
+static void weighted_values(float *restrict out, const float *restrict w,
+                            const float *restrict v, int n, int HS, int C) {
+    int i0 = 0;
+    for (; i0 + 16 <= HS; i0 += 16) {
+        float sum[16] = {0};
+        for (int s = 0; s < n; s++)
+            for (int l = 0; l < 16; l++) sum[l] += w[s] * v[(size_t)s * C + i0 + l];
+        for (int l = 0; l < 16; l++) out[i0 + l] = sum[l];
+    }
+    for (int i = i0; i < HS; i++) { // features left over when HS is not a multiple of 16
+        float sum = 0.0f;
+        for (int s = 0; s < n; s++) sum += w[s] * v[(size_t)s * C + i];
+        out[i] = sum;
+    }
+}
+
 // Causal multi-head attention of T new tokens (positions pos0 .. pos0+T-1) against
 // the cache, which already holds the keys and values of positions 0 .. pos0+T-1.
-// q: (T, C); key_cache, value_cache: (S, C) of one layer; att: (NH, S, S); out: (T, C).
+// q: (T, C); key_t: (C, S) and value_cache: (S, C), one layer of the caches;
+// att: (NH, S, S); out: (T, C).
+// Keys are kept by feature and values by position because that is how each is read:
+// a score runs over positions (16 side by side), a weighted sum over features.
 void attention(float *restrict out, float *restrict att, const float *restrict q,
-               const float *restrict key_cache, const float *restrict value_cache, int T,
+               const float *restrict key_t, const float *restrict value_cache, int T,
                int pos0, int C, int NH, int S) {
     // each head sees its own HS-wide slice of q, k and v; the slices sit side by side
     int HS = C / NH;
@@ -617,51 +689,42 @@ void attention(float *restrict out, float *restrict att, const float *restrict q
     // n_embd, not head_size (later versions of its code use head_size ** -0.5)
     float scale = 1.0f / sqrtf((float)C);
     for (int h = 0; h < NH; h++) {
+        const float *kh = key_t + (size_t)h * HS * S; // this head's HS feature rows
         for (int t = 0; t < T; t++) {
-            int pos = pos0 + t; // this token sees positions 0 .. pos, never later ones
+            int n = pos0 + t + 1; // this token sees positions 0 .. pos0+t, never later ones
             const float *qh = q + (size_t)t * C + h * HS;
             float *a = att + ((size_t)h * S + t) * S;
-            // scores: q . k for every visible position, scaled
-            float maxv = -INFINITY;
-            for (int s = 0; s <= pos; s++) {
-                a[s] = dot(qh, key_cache + (size_t)s * C + h * HS, HS) * scale;
-                if (a[s] > maxv) maxv = a[s];
-            }
-            // softmax over the visible positions (subtract the max so exp never overflows)
-            float sum = 0.0f;
-            for (int s = 0; s <= pos; s++) {
-                a[s] = expf(a[s] - maxv);
-                sum += a[s];
-            }
-            for (int s = 0; s <= pos; s++) a[s] /= sum;
-            for (int s = pos + 1; s < S; s++) a[s] = 0.0f; // the causal mask, made visible
-        }
-        // output: each token's attention-weighted sum of this head's values. Position s
-        // is the outer loop, so one value row serves every token that sees it, and
-        // consecutive additions go to different tokens (a token-outer loop would make each
-        // addition wait for the one before). Each token still adds s = 0, 1, ... in order.
-        for (int t = 0; t < T; t++)
-            for (int i = 0; i < HS; i++) out[(size_t)t * C + h * HS + i] = 0.0f;
-        for (int s = 0; s < pos0 + T; s++) {
-            const float *vh = value_cache + (size_t)s * C + h * HS;
-            for (int t = s > pos0 ? s - pos0 : 0; t < T; t++) { // the tokens at pos >= s
-                float w = att[((size_t)h * S + t) * S + s];
-                float *oh = out + (size_t)t * C + h * HS;
-                for (int i = 0; i < HS; i++) oh[i] += w * vh[i];
-            }
+            // scores q . k / sqrt(C): 16 positions at a time while they fit in the row;
+            // a block may compute positions >= n, which the mask below zeroes
+            int s = 0;
+            for (; s < n && s + 16 <= S; s += 16) scores16(a + s, qh, kh + s, HS, S, scale);
+            for (; s < n; s++) a[s] = score1(qh, kh + s, HS, S, scale);
+            softmax_row(a, n);
+            for (s = n; s < S; s++) a[s] = 0.0f; // the causal mask, made visible
+            // output: this token's attention-weighted sum of the head's values
+            weighted_values(out + (size_t)t * C + h * HS, a, value_cache + h * HS, n, HS, C);
         }
     }
 }
 
+// Files the keys of T new tokens (T, C) into one layer's cache, kept by feature (C, S),
+// at positions pos0 .. pos0+T-1.
+static void store_keys(float *restrict key_t, const float *restrict k, int T, int pos0, int C,
+                       int S) {
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < C; i++) key_t[(size_t)i * S + pos0 + t] = k[(size_t)t * C + i];
+}
+
 // Backward of attention, accumulating (+=) into dq (T, C) and into dkc, dvc, the
-// gradients of the cache rows (S, C). For one token and head, with weights a = softmax(z)
-// and out = sum_s a[s] v_s:  da[s] = dout . v_s,  dz[s] = a[s] (da[s] - sum_j a[j] da[j]),
-// and z[s] = scale * q . k_s spreads dz to q and to every k_s it saw.
+// gradients of the cache's keys and values, both by position (S, C). For one token and
+// head, with weights a = softmax(z) and out = sum_s a[s] v_s:  da[s] = dout . v_s,
+// dz[s] = a[s] (da[s] - sum_j a[j] da[j]), and z[s] = scale * q . k_s spreads dz to q and
+// to every k_s it saw. key_t: (C, S), by feature as attention reads it; value_cache: (S, C).
 // da: (S) and dz: (S, S) scratch, for one head at a time.
 void attention_backward(float *restrict dq, float *restrict dkc, float *restrict dvc,
                         float *restrict da, float *restrict dz, const float *restrict dout,
                         const float *restrict att, const float *restrict q,
-                        const float *restrict key_cache, const float *restrict value_cache,
+                        const float *restrict key_t, const float *restrict value_cache,
                         int T, int pos0, int C, int NH, int S) {
     int HS = C / NH;
     float scale = 1.0f / sqrtf((float)C); // as in attention
@@ -689,12 +752,14 @@ void attention_backward(float *restrict dq, float *restrict dkc, float *restrict
                 dzt[s] = g;
             }
         }
-        // from the scores to the queries: position outer, as in the forward's weighted sum
-        for (int s = 0; s < pos0 + T; s++) {
-            const float *kh = key_cache + (size_t)s * C + h * HS;
-            for (int t = s > pos0 ? s - pos0 : 0; t < T; t++) {
-                float g = dz[(size_t)t * S + s], *dqh = dq + (size_t)t * C + h * HS;
-                for (int i = 0; i < HS; i++) dqh[i] += g * kh[i];
+        // from the scores to the queries: dq += dz[s] k_s, positions in order (a key is
+        // a column of key_t: feature i of position s at key_t[i][s])
+        const float *kh = key_t + (size_t)h * HS * S;
+        for (int t = 0; t < T; t++) {
+            float *dqh = dq + (size_t)t * C + h * HS;
+            for (int s = 0; s <= pos0 + t; s++) {
+                float g = dz[(size_t)t * S + s];
+                for (int i = 0; i < HS; i++) dqh[i] += g * kh[(size_t)i * S + s];
             }
         }
     }
@@ -730,8 +795,8 @@ static void embed(float *x, const Weights *w, const int *tokens, int T, int pos0
 
 // One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
 //                           x_out = x_mid + ffwd(ln2(x_mid)).
-// Keys and values of the T tokens go straight into this layer's cache at pos0;
-// kc, vc: (S, C). Inference and training both come here.
+// Keys and values of the T tokens go into this layer's cache at pos0; kc: (C, S), the
+// keys by feature; vc: (S, C), the values by position. Inference and training both come here.
 static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float *kc,
                           float *vc, int T, int pos0) {
     int C = c->n_embd, S = c->block_size;
@@ -740,7 +805,8 @@ static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a
     layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, w->ln1_weight + l * C,
               w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
-    matmul(kc + (size_t)pos0 * C, a->ln1, w->key + l * CC, NULL, T, C, C);
+    matmul(a->k, a->ln1, w->key + l * CC, NULL, T, C, C);
+    store_keys(kc, a->k, T, pos0, C, S);
     matmul(vc + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
     attention(a->att_out, a->att, a->q, kc, vc, T, pos0, C, c->n_head, S);
     matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
@@ -759,7 +825,7 @@ static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a
 
 // The model from tokens to logits for T tokens at positions pos0 ..: embed, L blocks,
 // ln_f, lm_head. layer[l] holds block l's buffers (inference passes one record L times);
-// key_cache, value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T); logits: (T, V).
+// key_cache: (L, C, S); value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T); logits: (T, V).
 // Inference and the training pass both run this one function.
 static void forward_core(const Config *c, const Weights *w, const int *tokens, int T, int pos0,
                          BlockActs **layer, float *key_cache, float *value_cache, float *ln_f,
@@ -1406,9 +1472,10 @@ void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
 #endif
     size_t C = c->n_embd, S = c->block_size;
     for (int l = 0; l < c->n_layer; l++) {
+        float *key_t = s->key_cache + l * C * S, *values = s->value_cache + l * S * C;
         for (int pos = keep; pos < s->kv_len; pos++) {
-            memset(s->key_cache + (l * S + pos) * C, 0, C * sizeof(float));
-            memset(s->value_cache + (l * S + pos) * C, 0, C * sizeof(float));
+            for (size_t i = 0; i < C; i++) key_t[i * S + pos] = 0.0f; // a column of keys
+            memset(values + pos * C, 0, C * sizeof(float));          // a row of values
         }
     }
     s->kv_len = keep;

@@ -835,9 +835,13 @@ static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
         w->fresh.state.kv_len = 0;
         if (kv > 0) forward(&w->fresh, seq + n_seq - 1 - kv, kv);
         for (int l = 0; l < c->n_layer && ok; l++) {
+            // values by position: positions 0 .. kv-1 are the layer's first kv rows
             size_t off = l * S * C, bytes = (size_t)kv * C * sizeof(float);
-            ok = memcmp(g->state.key_cache + off, w->fresh.state.key_cache + off, bytes) == 0 &&
-                 memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
+            ok = memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
+            // keys by feature: positions 0 .. kv-1 start each of the layer's C rows
+            for (size_t i = 0; i < C && ok; i++)
+                ok = memcmp(g->state.key_cache + off + i * S, w->fresh.state.key_cache + off + i * S,
+                            (size_t)kv * sizeof(float)) == 0;
         }
     }
     if (!ok && w->bad_steps++ == 0) w->first_bad = w->steps;

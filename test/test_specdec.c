@@ -340,6 +340,64 @@ static void test_forward_reference(const Fixture *fx) {
     free_gpt(&g);
 }
 
+// attention() keeps keys by feature and scores 16 positions side by side; a token's
+// numbers must still be exactly what the plain loops give: scores from dot() over keys
+// stored by position, softmax, then the weighted values added position by position.
+// Shapes cover HS with and without a remainder of 8 (20, 3), S not a multiple of 16 (20,
+// 5: the one-position path) and HS = 64 (four 16-feature sums).
+static void test_attention_order(void) {
+    const int shapes[][3] = {{64, 4, 32}, {80, 4, 20}, {6, 2, 5}, {512, 8, 40}}; // C, NH, S
+    for (int k = 0; k < 4; k++) {
+        int C = shapes[k][0], NH = shapes[k][1], S = shapes[k][2], HS = C / NH;
+        size_t SC = (size_t)S * C;
+        float *q = malloc(SC * sizeof(float)), *keys = malloc(SC * sizeof(float));
+        float *key_t = malloc(SC * sizeof(float)), *vals = malloc(SC * sizeof(float));
+        float *out = malloc(SC * sizeof(float)), *ref = malloc(SC * sizeof(float));
+        float *att = malloc((size_t)NH * S * S * sizeof(float)), *a = malloc(S * sizeof(float));
+        Rng r;
+        rng_seed(&r, 100 + k);
+        for (size_t i = 0; i < SC; i++) {
+            q[i] = (float)rng_normal(&r);
+            keys[i] = (float)rng_normal(&r);
+            vals[i] = (float)rng_normal(&r);
+        }
+        for (int s = 0; s < S; s++) // the same keys, filed by feature
+            for (int i = 0; i < C; i++) key_t[(size_t)i * S + s] = keys[(size_t)s * C + i];
+        // (T, pos0): one token at the end of the cache, a verify pass mid-way, a prefill
+        int cases[3][2] = {{1, S - 1}, {S > 12 ? 5 : 2, S > 12 ? 7 : 1}, {S, 0}};
+        size_t differ = 0, compared = 0;
+        for (int c = 0; c < 3; c++) {
+            int T = cases[c][0], pos0 = cases[c][1];
+            attention(out, att, q, key_t, vals, T, pos0, C, NH, S);
+            float scale = 1.0f / sqrtf((float)C);
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < NH; h++) {
+                    int n = pos0 + t + 1;
+                    const float *qh = q + (size_t)t * C + h * HS;
+                    float maxv = -INFINITY, sum = 0.0f;
+                    for (int s = 0; s < n; s++) {
+                        a[s] = dot(qh, keys + (size_t)s * C + h * HS, HS) * scale;
+                        if (a[s] > maxv) maxv = a[s];
+                    }
+                    for (int s = 0; s < n; s++) {
+                        a[s] = expf(a[s] - maxv);
+                        sum += a[s];
+                    }
+                    for (int s = 0; s < n; s++) a[s] /= sum;
+                    float *o = ref + (size_t)t * C + h * HS;
+                    for (int i = 0; i < HS; i++) o[i] = 0.0f;
+                    for (int s = 0; s < n; s++)
+                        for (int i = 0; i < HS; i++) o[i] += a[s] * vals[(size_t)s * C + h * HS + i];
+                }
+            for (size_t i = 0; i < (size_t)T * C; i++) differ += memcmp(&out[i], &ref[i], sizeof(float)) != 0;
+            compared += (size_t)T * C;
+        }
+        check(differ == 0, "attention == plain loops over keys by position, bit for bit: C=%d NH=%d "
+              "(HS %d) S=%d, T=1/mid/S: %zu of %zu outputs differ", C, NH, HS, S, differ, compared);
+        free(q); free(keys); free(key_t); free(vals); free(out); free(ref); free(att); free(a);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // 5. KV cache chunking
 
@@ -415,14 +473,16 @@ static void test_trim(Fixture *fx) {
         size_t nonzero = 0, was_nonzero = 0, changed = 0;
         for (int l = 0; l < L; l++) {
             for (int pos = 0; pos < S; pos++) {
+                // values by position (l, pos, i), keys by feature (l, i, pos)
                 size_t off = ((size_t)l * S + pos) * C;
                 for (int i = 0; i < C; i++) {
-                    float k = g->state.key_cache[off + i], v = g->state.value_cache[off + i];
+                    size_t ko = ((size_t)l * C + i) * S + pos;
+                    float k = g->state.key_cache[ko], v = g->state.value_cache[off + i];
                     if (pos >= keep) {
                         nonzero += (k != 0.0f) + (v != 0.0f);
-                        was_nonzero += (kc[off + i] != 0.0f) + (vc[off + i] != 0.0f);
+                        was_nonzero += (kc[ko] != 0.0f) + (vc[off + i] != 0.0f);
                     } else {
-                        changed += (k != kc[off + i]) + (v != vc[off + i]);
+                        changed += (k != kc[ko]) + (v != vc[off + i]);
                     }
                 }
             }
@@ -1331,6 +1391,7 @@ int main(void) {
     TIMED(test_tokenizer_corpus(&fx));
     TIMED(test_bigram(&fx));
     TIMED(test_forward_reference(&fx));
+    TIMED(test_attention_order());
     TIMED(test_kv_chunking(&fx));
     TIMED(test_trim(&fx));
     TIMED(test_untrimmed_control(&fx));
