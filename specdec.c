@@ -2770,17 +2770,24 @@ static double forward_flops(const Config *c, int kv, int T) {
 }
 
 // c(T) = time(T tokens) / time(1 token) at a mid-context cache, T = 1 .. 9; c[0] is the
-// one-token time in seconds. Each of 9 rounds times every T once, so a machine that
-// drifts moves every T alike; the medians are printed with the forward's GFLOP/s.
+// one-token time in seconds. Also the refill both decoders make when the cache is full:
+// one pass over S/2 tokens from an empty cache. Each of 9 rounds times every pass once,
+// so a machine that drifts moves them all alike; the medians are printed with the
+// forward's GFLOP/s.
 static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
     const Config *cf = &g->config;
-    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, tokens[9], n_T = 9;
-    for (int i = 0; i < 9; i++) tokens[i] = (i * 7 + 3) % cf->vocab_size;
+    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, n_T = 9, keep = S / 2;
+    int *tokens = malloc((size_t)S * sizeof(int));
+    if (!tokens) return;
+    for (int i = 0; i < S; i++) tokens[i] = (i * 7 + 3) % cf->vocab_size;
     if (kv + 9 > S) kv = S - 9 > 0 ? S - 9 : 0;
     if (kv + n_T > S) n_T = S - kv;
-    double sec[10][9];
-    for (int r = 0; r < 9; r++)
+    double sec[11][9]; // [T] for T = 1 .. 9, [10] the refill
+    for (int r = 0; r < 9; r++) {
         for (int T = 1; T <= n_T; T++) sec[T][r] = time_forward(g, tokens, kv, T, reps);
+        sec[10][r] = keep > 0 ? time_forward(g, tokens, 0, keep, reps) : 0.0;
+    }
+    free(tokens);
     fprintf(stderr, "\nverify cost c(T) = time(one forward over T new tokens) / time(T = 1), "
             "%s, %d tokens cached:\n", what, kv);
     for (int T = 1; T <= n_T; T++) {
@@ -2789,6 +2796,14 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
         c[T] = m / c[0];
         fprintf(stderr, "  T=%d  %8.1f us  c(T) = %5.2f  %6.1f GFLOP/s\n", T, 1e6 * m, c[T],
                 forward_flops(cf, kv, T) / m * 1e-9);
+    }
+    // a refill re-runs the last S/2 tokens and then makes room for S - S/2 more, so its
+    // cost is shared by S - S/2 + 1 tokens (it samples one itself)
+    if (keep > 0) {
+        double m = median(sec[10], 9);
+        fprintf(stderr, "  refill: T=%d from an empty cache %8.1f us  c = %5.2f  %6.1f GFLOP/s,"
+                " %.1f us for each of the %d tokens it serves\n", keep, 1e6 * m, m / c[0],
+                forward_flops(cf, 0, keep) / m * 1e-9, 1e6 * m / (S - keep + 1), S - keep + 1);
     }
 }
 

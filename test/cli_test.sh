@@ -428,8 +428,9 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     run bench --csv
     check "bench --csv exits 0 with a CSV header and 16 rows (K = 1..8 at t = 0 and 1) on stdout" \
         eval '[[ $rc == 0 && $(head -n 1 "$T/out") == t,K,* && $(wc -l <"$T/out") == 17 ]]'
-    check "bench prints c(T) for T = 1..9, both sweeps and their charts on stderr" \
-        eval 'err_has "T=9" && err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
+    check "bench prints c(T) for T = 1..9, the refill's cost, both sweeps and their charts on stderr" \
+        eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" &&
+              err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
               [[ $(grep -c "wall speedup" "$T/err") == 2 ]]'
 fi
 
