@@ -796,58 +796,67 @@ static void embed(float *x, const Weights *w, const int *tokens, int T, int pos0
 // One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
 //                           x_out = x_mid + ffwd(ln2(x_mid)).
 // Keys and values of the T tokens go into this layer's cache at pos0; kc: (C, S), the
-// keys by feature; vc: (S, C), the values by position. Inference and training both come here.
+// keys by feature; vc: (S, C), the values by position. Only the last n_out tokens go on
+// through attention and the MLP (rows T-n_out .. T-1 of the buffers): the others are
+// done once their keys and values are cached. Training passes n_out = T; so does
+// inference, except in the last block of a prefill (see forward_last).
 static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float *kc,
-                          float *vc, int T, int pos0) {
-    int C = c->n_embd, S = c->block_size;
-    size_t CC = (size_t)C * C;
-    // attention sub-block: q for the new tokens; k, v appended to the cache
+                          float *vc, int T, int pos0, int n_out) {
+    int C = c->n_embd, S = c->block_size, t0 = T - n_out;
+    size_t CC = (size_t)C * C, o = (size_t)t0 * C; // o: where row t0 starts in a (T, C) buffer
+    // keys and values of all T tokens, appended to the cache
     layernorm(a->ln1, a->ln1_mean, a->ln1_rstd, a->x_in, w->ln1_weight + l * C,
               w->ln1_bias + l * C, T, C);
-    matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
     matmul(a->k, a->ln1, w->key + l * CC, NULL, T, C, C);
     store_keys(kc, a->k, T, pos0, C, S);
     matmul(vc + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
-    attention(a->att_out, a->att, a->q, kc, vc, T, pos0, C, c->n_head, S);
-    matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
-    residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
+    // attention sub-block for tokens t0 ..: queries, attention over the cache, proj
+    matmul(a->q + o, a->ln1 + o, w->query + l * CC, NULL, n_out, C, C);
+    attention(a->att_out + o, a->att, a->q + o, kc, vc, n_out, pos0 + t0, C, c->n_head, S);
+    matmul(a->attn + o, a->att_out + o, w->proj_weight + l * CC, w->proj_bias + l * C, n_out,
+           C, C);
+    residual_add(a->x_mid + o, a->x_in + o, a->attn + o, (size_t)n_out * C);
 
     // MLP sub-block: Linear(C, 4C) -> ReLU -> Linear(4C, C)
-    layernorm(a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_weight + l * C,
-              w->ln2_bias + l * C, T, C);
-    matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC, w->ffwd_up_bias + l * 4 * C,
-           T, C, 4 * C);
-    relu(a->hidden, (size_t)T * 4 * C);
-    matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * 4 * CC, w->ffwd_down_bias + l * C,
-           T, 4 * C, C);
-    residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
+    layernorm(a->ln2 + o, a->ln2_mean + t0, a->ln2_rstd + t0, a->x_mid + o,
+              w->ln2_weight + l * C, w->ln2_bias + l * C, n_out, C);
+    matmul(a->hidden + 4 * o, a->ln2 + o, w->ffwd_up_weight + l * 4 * CC,
+           w->ffwd_up_bias + l * 4 * C, n_out, C, 4 * C);
+    relu(a->hidden + 4 * o, (size_t)n_out * 4 * C);
+    matmul(a->ffwd + o, a->hidden + 4 * o, w->ffwd_down_weight + l * 4 * CC,
+           w->ffwd_down_bias + l * C, n_out, 4 * C, C);
+    residual_add(a->x_out + o, a->x_mid + o, a->ffwd + o, (size_t)n_out * C);
 }
 
 // The model from tokens to logits for T tokens at positions pos0 ..: embed, L blocks,
 // ln_f, lm_head. layer[l] holds block l's buffers (inference passes one record L times);
 // key_cache: (L, C, S); value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T); logits: (T, V).
-// Inference and the training pass both run this one function.
+// Logits are computed for the last n_out tokens only (rows T-n_out .. T-1; n_out = T for
+// all). Inference and the training pass both run this one function.
 static void forward_core(const Config *c, const Weights *w, const int *tokens, int T, int pos0,
-                         BlockActs **layer, float *key_cache, float *value_cache, float *ln_f,
-                         float *ln_f_mean, float *ln_f_rstd, float *logits) {
-    int L = c->n_layer, C = c->n_embd;
+                         int n_out, BlockActs **layer, float *key_cache, float *value_cache,
+                         float *ln_f, float *ln_f_mean, float *ln_f_rstd, float *logits) {
+    int L = c->n_layer, C = c->n_embd, t0 = T - n_out;
     // the new tokens enter at absolute positions pos0.. (the blog's positions tensor)
     embed(layer[0]->x_in, w, tokens, T, pos0, C);
-    // L blocks, each appending this pass's keys and values to its layer of the cache
+    // L blocks, each appending this pass's keys and values to its layer of the cache; every
+    // token's keys and values are needed, but past the last block's, only logits are
     size_t layer_cache = (size_t)c->block_size * C;
     for (int l = 0; l < L; l++)
         block_forward(c, w, l, layer[l], key_cache + l * layer_cache,
-                      value_cache + l * layer_cache, T, pos0);
-    // final LayerNorm and the language-model head
-    layernorm(ln_f, ln_f_mean, ln_f_rstd, layer[L - 1]->x_out, w->ln_f_weight, w->ln_f_bias, T,
-              C);
-    matmul(logits, ln_f, w->lm_head_weight, w->lm_head_bias, T, C, c->vocab_size);
+                      value_cache + l * layer_cache, T, pos0, l == L - 1 ? n_out : T);
+    // final LayerNorm and the language-model head, for the rows that want logits
+    size_t o = (size_t)t0 * C;
+    layernorm(ln_f + o, ln_f_mean + t0, ln_f_rstd + t0, layer[L - 1]->x_out + o, w->ln_f_weight,
+              w->ln_f_bias, n_out, C);
+    matmul(logits + (size_t)t0 * c->vocab_size, ln_f + o, w->lm_head_weight, w->lm_head_bias,
+           n_out, C, c->vocab_size);
 }
 
 // Runs T >= 1 new tokens at positions kv_len .. kv_len+T-1, appends their keys and
-// values to the cache (kv_len += T) and returns T rows of logits, (T, V).
-// Prefill (T = prompt), verify (T = k+1) and plain decoding (T = 1) all come here.
-float *forward(GPT *g, const int *tokens, int T) {
+// values to the cache (kv_len += T) and computes logits for the last n_out of them,
+// rows T-n_out .. T-1 of the returned (T, V) array.
+static float *forward_rows(GPT *g, const int *tokens, int T, int n_out) {
     const Config *c = &g->config;
     RunState *s = &g->state;
     // the new tokens go right after the cached ones, and must fit the context
@@ -858,11 +867,22 @@ float *forward(GPT *g, const int *tokens, int T) {
                 "exceeds block_size %d\n", T, pos0, c->block_size);
         abort();
     }
-    forward_core(c, &g->w, tokens, T, pos0, s->layers, s->key_cache, s->value_cache, s->ln_f,
-                 s->ln_f_mean, s->ln_f_rstd, s->logits);
+    forward_core(c, &g->w, tokens, T, pos0, n_out, s->layers, s->key_cache, s->value_cache,
+                 s->ln_f, s->ln_f_mean, s->ln_f_rstd, s->logits);
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;
+}
+
+// Runs T >= 1 new tokens on top of the cache (as forward_rows) and returns all T rows
+// of logits, (T, V). Verify (T = k+1) and plain decoding (T = 1) come here.
+float *forward(GPT *g, const int *tokens, int T) { return forward_rows(g, tokens, T, T); }
+
+// A prefill: the same pass, but only the last token's logits are wanted (the blog's
+// logits[0, -1, :]), so the other tokens stop in the last block once their keys and
+// values are cached. Returns that row, (V): bit for bit the last row forward would give.
+const float *forward_last(GPT *g, const int *tokens, int T) {
+    return forward_rows(g, tokens, T, 1) + (size_t)(T - 1) * g->config.vocab_size;
 }
 
 // Cross-entropy of one row of logits for its true next token, logsumexp(z) - z[target],
@@ -886,7 +906,7 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
     size_t SC = (size_t)S * c->n_embd, SV = (size_t)S * V;
     double loss = 0.0;
     for (int b = 0; b < ts->B; b++) {
-        forward_core(c, &g->w, inputs + (size_t)b * S, S, 0, ts->layers + (size_t)b * L,
+        forward_core(c, &g->w, inputs + (size_t)b * S, S, 0, S, ts->layers + (size_t)b * L,
                      ts->key + b * L * SC, ts->value + b * L * SC, ts->ln_f + b * SC,
                      ts->ln_f_mean + (size_t)b * S, ts->ln_f_rstd + (size_t)b * S,
                      ts->logits + b * SV);
@@ -1553,10 +1573,10 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *
     // empty the cache and run the window in one pass: positions restart at 0
     int n = n_seq < keep ? n_seq : keep;
     g->state.kv_len = 0;
-    const float *logits = forward(g, seq + n_seq - n, n);
+    const float *logits = forward_last(g, seq + n_seq - n, n);
     if (is_refill) st->reprefill_passes++;
     else st->prefill_passes++;
-    return logits + (size_t)(n - 1) * g->config.vocab_size;
+    return logits;
 }
 
 // The prompt as tokens; an empty prompt starts from token 0 ('\n' in Tiny
@@ -2748,12 +2768,14 @@ static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *
     free(p);
 }
 
-// Seconds per forward over T new tokens on top of a cache of kv tokens, over reps calls.
-static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
+// Seconds per forward over T new tokens on top of a cache of kv tokens, over reps calls;
+// last: as a prefill makes it (forward_last: logits for the last token only).
+static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps, int last) {
     double t0 = now_seconds();
     for (int i = 0; i < reps; i++) {
         g->state.kv_len = kv;
-        forward(g, tokens, T);
+        if (last) forward_last(g, tokens, T); // a prefill or refill: the last row's logits
+        else forward(g, tokens, T);
     }
     g->state.kv_len = 0;
     return (now_seconds() - t0) / reps;
@@ -2784,8 +2806,8 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
     if (kv + n_T > S) n_T = S - kv;
     double sec[11][9]; // [T] for T = 1 .. 9, [10] the refill
     for (int r = 0; r < 9; r++) {
-        for (int T = 1; T <= n_T; T++) sec[T][r] = time_forward(g, tokens, kv, T, reps);
-        sec[10][r] = keep > 0 ? time_forward(g, tokens, 0, keep, reps) : 0.0;
+        for (int T = 1; T <= n_T; T++) sec[T][r] = time_forward(g, tokens, kv, T, reps, 0);
+        sec[10][r] = keep > 0 ? time_forward(g, tokens, 0, keep, reps, 1) : 0.0;
     }
     free(tokens);
     fprintf(stderr, "\nverify cost c(T) = time(one forward over T new tokens) / time(T = 1), "
@@ -2801,9 +2823,9 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
     // cost is shared by S - S/2 + 1 tokens (it samples one itself)
     if (keep > 0) {
         double m = median(sec[10], 9);
-        fprintf(stderr, "  refill: T=%d from an empty cache %8.1f us  c = %5.2f  %6.1f GFLOP/s,"
+        fprintf(stderr, "  refill: T=%d from an empty cache %8.1f us  c = %5.2f,"
                 " %.1f us for each of the %d tokens it serves\n", keep, 1e6 * m, m / c[0],
-                forward_flops(cf, 0, keep) / m * 1e-9, 1e6 * m / (S - keep + 1), S - keep + 1);
+                1e6 * m / (S - keep + 1), S - keep + 1);
     }
 }
 

@@ -438,6 +438,40 @@ static void test_kv_chunking(Fixture *fx) {
     free(chunked);
 }
 
+// forward_last (a prefill: only the last token's logits) skips the last block's attention
+// output and MLP for the other tokens; its row, and the cache it leaves, must be exactly
+// forward's, from an empty cache and on top of 7 cached tokens.
+static void test_forward_last(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size;
+    size_t cache_n = (size_t)g->config.n_layer * S * g->config.n_embd;
+    const int *tok = fx->corpus.tokens + 30000;
+    float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
+    float *row = malloc((size_t)V * sizeof(float));
+    int cases[][2] = {{0, 1}, {0, 5}, {0, 16}, {0, S}, {7, 1}, {7, 9}, {7, S - 7}}; // cached, T
+    for (int i = 0; i < 7; i++) {
+        int kv = cases[i][0], T = cases[i][1];
+        reset_cache(g);
+        if (kv) forward(g, tok, kv);
+        memcpy(row, forward(g, tok + kv, T) + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
+        memcpy(kc, g->state.key_cache, cache_n * sizeof(float));
+        memcpy(vc, g->state.value_cache, cache_n * sizeof(float));
+        int kv_full = g->state.kv_len;
+        reset_cache(g);
+        if (kv) forward(g, tok, kv);
+        const float *last = forward_last(g, tok + kv, T);
+        check(memcmp(last, row, (size_t)V * sizeof(float)) == 0 &&
+              memcmp(kc, g->state.key_cache, cache_n * sizeof(float)) == 0 &&
+              memcmp(vc, g->state.value_cache, cache_n * sizeof(float)) == 0 &&
+              g->state.kv_len == kv_full, "forward_last of %d tokens on %d cached == forward's "
+              "last row and cache, bit for bit (max diff %.2g; kv_len %d and %d)", T, kv,
+              max_abs_diff(last, row, (size_t)V), g->state.kv_len, kv_full);
+    }
+    free(kc);
+    free(vc);
+    free(row);
+}
+
 // ----------------------------------------------------------------------------
 // 6. trim_kv_cache
 
@@ -1393,6 +1427,7 @@ int main(void) {
     TIMED(test_forward_reference(&fx));
     TIMED(test_attention_order());
     TIMED(test_kv_chunking(&fx));
+    TIMED(test_forward_last(&fx));
     TIMED(test_trim(&fx));
     TIMED(test_untrimmed_control(&fx));
     TIMED(test_sample_from());
