@@ -9,7 +9,8 @@
  *       written with plain loops and a KV cache;
  *     - a Laplace-smoothed bigram table built from Tiny Shakespeare: the draft model;
  *     - the four-phase loop  draft -> verify -> accept/reject -> trim the KV cache,
- *       with a trace that prints every p/q decision, and plain decoding beside it;
+ *       with a trace that prints every p/q decision, --color to show which characters
+ *       the draft earned, and plain decoding beside it;
  *     - a greedy-equivalence self-test (--selftest);
  *     - `./specdec bench`: the verify cost c(T) and the K sweep beside the speedup model;
  *     - the backward pass, AdamW and `./specdec train`, which made the shipped
@@ -75,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h> // isatty, for --color's default
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1536,6 +1538,15 @@ long target_passes(const Stats *s) {
     return s->prefill_passes + s->reprefill_passes + s->verify_passes + s->decode_passes;
 }
 
+// Where an emitted token came from; --color shows it on the terminal.
+typedef enum {
+    FROM_TARGET,    // sampled from one target pass: a prefill, refill or step, or plain decoding
+    FROM_ACCEPTED,  // a draft token that passed u < min(1, p/q)
+    FROM_RESAMPLED, // drawn from norm(max(0, p - q)) after a rejection
+    FROM_BONUS,     // drawn from p_target[k] after all k drafts passed
+    N_SOURCES
+} TokenSource;
+
 // How a generation is run: shared by generate and speculative_generate.
 typedef struct {
     float temperature;   // 1.0; 0 = greedy
@@ -1543,6 +1554,9 @@ typedef struct {
     int trace;           // print each speculative round and (re)prefill on stderr
     FILE *echo;          // where emitted text is written as it appears, or NULL
     const Vocab *vocab;  // for echo and trace
+    unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
+                           // a TokenSource (the prompt's entries are left as they are)
+    int color;           // echo with one ANSI colour per TokenSource (needs source)
     // called by speculative_generate after every round and every single target pass,
     // with the text so far (seq[n_seq-1] is the current token): tests check the cache
     // and the counters here, a debugger can break here. NULL: not called.
@@ -1557,11 +1571,40 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Writes newly emitted tokens to the echo stream, if any.
-static void echo_tokens(const DecodeOptions *o, const int *toks, int n) {
+// ANSI colours of the token sources, and their names for the legend.
+static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m",
+                                                    "\033[36m"};
+static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
+                                                   "resampled", "bonus"};
+
+// Writes n tokens as text; with color (and source: (n) TokenSources) each character is
+// wrapped in its source's colour. A newline always goes out uncoloured, so no colour
+// runs into the next line, and the stream is reset at the end.
+void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
+                int color) {
+    int current = -1; // the colour now in force, -1 for none
+    for (int i = 0; i < n; i++) {
+        unsigned char ch = decode(v, toks[i]);
+        int want = color && source && ch != '\n' ? source[i] : -1;
+        if (want != current) {
+            fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
+            current = want;
+        }
+        fputc(ch, f);
+    }
+    if (current >= 0) fputs("\033[0m", f);
+}
+
+// Writes the tokens seq[from .. from+n-1] to the echo stream, if any.
+static void echo_tokens(const DecodeOptions *o, const int *seq, int from, int n) {
     if (!o->echo || !o->vocab) return;
-    for (int i = 0; i < n; i++) fputc(decode(o->vocab, toks[i]), o->echo);
+    write_text(o->echo, o->vocab, seq + from, o->source ? o->source + from : NULL, n, o->color);
     fflush(o->echo);
+}
+
+// Records where seq[from .. from+n-1] came from, if the caller asked (o->source).
+static void mark_source(const DecodeOptions *o, int from, int n, TokenSource src) {
+    if (o->source) memset(o->source + from, src, (size_t)n);
 }
 
 // The trace printers live in the trace-and-stats section below.
@@ -1620,7 +1663,8 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     while (n_seq - first < n_new) {
         // sample the next token from the logits of the current token
         seq[n_seq] = sample_target(logits, V, o->temperature, p, rng);
-        echo_tokens(o, seq + n_seq, 1);
+        mark_source(o, n_seq, 1, FROM_TARGET);
+        echo_tokens(o, seq, n_seq, 1);
         n_seq++;
         if (n_seq - first == n_new) break;
         // feed it back: one token on top of the cache, or a refill when the cache is full
@@ -1676,8 +1720,9 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     if (n_new > 0) {
         seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
+        mark_source(o, n_seq, 1, FROM_TARGET);
         if (o->trace) trace_pass(o, "PREFILL", g->state.kv_len, 0, g->state.kv_len, seq[n_seq]);
-        echo_tokens(o, seq + n_seq, 1);
+        echo_tokens(o, seq, n_seq, 1);
         n_seq++;
     }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
@@ -1692,7 +1737,13 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
             int allow_bonus = k < remaining; // never emit more than was asked for
             int n = speculative_round(g, d, b, k, allow_bonus, o, rng, seq[n_seq - 1], st);
             memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
-            echo_tokens(o, seq + n_seq, n);
+            // the round's tokens: the drafts that passed, then a resample or a bonus (or
+            // neither, when all k passed and no bonus was allowed)
+            int n_acc = b->rejected_at >= 0 ? b->rejected_at : k;
+            mark_source(o, n_seq, n_acc, FROM_ACCEPTED);
+            if (n > n_acc)
+                mark_source(o, n_seq + n_acc, 1, b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS);
+            echo_tokens(o, seq, n_seq, n);
             n_seq += n;
             if (o->after_step) o->after_step(o->ctx, g, seq, n_seq);
             continue;
@@ -1715,8 +1766,9 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
             n_pass = 1;
         }
         seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
+        mark_source(o, n_seq, 1, FROM_TARGET);
         if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
-        echo_tokens(o, seq + n_seq, 1);
+        echo_tokens(o, seq, n_seq, 1);
         n_seq++;
         if (o->after_step) o->after_step(o->ctx, g, seq, n_seq);
     }
@@ -3021,6 +3073,8 @@ typedef struct {
     uint64_t init_seed;
     const char *save_path;   // --save PATH
     int trace, compare, plain, run_selftest, help;
+    int color;               // --color 1, --no-color 0; -1 (unset): on when stdout is a
+                             // terminal and NO_COLOR is unset or empty
 } Options;
 
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
@@ -3045,6 +3099,10 @@ void usage(FILE *f) {
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
+        "  --color     colour each generated character by where it came from (accepted\n"
+        "              draft, resampled, bonus, target sample), legend on stderr; the\n"
+        "              default when stdout is a terminal and NO_COLOR is unset or empty\n"
+        "  --no-color  plain text even on a terminal\n"
         "  --selftest  greedy equivalence and KV-cache checks, one PASS/FAIL line per case\n"
         "              on stdout; exit 1 on any failure\n"
         "  -h, --help  this text\n"
@@ -3093,7 +3151,7 @@ static int parse_seed(const char *s, uint64_t *out) {
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0, NULL,
-                   0, 0, 0, 0, 0};
+                   0, 0, 0, 0, 0, -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         // flags without a value; a later error still wins over -h, so no typo goes unseen
@@ -3102,6 +3160,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         if (!strcmp(a, "--compare")) { o->compare = 1; continue; }
         if (!strcmp(a, "--plain")) { o->plain = 1; continue; }
         if (!strcmp(a, "--selftest")) { o->run_selftest = 1; continue; }
+        if (!strcmp(a, "--color")) { o->color = 1; continue; }
+        if (!strcmp(a, "--no-color")) { o->color = 0; continue; }
         int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
                           !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
                           !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--save");
@@ -3255,33 +3315,44 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     int cap = (n_prompt > 0 ? n_prompt : 1) + o->n_new, start = n_prompt > 0 ? n_prompt : 1;
     int *seq = malloc((size_t)cap * sizeof(int));
     int *seq_plain = malloc((size_t)cap * sizeof(int));
+    unsigned char *source = calloc((size_t)cap, 1), *source_plain = calloc((size_t)cap, 1);
     float *p = malloc((size_t)V * sizeof(float));
     // seq holds prompt + output for refills; the plain run keeps its own for the comparison
     SpecBuffers b;
     memset(&b, 0, sizeof(b));
-    if (!seq || !seq_plain || !p || build_spec_buffers(&b, o->K, V) != 0) {
-        free(seq); free(seq_plain); free(p);
+    if (!seq || !seq_plain || !source || !source_plain || !p ||
+        build_spec_buffers(&b, o->K, V) != 0) {
+        free(seq); free(seq_plain); free(source); free(source_plain); free(p);
         free_spec_buffers(&b);
         return 1; // main reports it
     }
+    // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
+    const char *no_color = getenv("NO_COLOR");
+    int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
     // the text streams to stdout as it is made, except with --trace (the trace has the
     // stage) and --compare (so that both wall times measure decoding, not printing);
     // then it is printed whole afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     DecodeOptions opt = {.temperature = o->temperature, .K = o->K, .trace = o->trace,
-                         .echo = stream, .vocab = v};
-    DecodeOptions print_whole = {.echo = stdout, .vocab = v};
+                         .echo = stream, .vocab = v, .source = source, .color = color};
     Stats spec = {0}, plain = {0};
     Rng rng;
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
+    if (color) {
+        // the legend, one line, each name in its own colour
+        fputs("colours:", stderr);
+        for (int i = 0; i < N_SOURCES; i++)
+            fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
+        fputc('\n', stderr);
+    }
     if (!o->plain) {
         // stdout carries the prompt and the text; everything else goes to stderr
         fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
-        if (!stream) echo_tokens(&print_whole, seq + start, o->n_new);
+        if (!stream) write_text(stdout, v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         print_stats("speculative decoding", &spec, 1);
     }
@@ -3291,8 +3362,9 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
         fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         opt.trace = 0;
+        opt.source = source_plain;
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
-        if (!stream) echo_tokens(&print_whole, seq_plain + start, o->n_new);
+        if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
         print_stats("plain decoding", &plain, 0);
     }
@@ -3301,7 +3373,7 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
         print_comparison(&spec, &plain, o->temperature == 0.0f, same);
     }
-    free(seq); free(seq_plain); free(p);
+    free(seq); free(seq_plain); free(source); free(source_plain); free(p);
     free_spec_buffers(&b);
     return 0;
 }

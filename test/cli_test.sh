@@ -423,6 +423,51 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     check "--selftest exits 0" eval '[[ $rc == 0 ]]'
 fi
 
+# --color: every generated character in its source's colour, the text itself unchanged.
+# Piped, colour is off unless asked for; on a terminal (a pty from script(1)) it is on
+# unless NO_COLOR is set and not empty, and the flags override NO_COLOR.
+ESC=$'\033'
+strip_colour() { sed "s/${ESC}\[[0-9;]*m//g" "$1"; }
+has_colour() { grep -q "${ESC}\[3[0-9]m" "$1"; }
+all_four_sources() {  # target 35, accepted draft 32, resampled 33, bonus 36
+    local c
+    for c in 35 32 33 36; do grep -q "${ESC}\[${c}m" "$1" || return 1; done
+}
+run -n 300 -s 62 --no-color; cp "$T/out" "$T/text_plain"
+run -n 300 -s 62
+check "piped, by default: no colour on stdout, no legend on stderr, the same text as --no-color" \
+    eval '[[ $rc == 0 ]] && ! has_colour "$T/out" && ! err_has "colours:" && cmp -s "$T/out" "$T/text_plain"'
+run -n 300 -s 62 --color
+check "--color: coloured stdout whose text without the colour codes is --no-color's, byte for byte" \
+    eval '[[ $rc == 0 ]] && has_colour "$T/out" && strip_colour "$T/out" | cmp -s - "$T/text_plain"'
+check "--color: one legend line on stderr naming the four sources" \
+    eval '[[ $(grep -c "^colours:.*target sample.*accepted draft.*resampled.*bonus" "$T/err") == 1 ]]'
+check "--color: 300 tokens use all four colours (target, accepted draft, resampled, bonus)" \
+    all_four_sources "$T/out"
+check "--color: no colour runs past a newline (every newline follows a reset or plain text)" \
+    eval '! grep -q "${ESC}\[3[0-9]m[^${ESC}]*\$" "$T/out"'
+run -n 300 -s 62 --color --plain
+check "--color --plain: every generated character is a target sample (one colour, 35)" \
+    eval '[[ $rc == 0 ]] && grep -q "${ESC}\[35m" "$T/out" && ! grep -q "${ESC}\[3[2346]m" "$T/out"'
+run -n 300 -s 62 --no-color --compare; cp "$T/out" "$T/text_compare"
+run -n 300 -s 62 --color --compare
+check "--color --compare: coloured, and without the codes the same two texts as --no-color" \
+    eval '[[ $rc == 0 ]] && has_colour "$T/out" && strip_colour "$T/out" | cmp -s - "$T/text_compare"'
+# on a terminal: script(1) gives the program a pty for stdout
+on_tty() { NO_COLOR=$1 timeout 60 script -qec "$BIN -n 40 -s 62 $2 2>/dev/null" /dev/null >"$T/tty" 2>/dev/null; }
+if command -v script >/dev/null; then
+    on_tty "" ""
+    check "on a terminal with NO_COLOR empty: coloured by default" has_colour "$T/tty"
+    on_tty 1 ""
+    check "on a terminal with NO_COLOR=1: no colour" eval '! has_colour "$T/tty" && grep -q "that is the" "$T/tty"'
+    on_tty 1 --color
+    check "on a terminal, --color overrides NO_COLOR=1" has_colour "$T/tty"
+    on_tty "" --no-color
+    check "on a terminal, --no-color: no colour" eval '! has_colour "$T/tty" && grep -q "that is the" "$T/tty"'
+else
+    fail "colour on a terminal: script(1) from util-linux is not installed, so no pty to test with"
+fi
+
 # The benchmark (release build only: under the sanitizers it would take many minutes).
 if [[ -z ${SPECDEC_BIN:-} ]]; then
     run bench --csv

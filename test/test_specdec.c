@@ -472,6 +472,34 @@ static void test_forward_last(Fixture *fx) {
     free(row);
 }
 
+// write_text's colours: each character in its source's colour, a colour code only where
+// the source changes, newlines uncoloured, a reset at the end; no codes without color.
+static void test_write_text(const Fixture *fx) {
+    const Vocab *v = &fx->vocab;
+    int toks[8];
+    int n = encode_str(v, "ab\ncd e", toks);
+    unsigned char src[8] = {FROM_ACCEPTED, FROM_ACCEPTED, FROM_RESAMPLED, FROM_TARGET,
+                            FROM_BONUS, FROM_BONUS, FROM_TARGET};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    write_text(f, v, toks, src, n, 1);
+    fclose(f);
+    const char *want = "\033[32mab\033[0m\n\033[35mc\033[36md \033[35me\033[0m";
+    check(n == 7 && len == strlen(want) && memcmp(buf, want, len) == 0,
+          "write_text with colour: \"ab\\ncd e\" from accepted x2, (newline), target, bonus x2, "
+          "target -> %zu bytes, %s the expected %zu", len,
+          len == strlen(want) && memcmp(buf, want, len) == 0 ? "equal to" : "NOT", strlen(want));
+    free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    write_text(f, v, toks, src, n, 0);
+    fclose(f);
+    check(len == 7 && memcmp(buf, "ab\ncd e", 7) == 0,
+          "write_text without colour: the 7 characters as they are (%zu bytes)", len);
+    free(buf);
+}
+
 // ----------------------------------------------------------------------------
 // 6. trim_kv_cache
 
@@ -1033,7 +1061,11 @@ static void test_stats(Fixture *fx) {
         float t = temps[ti];
         SpecBuffers b;
         if (build_spec_buffers(&b, K, V) != 0) { check(0, "stats: buffers"); break; }
-        DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v};
+        // source[] starts as 0xff, so a generated token left unmarked shows up
+        unsigned char *source = malloc((size_t)cap);
+        memset(source, 0xff, (size_t)cap);
+        DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
+                           .source = source};
         Stats s;
         memset(&s, 0, sizeof(s));
         Rng r;
@@ -1075,6 +1107,21 @@ static void test_stats(Fixture *fx) {
               "%ld (verify == rounds %ld, every round drafted at least one token)", t,
               target_passes(&s), s.prefill_passes, s.reprefill_passes, s.verify_passes,
               s.decode_passes, s.rounds);
+        // --color's record of where each token came from, against the driver's counts
+        long n_src[N_SOURCES] = {0}, unmarked = 0;
+        for (int i = np; i < cap; i++) {
+            if (source[i] < N_SOURCES) n_src[source[i]]++;
+            else unmarked++;
+        }
+        check(unmarked == 0 && n_src[FROM_ACCEPTED] == lc.accepted &&
+              n_src[FROM_RESAMPLED] == lc.resampled && n_src[FROM_BONUS] == lc.bonus &&
+              n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps,
+              "t=%.1f: token sources: %ld accepted drafts, %ld resampled, %ld bonus, %ld target "
+              "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld refills + %ld edge "
+              "steps, 0", t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED], n_src[FROM_BONUS],
+              n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus, lc.refills,
+              lc.edge_steps);
+        free(source);
         free_spec_buffers(&b);
     }
     free(seq);
@@ -1428,6 +1475,7 @@ int main(void) {
     TIMED(test_attention_order());
     TIMED(test_kv_chunking(&fx));
     TIMED(test_forward_last(&fx));
+    TIMED(test_write_text(&fx));
     TIMED(test_trim(&fx));
     TIMED(test_untrimmed_control(&fx));
     TIMED(test_sample_from());

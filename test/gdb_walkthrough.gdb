@@ -1,0 +1,187 @@
+# gdb walkthrough of ONE speculative round of specdec.c
+#
+# A round has four phases, each a function called by speculative_round:
+#
+#   1. draft_tokens       the bigram draft guesses k tokens c0..c(k-1), keeping q
+#   2. verify_candidates  one target pass over [current_token, c0..c(k-1)], giving p
+#   3. accept_reject      candidate i passes when u_i < min(1, p_i(c_i) / q_i(c_i))
+#   4. trim_kv_cache      the cache drops the positions of rejected candidates
+#
+# This file stops in each phase twice: on entry (a breakpoint with a `commands`
+# block prints the arguments) and on return (`finish` brings us back to
+# speculative_round, where the buffers the phase filled are printed). After the
+# first round's trim it stops for good; nothing is printed for later rounds.
+#
+# Use it (build the debug binary first with `make debug`):
+#
+#   gdb -x test/gdb_walkthrough.gdb --args ./specdec_debug -n 12 -k 4 -s 62 -t 1 -p "ROMEO:"
+#   gdb -batch -x test/gdb_walkthrough.gdb --args ./specdec_debug -n 12 -k 4 -s 62 -t 1 -p "ROMEO:"
+#
+# The first form leaves you at the (gdb) prompt at the end of round 1, with the
+# program still alive: `print *b`, `continue` (stops at round 2's draft_tokens,
+# printing only the entry line), or `delete` and `continue` to run to the end.
+# test/gdb_test.sh runs the second form and checks the numbers; notes/debugging.md
+# explains them.
+#
+# Every line this file prints starts with "WALK <phase> <when>", so it can be
+# found with grep among gdb's own messages:
+#
+#   WALK draft  enter | WALK draft  return
+#   WALK verify enter | WALK verify return
+#   WALK accept enter | WALK accept judge | WALK accept emit | WALK accept return
+#   WALK trim   enter | WALK trim   return
+#
+# Probabilities are floats in the program; they are printed with 6 decimals (the
+# program's --trace prints 3).
+
+# --- gdb settings --------------------------------------------------------------
+
+# No "--Type <RET> for more--" prompts and no "are you sure?" questions.
+set pagination off
+set confirm off
+# No "[New Thread ...]" chatter.
+set print thread-events off
+
+# ./specdec_debug is built with AddressSanitizer. At exit, its leak checker
+# (LeakSanitizer) cannot run under a debugger: it stops the process with ptrace
+# itself, which fails when gdb already traces it, and the program then exits with
+# status 1 and "LeakSanitizer has encountered a fatal error". Turning the leak
+# check off for the debugged program avoids that; every other ASan check stays on.
+set environment ASAN_OPTIONS detect_leaks=0
+
+# --- a helper: print a token as its character --------------------------------
+
+# walk_char TOKEN prints the character of token TOKEN the way specdec's --trace
+# does ('a', ' ', '\n', '\''), without a newline. It reads the vocabulary through
+# $vocab, which the draft_tokens breakpoint below sets.
+define walk_char
+  set $walk_c = $vocab->chars[$arg0]
+  if $walk_c == 10
+    printf "'\\n'"
+  else
+    if $walk_c == 39
+      printf "'\\''"
+    else
+      printf "'%c'", $walk_c
+    end
+  end
+end
+document walk_char
+Print token TOKEN as a quoted character, as specdec --trace does ($vocab must be set).
+end
+
+# --- breakpoints on the four phases ---------------------------------------------
+
+# 1. DRAFT. On entry: the token the round starts from, how many tokens to draft,
+# and the temperature the bigram rows are sharpened or flattened with.
+break draft_tokens
+commands
+  # the vocabulary lives in the caller's DecodeOptions: fetch it once for walk_char
+  up-silently 1
+  set $vocab = o->vocab
+  down-silently 1
+  printf "WALK draft enter current_token=%d char=", current_token
+  walk_char current_token
+  printf " k=%d temperature=%g\n", k, temperature
+end
+
+# 2. VERIFY. On entry: the cache length before the pass (positions 0..kv_len-1 are
+# cached; current_token is NOT among them), and the k+1 tokens the pass will run.
+break verify_candidates
+commands
+  printf "WALK verify enter kv_len=%d current_token=%d k=%d\n", g->state.kv_len, current_token, k
+  set $i = 0
+  while $i < k
+    printf "WALK verify enter candidates[%d]=%d char=", $i, candidates[$i]
+    walk_char candidates[$i]
+    printf "\n"
+    set $i = $i + 1
+  end
+end
+
+# 3. ACCEPT/REJECT. On entry: the draft length, the vocabulary size V (the width
+# of one q_draft or p_target row), and whether a bonus token may be drawn.
+break accept_reject
+commands
+  printf "WALK accept enter k=%d V=%d allow_bonus=%d\n", k, V, allow_bonus
+end
+
+# 4. TRIM. On entry: how many tokens the round emitted (num_accepted, which
+# counts the resample or bonus token too), the cache length before the round,
+# and the cache length now, which still includes every verified position.
+break trim_kv_cache
+commands
+  printf "WALK trim enter kv_len=%d cache_len_before=%d num_accepted=%d\n", g->state.kv_len, cache_len_before, num_accepted
+end
+
+# --- one round, step by step ------------------------------------------------------
+
+# Start the program; it runs the prefill and stops at the first draft_tokens.
+run
+
+# Back in speculative_round: b->candidates[i] is the i-th guess and
+# b->q_draft[i*V + candidates[i]] the draft probability of that guess (q_draft
+# holds k rows of V floats, row i being the distribution c_i was sampled from).
+finish
+set $i = 0
+while $i < k
+  printf "WALK draft return candidates[%d]=%d char=", $i, b->candidates[$i]
+  walk_char b->candidates[$i]
+  printf " q=%.6f\n", b->q_draft[$i * V + b->candidates[$i]]
+  set $i = $i + 1
+end
+
+# Run to verify_candidates (its entry line is printed by its commands block), then
+# let the one forward pass happen. It wrote k+1 positions into the cache, so
+# kv_len grew by k+1. Row i of p_target is the target's distribution for the
+# token after [.., current_token, c0 .. c(i-1)]: p_target[i*V + candidates[i]] is
+# what the target thinks of guess i. (Row k, the bonus row, is not printed.)
+continue
+finish
+printf "WALK verify return kv_len=%d\n", g->state.kv_len
+set $i = 0
+while $i < k
+  printf "WALK verify return p_target[%d]=%.6f char=", $i, b->p_target[$i * V + b->candidates[$i]]
+  walk_char b->candidates[$i]
+  printf "\n"
+  set $i = $i + 1
+end
+
+# Run to accept_reject, then let it decide. `finish` shows its return value, the
+# number of tokens the round emits (1 .. k+1); $ is that value in gdb's history.
+# For each judged candidate: p, q, their ratio, and the uniform draw u[i] that
+# decided it. Only candidates up to the first rejection are judged, so u[i] is
+# meaningful for i <= rejected_at (or for every i < k when none was rejected).
+continue
+finish
+set $walk_n = $
+printf "WALK accept return n=%d rejected_at=%d\n", $walk_n, b->rejected_at
+set $i = 0
+while $i < k && ($i <= b->rejected_at || b->rejected_at < 0)
+  set $walk_p = b->p_target[$i * V + b->candidates[$i]]
+  set $walk_q = b->q_draft[$i * V + b->candidates[$i]]
+  printf "WALK accept judge i=%d char=", $i
+  walk_char b->candidates[$i]
+  printf " p=%.6f q=%.6f p/q=%.6f u=%.6f -> %s\n", $walk_p, $walk_q, (double)$walk_p / $walk_q, b->u[$i], $i == b->rejected_at ? "REJECT" : "ACCEPT"
+  set $i = $i + 1
+end
+# The tokens the round emits: the accepted drafts, then the resample (after a
+# rejection) or the bonus token (when all k passed).
+set $i = 0
+while $i < $walk_n
+  printf "WALK accept emit accepted[%d]=%d char=", $i, b->accepted[$i]
+  walk_char b->accepted[$i]
+  printf "\n"
+  set $i = $i + 1
+end
+
+# Run to trim_kv_cache and let it cut the cache back to cache_len_before +
+# num_accepted: current_token and the accepted drafts stay, the last emitted token
+# does not (it is the next round's current_token, and is not cached yet).
+continue
+finish
+printf "WALK trim return kv_len=%d\n", g->state.kv_len
+
+# One round is enough: the program stays stopped here, in speculative_round.
+# (gdb -batch kills it on exit; at the prompt you may go on exploring.)
+printf "WALK end of round 1\n"
