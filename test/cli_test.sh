@@ -468,6 +468,15 @@ else
     fail "colour on a terminal: script(1) from util-linux is not installed, so no pty to test with"
 fi
 
+# explain: seed 004's A/B/C/D rows worked out, the exact chances beside 200,000 real
+# accept/reject runs. The exact column must be p itself, and acceptance 0.45.
+run explain
+check "explain exits 0, stdout empty, and prints acceptance = sum min(p, q) = 0.4500 and the greedy case" \
+    eval '[[ $rc == 0 && ! -s $T/out ]] && err_has "acceptance = sum min(p, q) = 0.4500" &&
+          err_has "acceptance = sum min(p, q) = 0.0000"'
+check "explain: for A, B, C, D the exact P(emit) is p (0.0500, 0.1000, 0.6000, 0.2500), measured within 4.5 se" \
+    eval '[[ $(grep -cE "^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+][0-3]\.[0-9] se\)$|^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+]4\.[0-4] se\)$" "$T/err") == 4 ]]'
+
 # The benchmark (release build only: under the sanitizers it would take many minutes).
 if [[ -z ${SPECDEC_BIN:-} ]]; then
     run bench --csv

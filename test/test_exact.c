@@ -919,6 +919,41 @@ static void test_cache_and_stats(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
+// 7. ./specdec explain: the numbers it prints for seed 004's table
+
+// explain_position's exact column must be p itself (the identity notes/math.md derives),
+// with acceptance sum min(p, q) = 0.45; its measured column (200,000 real draft_tokens +
+// accept_reject runs) must fit that by chi-square. A sampler that resamples from p, or
+// accepts with min(1, q/p), must fail here.
+static void test_explain(void) {
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO)) return;
+    double exact[EXPLAIN_V], want[EXPLAIN_V], beta, worst = 0.0;
+    long counts[EXPLAIN_V], n_acc, rounds = EXPLAIN_ROUNDS;
+    explain_position(NULL, "", EXPLAIN_Q, EXPLAIN_P, EXPLAIN_NAMES, EXPLAIN_V, 1.0f, rounds, 1,
+                     exact, &beta, counts, &n_acc);
+    for (int x = 0; x < EXPLAIN_V; x++) {
+        want[x] = EXPLAIN_P[x];
+        worst = fmax(worst, fabs(exact[x] - want[x]));
+    }
+    ChiSquare cs = chi_square(counts, want, EXPLAIN_V, rounds);
+    double rate = (double)n_acc / rounds, sig = sqrt(beta * (1.0 - beta) / rounds);
+    int all_ok = case_check(worst < 1e-7 && fabs(beta - 0.45) < 1e-7,
+                            "explain, A/B/C/D at t = 1: exact P(emit) == p within %.1g, "
+                            "acceptance sum min(p, q) = %.6f (0.45)", worst, beta);
+    all_ok &= case_check(cs.pvalue > 1e-4 && fabs(rate - beta) <= 4.5 * sig,
+                         "explain, A/B/C/D at t = 1: %ld emitted tokens fit p (X2 = %.2f, df %d, "
+                         "p-value %.3g); accepted %.4f vs %.4f (%.1f sd)", rounds, cs.stat,
+                         cs.cells - 1, cs.pvalue, rate, beta, fabs(rate - beta) / sig);
+    explain_position(NULL, "", EXPLAIN_Q, EXPLAIN_P, EXPLAIN_NAMES, EXPLAIN_V, 0.0f, rounds, 1,
+                     exact, &beta, counts, &n_acc);
+    all_ok &= case_check(counts[2] == rounds && n_acc == 0 && exact[2] == 1.0 && beta == 0.0,
+                         "explain, greedy: the draft's argmax B is never accepted (%ld times), "
+                         "the target's argmax C is emitted %ld of %ld times", n_acc, counts[2],
+                         rounds);
+    broken_verdict(all_ok, "explain's measured column does not fit p");
+}
+
+// ----------------------------------------------------------------------------
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -956,6 +991,7 @@ int main(void) {
     t0 = now_seconds();
     test_cache_and_stats(&fx);
     printf("(cache and counters: %.1f s)\n", now_seconds() - t0);
+    test_explain();
     free_gpt(&fx.model);
     free_bigram_draft(&fx.draft);
     free_corpus(&fx.corpus);
