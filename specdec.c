@@ -43,14 +43,16 @@
  *   make train      # retrain tinyshakespeare/model.bin (under 2 minutes, one core)
  *   make test       # unit, exactness, CLI, sanitizer, valgrind and fuzz tests
  *   make bench      # c(T), the K sweep and the speedup model (notes/speed.md)
+ *   ./specdec explain  # one accept/reject decision worked out exactly (notes/math.md)
  *   make debug      # ./specdec_debug: -O0 -g3, address + undefined sanitizers
  *
- * Step through it
+ * Step through it (notes/debugging.md; test/gdb_walkthrough.gdb does one whole round)
  *   gdb --args ./specdec_debug -n 20 --trace
+ *   (gdb) set environment ASAN_OPTIONS detect_leaks=0   # no leak check under ptrace
  *   (gdb) break accept_reject       # one p/q decision per candidate
  *   (gdb) run
  *   (gdb) p candidates[0]@k         # the draft's guesses
- *   (gdb) p q_draft[candidates[0]]  # q of the first guess; p_target[...] its p
+ *   (gdb) p q_draft[candidates[0]]  # q of the first guess (guess i: q_draft[i*V + ...])
  *   (gdb) finish                    # returns how many tokens the round emits
  *
  * Size letters used in the shape comments (declared once, here):
