@@ -116,7 +116,7 @@ run: all data
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin
-# (about 5 minutes on one core; see notes/training.md).
+# (under 2 minutes on one core; see notes/training.md).
 train: all data
 	./specdec train
 
