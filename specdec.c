@@ -142,7 +142,7 @@ typedef struct {
     float *ln1_rstd; // (S)
     float *q;        // (S, C)      queries of the T tokens, heads side by side
     float *k;        // (S, C)      keys of the T tokens, before they are filed in the cache
-    float *att;      // (NH, S, S)  attention weights: head, new token, cached position
+    float *att;      // (NH, S, S)  attention weights: head, token attention ran for, position
     float *att_out;  // (S, C)      attention output before proj, heads concatenated
     float *attn;     // (S, C)      proj(att_out): what the attention sub-block adds
     float *x_mid;    // (S, C)      x_in + attn
