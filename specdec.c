@@ -308,7 +308,7 @@ static void free_block_acts(BlockActs *a) {
 // Allocates the activations and the KV cache for a config.
 static int build_run_state(RunState *s, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    // calloc, so that a cache position never written reads as zero in a debugger
+    // zeroed (alloc_floats), so that a cache position never written reads as zero in a debugger
     s->x = alloc_floats(S * C);
     s->ln_f = alloc_floats(S * C);
     s->ln_f_mean = alloc_floats(S);
@@ -515,10 +515,10 @@ void layernorm_backward(float *din, float *dweight, float *dbias, const float *d
 #endif
 
 // R rows of c (m0 .. m0+R-1, R = 1 .. TILE_M) by W columns (n0 .., W = TILE_N, or 4
-// times that for one row, or 2 times for two to six rows: see gemm_band). R and W are constants wherever this is inlined, so the
-// compiler unrolls the block into R * W / 16 (AVX-512) registers; the loop over k is the
-// only loop left, and each row segment of b is loaded once for all R rows: a verify pass
-// of k+1 tokens reads the weights once.
+// times that for one row, or 2 times for two to six rows: see gemm_band). R and W are
+// constants wherever this is inlined, so the compiler unrolls the block into R * W / 16
+// (AVX-512) registers; the loop over k is the only loop left, and each row segment of b
+// is loaded once for all R rows: a verify pass of k+1 tokens reads the weights once.
 static inline __attribute__((always_inline)) void
 gemm_block(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
            const float *restrict b, int K, int N, int m0, int n0, const int R, const int W) {
@@ -856,9 +856,9 @@ static void block_forward(const Config *c, const Weights *w, int l, BlockActs *a
 
 // The model from tokens to logits for T tokens at positions pos0 ..: embed, L blocks,
 // ln_f, lm_head. layer[l] holds block l's buffers (inference passes one record L times);
-// key_cache: (L, C, S); value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T); logits: (T, V).
-// Logits are computed for the last n_out tokens only (rows T-n_out .. T-1; n_out = T for
-// all). Inference and the training pass both run this one function.
+// key_cache: (L, C, S); value_cache: (L, S, C); ln_f: (T, C) and its mean, rstd (T);
+// logits: (T, V). Logits are computed for the last n_out tokens only (rows T-n_out ..
+// T-1; n_out = T for all). Inference and the training pass both run this one function.
 static void forward_core(const Config *c, const Weights *w, const int *tokens, int T, int pos0,
                          int n_out, BlockActs **layer, float *key_cache, float *value_cache,
                          float *ln_f, float *ln_f_mean, float *ln_f_rstd, float *logits) {
