@@ -1,11 +1,13 @@
 # Makefile for specdec, a single-file C reference implementation of
 # speculative decoding. Needs GNU make and a C11 compiler.
 #
-#   make          build ./specdec
+#   make          build ./specdec (the lesson) and the tools beside it
 #   make run      fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
+#   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
+#   make bench    the speed of both decoders, K = 1..8 (test/bench.c, notes/speed.md)
+#   make explain  one accept/reject decision worked out exactly (test/explain.c)
 #   make valgrind the demo under valgrind memcheck
-#   make bench    the speed of both decoders, K = 1..8 (notes/speed.md)
 
 # Default compiler gcc; override with `make CC=clang` or CC in the environment.
 # (A plain `CC ?= gcc` would never apply: make predefines CC as cc.)
@@ -15,10 +17,10 @@ endif
 # No fast-math flags of any kind and no FMA contraction by the compiler
 # (-ffp-contract=off), so the sum computed for one token never depends on how many
 # tokens share a forward pass: verifying k drafted tokens at once must give
-# bit-identical logits to running them one by one. (specdec.c's matmul kernel
-# fuses its multiply-adds itself, with fmaf, the same way on every path.) -march=native lets the compiler use this
-# machine's widest vector instructions (AVX-512 here) for the plain C loops; it
-# changes no sum's order, only how many independent sums run at once.
+# bit-identical logits to running them one by one. -march=native lets the compiler
+# use this machine's widest vector instructions for the plain C loops; it changes no
+# sum's order, only how many independent sums run at once. (The trainer's backward
+# kernel fuses its multiply-adds itself, with fmaf.)
 CFLAGS = -std=c11 -O3 -march=native -Wall -Wextra -ffp-contract=off
 DEBUG_CFLAGS = -std=c11 -O0 -g3 -ffp-contract=off -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
 LDLIBS = -lm
@@ -30,14 +32,25 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train clean valgrind fuzz bench
+.PHONY: all debug data run test train clean valgrind fuzz bench explain
 
-# Build the release binary ./specdec (default target).
-all: specdec
+# The tools beside the lesson: each includes specdec.c whole.
+TOOLS = tinyshakespeare/train test/bench test/explain
+
+# Build the release binary ./specdec and the tools (default target).
+all: specdec $(TOOLS)
 
 # Compile ./specdec from specdec.c with the release flags.
 specdec: specdec.c
 	$(CC) $(CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
+
+# The trainer, the bench and explain: one C file each, with specdec.c included.
+tinyshakespeare/train: tinyshakespeare/train.c specdec.c
+	$(CC) $(CFLAGS) -o $@ tinyshakespeare/train.c $(LDFLAGS) $(LDLIBS)
+test/bench: test/bench.c specdec.c
+	$(CC) $(CFLAGS) -o $@ test/bench.c $(LDFLAGS) $(LDLIBS)
+test/explain: test/explain.c specdec.c
+	$(CC) $(CFLAGS) -o $@ test/explain.c $(LDFLAGS) $(LDLIBS)
 
 # Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
 debug: specdec_debug
@@ -116,9 +129,9 @@ run: all data
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin
-# (under 2 minutes on one core; see notes/training.md).
-train: all data
-	./specdec train
+# (about 4 minutes on one core; see notes/training.md).
+train: tinyshakespeare/train data
+	tinyshakespeare/train
 
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data
@@ -126,8 +139,12 @@ test: all debug data
 
 # Measure speed: c(T), the K sweep beside the speedup model, a chart (notes/speed.md);
 # the 101 MB random model of --big shows where verifying T tokens is nearly free.
-bench: all data
-	./specdec bench --big
+bench: test/bench data
+	test/bench --big
+
+# Seed 004's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
+explain: test/explain
+	test/explain
 
 # Run the demo's two commands under valgrind memcheck (0 errors, 0 leaks required),
 # on a build for x86-64-v3, since valgrind 3.19 cannot decode AVX-512.
@@ -141,6 +158,6 @@ fuzz:
 
 # Remove build outputs and temp files (keeps the corpus and model.bin).
 clean:
-	rm -f specdec specdec_debug *.o vgcore.* core
+	rm -f specdec specdec_debug $(TOOLS) *.o vgcore.* core
 	rm -rf test/build
 	rm -f tinyshakespeare/*.tmp*

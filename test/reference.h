@@ -59,7 +59,7 @@ static void ref_forward(const GPT *g, const int *tok, int T, double *logits) {
                     double dot = 0.0;
                     for (int j = 0; j < HS; j++)
                         dot += q[(size_t)t * C + h * HS + j] * k[(size_t)s * C + h * HS + j];
-                    sc[s] = dot * pow((double)C, -0.5); // the lecture: C ** -0.5, C = n_embd
+                    sc[s] = dot * pow((double)HS, -0.5); // head_size ** -0.5, as gpt.py: k.shape[-1]**-0.5
                     if (sc[s] > m) m = sc[s];
                 }
                 for (int s = 0; s <= t; s++) {

@@ -1,5 +1,5 @@
 /*
- * test/test_train.c: the training pass of specdec.c against finite differences, one
+ * test/test_train.c: the training pass of tinyshakespeare/train.c against finite differences, one
  * AdamW step against its formulas, and a short training run that must learn.
  *
  * train_forward + train_backward give the gradient of the mean cross-entropy with
@@ -18,11 +18,11 @@
  *
  * broken build: -DBREAK_LAYERNORM_BACKWARD
  * test/run_tests.sh also builds this file with the flag on the line above. That drops
- * a term of the LayerNorm input gradient in specdec.c. In that build this test expects
+ * a term of the LayerNorm input gradient in tinyshakespeare/train.c. In that build this test expects
  * the gradient check to fail, and prints PASS only if it does.
  */
 #define TESTING
-#include "../specdec.c"
+#include "../tinyshakespeare/train.c"
 
 #include <stdarg.h>
 

@@ -1,0 +1,441 @@
+/*
+ * test/bench.c — how fast speculative decoding is here, and why (make bench).
+ *
+ * It includes specdec.c whole and measures, on the model it loads:
+ *   1. c(T): the time of one forward over T new tokens divided by a one-token forward,
+ *      for T = 1..9, with the matmuls alone beside it, the refill's cost, and c_draft;
+ *   2. the K sweep, K = 1..8 at t = 0 and t = 1: the acceptance rate (accepted/drafted),
+ *      alpha (the papers' expected acceptance, E[sum min(p, q)]), tokens per verify pass
+ *      beside (1 - alpha^(K+1)) / (1 - alpha), passes per token, time per token for both
+ *      decoders and the wall speedup beside the model's prediction, then a text chart;
+ *   3. with --big, c(T) of a random model too large for the caches.
+ *
+ *   test/bench [-m PATH] [-i PATH] [--csv] [--big] [--quick]
+ *     --csv    the sweep as CSV on stdout (the report stays on stderr)
+ *     --quick  the same report on 100 tokens per prompt and 1 timed run per cell (tests)
+ * notes/speed.md reads the numbers.
+ */
+#ifndef TESTING
+#define TESTING    // leaves out specdec.c's main: this file has its own ...
+#define BENCH_MAIN // ... unless a test includes this file (with TESTING defined)
+#endif
+#include "../specdec.c"
+
+// ----------------------------------------------------------------------------
+// The K sweep, the verify-cost curve c(T), the speedup model
+
+// The prompts every cell of the sweep decodes, BENCH_TOKENS new tokens each.
+static const char *BENCH_PROMPTS[] = {"To be or not to be, that is the ", "ROMEO:\n",
+                                      "First Citizen:\n", "KING RICHARD III:\nNow is the "};
+#define BENCH_N_PROMPTS 4
+#define BENCH_MAX_TOKENS 500 // per prompt: 2,000 per cell
+#define BENCH_MAX_K 8
+
+// How long the bench runs: the full measurement, or --quick for the tests (the same
+// code and the same report, on fewer tokens and fewer repeats).
+static int BENCH_TOKENS = BENCH_MAX_TOKENS; // tokens per prompt and cell
+static int BENCH_REPEATS = 5;               // timed runs per cell after one warm-up
+static int CURVE_REPS = 2000;               // calls per timing of c(T), this model
+static int BIG_REPS = 3;                    // the same for the --big model
+
+// One cell of the sweep: K and t, and what the runs measured.
+typedef struct {
+    int K;
+    float t;
+    long drafted, judged, accepted, resampled, rounds, round_tokens, passes, emitted;
+    double alpha_sum;    // sum of sum_x min(p, q) over the judged candidates (Stats)
+    long pos_judged[BENCH_MAX_K], pos_accepted[BENCH_MAX_K]; // per draft position
+    double sec_spec;     // median wall time of BENCH_N_PROMPTS x BENCH_TOKENS tokens
+    double sec_plain;    // the same for plain decoding, timed between the speculative runs
+    double speedup;      // median over the timed passes of plain time / speculative time
+} BenchCell;
+
+// What the after_step hook sees of a run: the round buffers and the counters.
+typedef struct {
+    const SpecBuffers *b;
+    const Stats *st;
+    BenchCell *cell;
+    long last_rounds, last_drafted;
+} BenchWatch;
+
+// after_step hook: after each round, which draft positions were judged and accepted.
+static void bench_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    BenchWatch *w = ctx;
+    (void)g; (void)seq; (void)n_seq;
+    if (w->st->rounds > w->last_rounds) {
+        int k = (int)(w->st->drafted - w->last_drafted);
+        int rej = w->b->rejected_at;
+        // positions before the rejection were accepted; the rejected one was judged too
+        for (int i = 0; i < k && (rej < 0 || i <= rej); i++) {
+            w->cell->pos_judged[i]++;
+            w->cell->pos_accepted[i] += rej < 0 || i < rej;
+        }
+    }
+    w->last_rounds = w->st->rounds;
+    w->last_drafted = w->st->drafted;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+// Median of n numbers (sorts them).
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// Seconds of plain decoding over every prompt at temperature t; p: (V).
+static double bench_plain_pass(GPT *g, const Vocab *v, float t, float *p) {
+    int prompt[64], seq[64 + BENCH_MAX_TOKENS];
+    double sec = 0.0;
+    DecodeOptions o = {.temperature = t, .K = 1, .vocab = v};
+    for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+        int np = (int)strlen(BENCH_PROMPTS[i]);
+        encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+        Stats sp;
+        memset(&sp, 0, sizeof(sp));
+        Rng r;
+        rng_seed(&r, 1000 + (uint64_t)i);
+        generate(g, prompt, np, BENCH_TOKENS, &o, &r, seq, p, &sp);
+        sec += sp.seconds;
+    }
+    return sec;
+}
+
+// Runs one cell: every prompt with speculative decoding, then with plain decoding, one
+// warm-up and BENCH_REPEATS timed passes of each. The two alternate, so a machine that
+// speeds up or slows down meanwhile moves both; the speedup is the median of the
+// per-pass ratios. The counters come from the warm-up pass.
+static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *c) {
+    int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_MAX_TOKENS];
+    SpecBuffers b;
+    float *p = malloc((size_t)V * sizeof(float));
+    if (!p || build_spec_buffers(&b, c->K, V) != 0) { free(p); return; }
+    double spec[6], plain[6], ratio[6]; // BENCH_REPEATS <= 5, and the warm-up
+    for (int rep = 0; rep <= BENCH_REPEATS; rep++) {
+        spec[rep] = 0.0;
+        for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+            int np = (int)strlen(BENCH_PROMPTS[i]);
+            encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+            Stats st;
+            memset(&st, 0, sizeof(st));
+            BenchWatch w = {&b, &st, c, 0, 0};
+            // only the first pass counts positions; the timed ones run without the hook
+            DecodeOptions o = {.temperature = c->t, .K = c->K, .vocab = v,
+                               .after_step = rep == 0 ? bench_watch : NULL, .ctx = &w};
+            Rng r;
+            rng_seed(&r, 1000 + (uint64_t)i);
+            speculative_generate(g, d, &b, prompt, np, BENCH_TOKENS, &o, &r, seq, &st);
+            spec[rep] += st.seconds;
+            if (rep == 0) {
+                c->drafted += st.drafted;
+                c->judged += st.judged;
+                c->alpha_sum += st.alpha_sum;
+                c->accepted += st.accepted;
+                c->resampled += st.resampled;
+                c->rounds += st.rounds;
+                c->round_tokens += st.round_tokens;
+                c->passes += target_passes(&st);
+                c->emitted += st.emitted;
+            }
+        }
+        plain[rep] = bench_plain_pass(g, v, c->t, p);
+        ratio[rep] = plain[rep] / spec[rep];
+    }
+    // pass 0 was the warm-up (and ran the hook); the medians of the others
+    c->sec_spec = median(spec + 1, BENCH_REPEATS);
+    c->sec_plain = median(plain + 1, BENCH_REPEATS);
+    c->speedup = median(ratio + 1, BENCH_REPEATS);
+    free_spec_buffers(&b);
+    free(p);
+}
+
+// Seconds per forward over T new tokens on top of a cache of kv tokens, over reps calls.
+static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) {
+        g->state.kv_len = kv;
+        forward(g, tokens, T);
+    }
+    g->state.kv_len = 0;
+    return (now_seconds() - t0) / reps;
+}
+
+// Seconds for the matmuls of one forward over T tokens, alone (every Linear of every
+// block and lm_head, on the inference buffers): the part of c(T) that is arithmetic on
+// the weights, without attention, softmax, LayerNorm and the rest.
+static double time_matmuls(GPT *g, int T, int reps) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
+    BlockActs *a = &g->state.block;
+    int C = c->n_embd;
+    size_t CC = (size_t)C * C;
+    double t0 = now_seconds();
+    for (int i = 0; i < reps; i++) {
+        for (int l = 0; l < c->n_layer; l++) {
+            // the key and value matmuls write into q too: the cache is not touched
+            matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
+            matmul(a->q, a->ln1, w->key + l * CC, NULL, T, C, C);
+            matmul(a->q, a->ln1, w->value + l * CC, NULL, T, C, C);
+            matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
+            matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC,
+                   w->ffwd_up_bias + l * 4 * C, T, C, 4 * C);
+            matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * 4 * CC,
+                   w->ffwd_down_bias + l * C, T, 4 * C, C);
+        }
+        matmul(g->state.logits, g->state.ln_f, w->lm_head_weight, w->lm_head_bias, T, C,
+               c->vocab_size);
+    }
+    return (now_seconds() - t0) / reps;
+}
+
+// Floating-point operations (2 per multiply-add) of the matmuls of one forward over T
+// tokens: every weight once per token.
+static double matmul_flops(const Config *c, int T) {
+    double C = c->n_embd, L = c->n_layer, V = c->vocab_size;
+    return 2.0 * T * (L * (4 * C * C + 8 * C * C) + C * V); // q k v proj, ffwd, lm_head
+}
+
+// ... and of the whole forward over T tokens after kv cached ones: the matmuls, and
+// attention's scores and weighted sums.
+static double forward_flops(const Config *c, int kv, int T) {
+    double attn = 0.0;
+    for (int t = 0; t < T; t++) attn += 2.0 * c->n_layer * c->n_embd * (kv + t + 1);
+    return matmul_flops(c, T) + 2.0 * attn;
+}
+
+// c(T) = time(T tokens) / time(1 token) at a mid-context cache, T = 1 .. 9; c[0] is the
+// one-token time in seconds. Also the refill both decoders make when the cache is full:
+// one pass over S/2 tokens from an empty cache. Each of 9 rounds times every pass once,
+// so a machine that drifts moves them all alike; the medians are printed with the
+// forward's GFLOP/s.
+static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
+    const Config *cf = &g->config;
+    int S = cf->block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0, n_T = 9, keep = S / 2;
+    int *tokens = malloc((size_t)S * sizeof(int));
+    if (!tokens) return;
+    for (int i = 0; i < S; i++) tokens[i] = (i * 7 + 3) % cf->vocab_size;
+    if (kv + 9 > S) kv = S - 9 > 0 ? S - 9 : 0;
+    if (kv + n_T > S) n_T = S - kv;
+    double sec[11][9], mm[10][9]; // [T] for T = 1 .. 9, sec[10] the refill
+    for (int r = 0; r < 9; r++) {
+        for (int T = 1; T <= n_T; T++) {
+            sec[T][r] = time_forward(g, tokens, kv, T, reps);
+            mm[T][r] = time_matmuls(g, T, reps);
+        }
+        sec[10][r] = keep > 0 ? time_forward(g, tokens, 0, keep, reps) : 0.0;
+    }
+    free(tokens);
+    fprintf(stderr, "\nverify cost c(T) = time(one forward over T new tokens) / time(T = 1), "
+            "%s, %d tokens cached:\n", what, kv);
+    double mm1 = median(mm[1], 9);
+    for (int T = 1; T <= n_T; T++) {
+        double m = median(sec[T], 9), mt = median(mm[T], 9);
+        if (T == 1) c[0] = m;
+        c[T] = m / c[0];
+        fprintf(stderr, "  T=%d  %8.1f us  c(T) = %5.2f  %6.1f GFLOP/s    the matmuls alone "
+                "%8.1f us  c = %5.2f  %6.1f GFLOP/s\n", T, 1e6 * m, c[T],
+                forward_flops(cf, kv, T) / m * 1e-9, 1e6 * mt, mt / mm1,
+                matmul_flops(cf, T) / mt * 1e-9);
+    }
+    // a refill re-runs the last S/2 tokens and then makes room for S - S/2 more, so its
+    // cost is shared by S - S/2 + 1 tokens (it samples one itself)
+    if (keep > 0) {
+        double m = median(sec[10], 9);
+        fprintf(stderr, "  refill: T=%d from an empty cache %8.1f us  c = %5.2f,"
+                " %.1f us for each of the %d tokens it serves\n", keep, 1e6 * m, m / c[0],
+                1e6 * m / (S - keep + 1), S - keep + 1);
+    }
+}
+
+// A bar of width proportional to x / max, at most `width` characters.
+static void bar(double x, double max, int width) {
+    int n = max > 0 ? (int)(x / max * width + 0.5) : 0;
+    for (int i = 0; i < n && i < width; i++) fputc('#', stderr);
+    for (int i = n; i < width; i++) fputc(' ', stderr);
+}
+
+// ./specdec bench: the sweep, the curve, the predictions beside the measurements, a
+// chart; csv also writes the sweep as CSV on stdout; big adds a cache-busting model.
+int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, char *err,
+              size_t errlen) {
+    double t_start = now_seconds();
+    // 1. the verify-cost curve and the draft's cost, on this model
+    double c[10] = {0};
+    bench_curve(g, "this model", c, CURVE_REPS);
+    float *q = malloc((size_t)d->V * sizeof(float));
+    Rng r;
+    rng_seed(&r, 1);
+    int tok = 0, n_draft = 200000;
+    double t0 = now_seconds();
+    for (int i = 0; i < n_draft; i++) tok = bigram_sample(d, tok, 1.0f, &r, q);
+    double c_draft = (now_seconds() - t0) / n_draft / c[0];
+    free(q);
+    fprintf(stderr, "  one draft step (bigram_sample): c_draft = %.4f of a one-token forward\n",
+            c_draft);
+    // 2. the sweep
+    BenchCell cells[2 * BENCH_MAX_K];
+    memset(cells, 0, sizeof(cells));
+    float temps[2] = {0.0f, 1.0f};
+    if (csv) printf("t,K,acceptance_rate,alpha,tokens_per_verify,"
+                    "predicted_tokens_per_verify,passes_per_token,us_per_token_plain,"
+                    "us_per_token_spec,speedup,predicted_speedup\n");
+    for (int ti = 0; ti < 2; ti++) {
+        fprintf(stderr, "\nK sweep at t = %g: %d prompts x %d tokens per cell, speculative and "
+                "plain decoding alternating, medians of %d timed runs after a warm-up\n",
+                temps[ti], BENCH_N_PROMPTS, BENCH_TOKENS, BENCH_REPEATS);
+        // the acceptance rate is accepted / drafted (vLLM's name); alpha is the papers'
+        // expected acceptance E[sum min(p, q)], which the speedup model takes
+        fprintf(stderr, "   K  acc.rate  alpha  tok/verify  model  passes/tok  us/tok plain  "
+                "spec  speedup  model  acceptance at draft position 1..K\n");
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            x->K = K;
+            x->t = temps[ti];
+            bench_cell(g, d, v, x);
+            double n = (double)x->emitted;
+            double rate = x->drafted ? (double)x->accepted / x->drafted : 0.0;
+            double alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
+            double tpv = x->rounds ? (double)x->round_tokens / x->rounds : 0.0;
+            // the model: E[tokens per pass] = (1 - alpha^(K+1)) / (1 - alpha), and the wall
+            // speedup that / (c(K+1) + K c_draft); past T = 9, c(T) is taken as T
+            double model = expected_tokens_per_pass(alpha, K);
+            double cK = K + 1 <= 9 ? c[K + 1] : (double)(K + 1);
+            double model_speed = model / (cK + K * c_draft);
+            double us_spec = 1e6 * x->sec_spec / n, us_plain = 1e6 * x->sec_plain / n;
+            double speed = x->speedup;
+            fprintf(stderr, "  %2d     %.3f  %.3f  %10.3f  %5.3f  %10.3f  %12.2f %5.2f  %7.2f  "
+                    "%5.2f ", K, rate, alpha, tpv, model, (double)x->passes / n, us_plain,
+                    us_spec, speed, model_speed);
+            for (int i = 0; i < K; i++)
+                fprintf(stderr, " %.2f", x->pos_judged[i] ? (double)x->pos_accepted[i] /
+                                                            x->pos_judged[i] : 0.0);
+            fputc('\n', stderr);
+            if (csv) printf("%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n", temps[ti],
+                            K, rate, alpha, tpv, model, (double)x->passes / n, us_plain, us_spec,
+                            speed, model_speed);
+        }
+        // 3. the chart: tokens per verify pass and wall speedup against K
+        double max_tpv = 2.5, max_sp = 1.5;
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            max_tpv = fmax(max_tpv, (double)x->round_tokens / x->rounds);
+            max_sp = fmax(max_sp, x->speedup);
+        }
+        fprintf(stderr, "\n   K  tokens per verify pass            wall speedup ('|' = 1.0)\n");
+        for (int K = 1; K <= BENCH_MAX_K; K++) {
+            BenchCell *x = &cells[ti * BENCH_MAX_K + K - 1];
+            double tpv = (double)x->round_tokens / x->rounds, sp = x->speedup;
+            fprintf(stderr, "  %2d  ", K);
+            bar(tpv, max_tpv, 24);
+            fprintf(stderr, " %5.2f   ", tpv);
+            // the speedup bar marks break-even, 1.0, with a '|'
+            int one = (int)(1.0 / max_sp * 24 + 0.5), nb = (int)(sp / max_sp * 24 + 0.5);
+            for (int i = 0; i < 24; i++) fputc(i == one ? '|' : i < nb ? '#' : ' ', stderr);
+            fprintf(stderr, " %5.2f\n", sp);
+        }
+    }
+    // 4. a model too large for the caches, where one token is memory-bound
+    if (big) {
+        Config bc = {8, 8, 512, 32, g->config.vocab_size};
+        GPT bg;
+        if (build_gpt(&bg, &bc) != 0) {
+            free_gpt(&bg);
+            snprintf(err, errlen, "out of memory for the --big model (8 layers, n_embd 512)");
+            return 1;
+        }
+        init_gpt_random(&bg, 7);
+        double bcurve[10] = {0};
+        char what[128];
+        snprintf(what, sizeof(what), "a random model too large for the caches (L=8, C=512, "
+                 "%zu parameters, %.0f MB)", bg.n_params, bg.n_params * 4.0 / 1e6);
+        bench_curve(&bg, what, bcurve, BIG_REPS);
+        free_gpt(&bg);
+    }
+    fprintf(stderr, "\nbench: %.1f s\n", now_seconds() - t_start);
+    return 0;
+}
+
+
+// ----------------------------------------------------------------------------
+// The command line
+
+// The "-m PATH" or "-i PATH" at argv[i] of a subcommand (cmd, which takes the options
+// named in takes): sets *model or *corpus and returns 0, or prints one line and returns -1.
+static int path_option(int argc, char **argv, int i, const char **model, const char **corpus,
+                       const char *cmd, const char *takes) {
+    const char *a = argv[i];
+    if (strcmp(a, "-m") && strcmp(a, "-i")) {
+        error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+        return -1;
+    }
+    if (i + 1 >= argc) {
+        error_line("option %s needs a value (see -h)", a);
+        return -1;
+    }
+    if (!strcmp(a, "-m")) *model = argv[i + 1];
+    else *corpus = argv[i + 1];
+    return 0;
+}
+
+#ifdef BENCH_MAIN
+// test/bench [-m PATH] [-i PATH] [--csv] [--big] [--quick]: see run_bench.
+int main(int argc, char **argv) {
+    Options o;
+    memset(&o, 0, sizeof(o));
+    o.corpus_path = DEFAULT_CORPUS;
+    int csv = 0, big = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--big] "
+                   "[--quick]\n  c(T), then K = 1..8 at t = 0 and 1 beside the speedup model "
+                   "(see test/bench.c)\n");
+            return 0;
+        }
+        if (!strcmp(a, "--csv")) { csv = 1; continue; }
+        if (!strcmp(a, "--big")) { big = 1; continue; }
+        if (!strcmp(a, "--quick")) {
+            // the same code on less: what the tests run
+            BENCH_TOKENS = 100;
+            BENCH_REPEATS = 1;
+            CURVE_REPS = 200;
+            BIG_REPS = 1;
+            continue;
+        }
+        if (path_option(argc, argv, i, &o.model_path, &o.corpus_path, "bench",
+                        "-m, -i, --csv, --big and --quick") != 0)
+            return 1;
+        i++; // past the option's value too
+    }
+    char err[512], source[256];
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    BigramDraft d = {0, NULL};
+    memset(&g, 0, sizeof(g));
+    memset(&corpus, 0, sizeof(corpus));
+    int rc = 1;
+    if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0)
+        goto done;
+    // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
+    for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+        int tokens[64];
+        if (encode_prompt(&v, BENCH_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
+    }
+    if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
+        snprintf(err, sizeof(err), "out of memory building the bigram table");
+        goto done;
+    }
+    print_config(&g, source);
+    rc = run_bench(&g, &d, &v, csv, big, err, sizeof(err));
+done:
+    if (rc != 0) error_line("%s", err);
+    free_bigram_draft(&d);
+    free_corpus(&corpus);
+    free_gpt(&g);
+    return rc;
+}
+#endif

@@ -1,0 +1,1198 @@
+/*
+ * tinyshakespeare/train.c — the trainer that made tinyshakespeare/model.bin.
+ *
+ * It includes specdec.c whole and trains its target model with the lecture's recipe:
+ * batches of 16 random 32-token windows of the training split, next-character
+ * cross-entropy, AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01), 5000
+ * steps, PyTorch's default initialisation, seed 1337. The forward pass is specdec.c's own
+ * block_forward, so the trainer trains exactly the function the decoder runs; this file
+ * adds the backward passes, the optimiser, batches, evaluation, checkpoint writing and an
+ * exact --resume.
+ *
+ *   make train                                  # = tinyshakespeare/train (the defaults)
+ *   tinyshakespeare/train --iters 200 -o /tmp/m.bin
+ *   tinyshakespeare/train --resume -o /tmp/m.bin --iters 400
+ *   tinyshakespeare/train eval [-m PATH] [-i PATH]    # the whole validation split's loss
+ *   tinyshakespeare/train init [--seed S] -o PATH     # a seeded random model, untrained
+ *
+ * The backward matmuls use fmaf: a fused multiply-add, one rounding, one instruction with
+ * -march=native (the build keeps -ffp-contract=off, so the compiler fuses nothing itself).
+ *
+ * broken build (test/test_train.c): -DBREAK_LAYERNORM_BACKWARD drops a term of
+ * layernorm_backward, so that the gradient check can be seen to fail.
+ */
+#ifndef TESTING
+#define TESTING    // leaves out specdec.c's main: this file has its own ...
+#define TRAIN_MAIN // ... unless a test includes this file (with TESTING defined)
+#endif
+#include "../specdec.c"
+
+// ----------------------------------------------------------------------------
+// A training pass: every activation of B windows, and the gradients
+
+// A training pass over B windows of S tokens: every block's activations for every window
+// (the backward pass needs them all), each window's own cache, and the gradients.
+typedef struct {
+    int B;              //                windows per batch, e.g. 16
+    int n_blocks;       //                B * L block records
+    float *resid;       // (B, L+1, S, C) resid[b][l] enters block l; resid[b][L] leaves the last
+    float *mid;         // (B, L, S, C)   x_mid of every block
+    BlockActs *blocks;  // (B*L)          the blocks' records, window by window
+    float *key;         // (B, L, S, C)   each window's keys and values, by position,
+    float *value;       // (B, L, S, C)   as the cache keeps them, from position 0
+    float *ln_f;        // (B, S, C)      ln_f output
+    float *logits;      // (B, S, V)
+    float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
+    float *grads;       // (P)            dLoss/dparameter, in checkpoint order
+    Weights dw;         //                grads split like the weights: dw.key is dLoss/dkey
+    float *weights_t;   // (P)            the weights with every matrix transposed ...
+    Weights wt;         //                ... to (out, in), split the same way: wt.key is key^T
+    // backward scratch for one window at a time, one role each
+    float *d_logits;    // (S, V)
+    float *d_ln_f;      // (S, C)         gradient of ln_f's output
+    float *d_resid;     // (S, C)         gradient of the residual stream where the pass is
+    float *d_mid;       // (S, C)         gradient of a block's x_mid
+    float *d_hidden;    // (S, 4C)        gradient of the MLP hidden layer
+    float *d_ln2;       // (S, C)         gradient of ln2's output
+    float *d_att_out;   // (S, C)         gradient of the attention output before proj
+    float *d_q;         // (S, C)         gradient of the queries
+    float *d_k;         // (S, C)         gradient of the window's keys
+    float *d_v;         // (S, C)         gradient of the window's values
+    float *d_weights;   // (S)            gradient of one row of attention weights
+    float *d_scores;    // (S, S)         gradient of one head's scores, before the softmax
+    float *d_ln1;       // (S, C)         gradient of ln1's output
+} TrainState;
+
+// Allocates a training pass of B windows for a model's config; 0 on success.
+int build_train_state(TrainState *ts, const Config *c, int B) {
+    memset(ts, 0, sizeof(*ts));
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    size_t SC = S * C, sizes[N_TENSORS];
+    ts->B = B;
+    ts->n_blocks = B * (int)L;
+    ts->resid = alloc_floats((size_t)B * (L + 1) * SC);
+    ts->mid = alloc_floats((size_t)B * L * SC);
+    ts->blocks = calloc((size_t)B * L, sizeof(BlockActs));
+    ts->key = alloc_floats((size_t)B * L * SC);
+    ts->value = alloc_floats((size_t)B * L * SC);
+    ts->ln_f = alloc_floats((size_t)B * SC);
+    ts->logits = alloc_floats((size_t)B * S * V);
+    ts->probs = alloc_floats((size_t)B * S * V);
+    ts->grads = alloc_floats(weight_sizes(c, sizes));
+    ts->weights_t = alloc_floats(weight_sizes(c, sizes));
+    if (!ts->resid || !ts->mid || !ts->blocks || !ts->key || !ts->value || !ts->ln_f ||
+        !ts->logits || !ts->probs || !ts->grads || !ts->weights_t)
+        return -1;
+    point_weights(&ts->dw, ts->grads, sizes);
+    point_weights(&ts->wt, ts->weights_t, sizes);
+    // block l of window b reads resid[b][l] and writes resid[b][l+1]: the stream is kept
+    for (size_t b = 0; b < (size_t)B; b++)
+        for (size_t l = 0; l < L; l++) {
+            float *r = ts->resid + (b * (L + 1) + l) * SC;
+            if (build_block_acts(&ts->blocks[b * L + l], c, r, ts->mid + (b * L + l) * SC,
+                                 r + SC) != 0)
+                return -1;
+        }
+    // the backward scratch
+    ts->d_logits = alloc_floats(S * V);
+    ts->d_ln_f = alloc_floats(SC);
+    ts->d_resid = alloc_floats(SC);
+    ts->d_mid = alloc_floats(SC);
+    ts->d_hidden = alloc_floats(4 * SC);
+    ts->d_ln2 = alloc_floats(SC);
+    ts->d_att_out = alloc_floats(SC);
+    ts->d_q = alloc_floats(SC);
+    ts->d_k = alloc_floats(SC);
+    ts->d_v = alloc_floats(SC);
+    ts->d_weights = alloc_floats(S);
+    ts->d_scores = alloc_floats(S * S);
+    ts->d_ln1 = alloc_floats(SC);
+    return (ts->d_logits && ts->d_ln_f && ts->d_resid && ts->d_mid && ts->d_hidden &&
+            ts->d_ln2 && ts->d_att_out && ts->d_q && ts->d_k && ts->d_v && ts->d_weights &&
+            ts->d_scores && ts->d_ln1) ? 0 : -1;
+}
+
+// Frees what build_train_state allocated; safe on a half-built one.
+void free_train_state(TrainState *ts) {
+    // blocks is calloc'd, so a record never built holds NULLs and frees as nothing
+    for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
+    free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->key); free(ts->value);
+    free(ts->ln_f); free(ts->logits); free(ts->probs); free(ts->grads);
+    free(ts->weights_t);
+    free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
+    free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
+    free(ts->d_v); free(ts->d_weights); free(ts->d_scores); free(ts->d_ln1);
+    memset(ts, 0, sizeof(*ts));
+}
+
+// ----------------------------------------------------------------------------
+// Backward passes of the layers, each accumulating (+=) into its gradients
+
+// The trainer's own matmul kernel, for the backward pass (specdec.c's textbook matmul runs
+// the forward): a register-tiled loop nest, about five times faster here.
+//     c[m][n] += sum_k a[m][k] * b[k][n]     for k = 0, 1, 2, ... in that order,
+// with c (M, N) and b (K, N) row-major and a read through two strides,
+// a[m][k] = a[m * a_m + k * a_k], so one function takes in, in transposed, or dout.
+// It works on blocks of up to TILE_M rows by TILE_N (or 2 or 4 TILE_N) columns of c: the
+// block's running sums stay in vector registers while k runs, so c is loaded and stored
+// once per block instead of once per k, and each row segment of b is loaded once for
+// all the rows of the block.
+// Every c[m][n] gets the same steps in the same order whichever block holds it, so a
+// token's output does not depend on how many tokens share the pass. Each step is
+// fmaf(a, b, c): a fused multiply-add, rounded once, and the same in every block and on
+// every path, because it is written here, not left to the compiler (which is told
+// -ffp-contract=off, so it never fuses a multiply and an add on its own). With FMA in
+// the hardware (-march=native) it is one instruction and makes training ~12% faster.
+// 8 x 32 was the fastest of 4x32, 4x64, 6x32, 8x16 and 8x32 here for training; try other
+// widths with -DTILE_N=.. (the rows per tile stay 8: gemm_band names each count 1 to 8).
+#define TILE_M 8
+#ifndef TILE_N
+#define TILE_N 32
+#endif
+
+// R rows of c (m0 .. m0+R-1, R = 1 .. TILE_M) by W columns (n0 .., W = TILE_N, or 4
+// times that for one row, or 2 times for two to six rows: see gemm_band). R and W are
+// constants wherever this is inlined, so the compiler unrolls the block into R * W / 16
+// (AVX-512) registers; the loop over k is the only loop left, and each row segment of b
+// is loaded once for all R rows: a verify pass of k+1 tokens reads the weights once.
+static inline __attribute__((always_inline)) void
+gemm_block(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+           const float *restrict b, int K, int N, int m0, int n0, const int R, const int W) {
+    float acc[6 * 2 * TILE_N]; // R * W <= 6 * 2 * TILE_N for every shape gemm_band uses
+    // the block's sums start from what c holds (a bias, or the gradients so far)
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < W; j++) acc[r * W + j] = c[(size_t)(m0 + r) * N + n0 + j];
+    // one k at a time: one row segment of b meets one number of a per row of c
+    for (int k = 0; k < K; k++) {
+        const float *bk = b + (size_t)k * N + n0;
+        if (R == 1) {
+            // one row (a decoding step): the same steps, written 16 columns at a time. In
+            // the form below, gcc 12 unrolls this loop by two for one row and keeps the 8
+            // running sums on the stack, storing them at every k (objdump shows it); this
+            // form keeps them in registers, and one-token matmuls run ~19% faster
+            float x = a[(size_t)m0 * a_m + (size_t)k * a_k];
+            for (int j0 = 0; j0 < W; j0 += 16)
+                for (int j = j0; j < j0 + 16; j++) acc[j] = fmaf(x, bk[j], acc[j]);
+            continue;
+        }
+        for (int r = 0; r < R; r++) {
+            float x = a[(size_t)(m0 + r) * a_m + (size_t)k * a_k];
+            for (int j = 0; j < W; j++) acc[r * W + j] = fmaf(x, bk[j], acc[r * W + j]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < W; j++) c[(size_t)(m0 + r) * N + n0 + j] = acc[r * W + j];
+}
+
+// A band of `rows` rows (1 .. TILE_M) from m0, across the columns that whole tiles cover.
+// Each sum runs over k in order, so one sum's next step waits for the last (4 cycles);
+// a block must hold enough sums to keep the multiply-adders busy meanwhile. One row
+// takes 4 tiles of columns at once and two to six rows 2, where N allows (wider blocks
+// also stream a large b better); 7 or 8 rows take one, as training's 8-row bands were
+// measured fastest with. The switch hands gemm_block constant shapes to unroll.
+static void gemm_band(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                      const float *restrict b, int K, int N, int m0, int rows) {
+    int n0 = 0;
+    for (int w = rows == 1 ? 4 : rows <= 6 ? 2 : 1; w >= 1; w /= 2) {
+        for (; n0 + w * TILE_N <= N; n0 += w * TILE_N) {
+            switch (rows * 10 + w) {
+            case 14: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, 4 * TILE_N); break;
+            case 12: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, 2 * TILE_N); break;
+            case 11: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 1, TILE_N); break;
+            case 22: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 2, 2 * TILE_N); break;
+            case 21: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 2, TILE_N); break;
+            case 32: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 3, 2 * TILE_N); break;
+            case 31: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 3, TILE_N); break;
+            case 42: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, 2 * TILE_N); break;
+            case 41: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 4, TILE_N); break;
+            case 52: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 5, 2 * TILE_N); break;
+            case 51: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 5, TILE_N); break;
+            case 62: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 6, 2 * TILE_N); break;
+            case 61: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 6, TILE_N); break;
+            case 71: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, 7, TILE_N); break;
+            default: gemm_block(c, a, a_m, a_k, b, K, N, m0, n0, TILE_M, TILE_N); break;
+            }
+        }
+    }
+}
+
+// The columns n0 .. N-1 left over at the right of row m (fewer than TILE_N; the
+// vocabulary's 65 leaves one): the same sums, one element at a time.
+static void gemm_rest(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+                      const float *restrict b, int K, int N, int m, int n0) {
+    for (int n = n0; n < N; n++) {
+        float acc = c[(size_t)m * N + n];
+        for (int k = 0; k < K; k++)
+            acc = fmaf(a[(size_t)m * a_m + (size_t)k * a_k], b[(size_t)k * N + n], acc);
+        c[(size_t)m * N + n] = acc;
+    }
+}
+
+// c (M, N) += a (M, K) b (K, N): bands of up to TILE_M rows, then the columns left over.
+static void gemm_acc(float *restrict c, const float *restrict a, size_t a_m, size_t a_k,
+              const float *restrict b, int M, int K, int N) {
+    // bands of TILE_M rows (the tokens of a training window, a long prefill), then one
+    // band of what is left (a decoding step's 1 token, a verify pass's k+1)
+    for (int m = 0; m < M; m += TILE_M)
+        gemm_band(c, a, a_m, a_k, b, K, N, m, M - m < TILE_M ? M - m : TILE_M);
+    // the columns right of the last whole tile, every row
+    int n_rest = N / TILE_N * TILE_N;
+    if (n_rest < N)
+        for (int m = 0; m < M; m++) gemm_rest(c, a, a_m, a_k, b, K, N, m, n_rest);
+}
+
+// Backward of matmul, accumulating (+=): dweight[i][o] += sum_t in[t][i] * dout[t][o],
+// dbias[o] += sum_t dout[t][o], din[t][i] += sum_o dout[t][o] * weight_t[o][i].
+// weight_t is the weight transposed to (out, in), PyTorch's own layout, so that the
+// input gradient, too, is a gemm_acc with a contiguous innermost loop.
+// din and dbias may be NULL (an input that needs no gradient, a Linear without bias).
+static void matmul_backward(float *din, float *dweight, float *dbias, const float *dout,
+                     const float *in, const float *weight_t, int T, int in_dim, int out_dim) {
+    // dweight = in^T dout: in read transposed (row i of in^T is column i of in)
+    gemm_acc(dweight, in, 1, in_dim, dout, in_dim, T, out_dim);
+    if (dbias)
+        for (int t = 0; t < T; t++)
+            for (int o = 0; o < out_dim; o++) dbias[o] += dout[(size_t)t * out_dim + o];
+    // din = dout weight^T
+    if (din) gemm_acc(din, dout, out_dim, 1, weight_t, T, out_dim, in_dim);
+}
+
+
+// out (cols, rows) = in (rows, cols) transposed.
+static void transpose(float *out, const float *in, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < cols; k++) out[(size_t)k * rows + r] = in[(size_t)r * cols + k];
+}
+
+// Fills wt's matrices with w's, transposed from (in, out) to (out, in), layer by layer:
+// the backward pass's input gradients read them row by row (see matmul_backward).
+static void transpose_matrices(const Config *c, const Weights *w, Weights *wt) {
+    int C = c->n_embd;
+    size_t CC = (size_t)C * C;
+    for (int l = 0; l < c->n_layer; l++) {
+        transpose(wt->query + l * CC, w->query + l * CC, C, C);
+        transpose(wt->key + l * CC, w->key + l * CC, C, C);
+        transpose(wt->value + l * CC, w->value + l * CC, C, C);
+        transpose(wt->proj_weight + l * CC, w->proj_weight + l * CC, C, C);
+        transpose(wt->ffwd_up_weight + l * 4 * CC, w->ffwd_up_weight + l * 4 * CC, C, 4 * C);
+        transpose(wt->ffwd_down_weight + l * 4 * CC, w->ffwd_down_weight + l * 4 * CC, 4 * C, C);
+    }
+    transpose(wt->lm_head_weight, w->lm_head_weight, C, c->vocab_size);
+}
+
+// Backward of layernorm, into din, dweight, dbias. With xhat = (x - mean) * rstd and
+// g = dout * weight, the input gradient is  din = rstd * (g - mean(g) - xhat * mean(g * xhat))
+// (the two means come from the mean and the variance depending on every input). The
+// row's mean and rstd are recomputed from in, exactly as layernorm computed them.
+void layernorm_backward(float *din, float *dweight, float *dbias, const float *dout,
+                        const float *in, const float *weight, int T, int C) {
+    for (int t = 0; t < T; t++) {
+        const float *x = in + (size_t)t * C, *dy = dout + (size_t)t * C;
+        float *dx = din + (size_t)t * C;
+        float mean = 0.0f, var = 0.0f;
+        for (int i = 0; i < C; i++) mean += x[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
+        var /= C;
+        float rstd = 1.0f / sqrtf(var + 1e-5f);
+        // the two row means the input gradient needs
+        float g_mean = 0.0f, gx_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            g_mean += dy[i] * weight[i];
+            gx_mean += dy[i] * weight[i] * (x[i] - mean) * rstd;
+        }
+        g_mean /= C;
+        gx_mean /= C;
+#ifdef BREAK_LAYERNORM_BACKWARD
+        gx_mean = 0.0f; // test-only build: drops a term, so the gradient check must fail
+#endif
+        // parameter gradients, then the input gradient
+        for (int i = 0; i < C; i++) {
+            float xhat = (x[i] - mean) * rstd;
+            dweight[i] += dy[i] * xhat;
+            dbias[i] += dy[i];
+            dx[i] += rstd * (dy[i] * weight[i] - g_mean - xhat * gx_mean);
+        }
+    }
+}
+
+// Backward of attention (a window from position 0), into dq (T, C) and the gradients of
+// the window's keys and values dk, dv (T, C). For one token and head, with weights
+// a = softmax(z) and out = sum_s a[s] v_s:  da[s] = dout . v_s,
+// dz[s] = a[s] (da[s] - sum_j a[j] da[j]), and z[s] = scale * q . k_s spreads dz to q and
+// to every k_s it saw. key, value: (T, C), by position. da: (S), dz: (S, S) scratch.
+void attention_backward(float *dq, float *dk, float *dv, float *da, float *dz,
+                        const float *dout, const float *att, const float *q, const float *key,
+                        const float *value, int T, int C, int NH, int S) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS); // as in attention
+    for (int h = 0; h < NH; h++) {
+        for (int t = 0; t < T; t++) {
+            const float *a = att + ((size_t)h * S + t) * S;
+            const float *dy = dout + (size_t)t * C + h * HS;
+            // through the weighted sum: da for every weight, dv for every value
+            float da_dot_a = 0.0f;
+            for (int s = 0; s <= t; s++) {
+                const float *vh = value + (size_t)s * C + h * HS;
+                float *dvh = dv + (size_t)s * C + h * HS;
+                da[s] = 0.0f;
+                for (int i = 0; i < HS; i++) da[s] += dy[i] * vh[i];
+                for (int i = 0; i < HS; i++) dvh[i] += a[s] * dy[i];
+                da_dot_a += da[s] * a[s];
+            }
+            // through the softmax to the scores, and from each score to its key and the query
+            const float *qh = q + (size_t)t * C + h * HS;
+            float *dqh = dq + (size_t)t * C + h * HS;
+            for (int s = 0; s <= t; s++) {
+                float g = a[s] * (da[s] - da_dot_a) * scale;
+                const float *kh = key + (size_t)s * C + h * HS;
+                float *dkh = dk + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) dkh[i] += g * qh[i];
+                for (int i = 0; i < HS; i++) dqh[i] += g * kh[i];
+                dz[(size_t)t * S + s] = g;
+            }
+        }
+    }
+}
+
+// Backward of relu, in place: the gradient passes where the output was positive.
+void relu_backward(float *dx, const float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) dx[i] = out[i] > 0.0f ? dx[i] : 0.0f;
+}
+
+// ----------------------------------------------------------------------------
+// The loss and its gradient
+
+// Cross-entropy of one row of logits for its true next token, logsumexp(z) - z[target],
+// in double with the max taken out first: nothing overflows, and a tiny p never becomes
+// log(0). probs (V), if not NULL, receives softmax(z), which the backward pass needs.
+static double cross_entropy(const float *z, int V, int target, float *probs) {
+    double m = z[0], sum = 0.0;
+    for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+    for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
+    if (probs)
+        for (int v = 0; v < V; v++) probs[v] = (float)(exp((double)z[v] - m) / sum);
+    return m + log(sum) - z[target];
+}
+
+// Mean next-character cross-entropy of B windows of S tokens: each window runs from
+// position 0 through specdec.c's block_forward, with its own record per block, so every
+// activation stays for train_backward. inputs, targets: (B, S). Returns the mean loss.
+double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int *targets) {
+    const Config *c = &g->config;
+    int S = c->block_size, V = c->vocab_size, L = c->n_layer, C = c->n_embd;
+    size_t SC = (size_t)S * C, SV = (size_t)S * V;
+    double loss = 0.0;
+    for (int b = 0; b < ts->B; b++) {
+        BlockActs *layer = ts->blocks + (size_t)b * L;
+        embed(layer[0].x_in, &g->w, inputs + (size_t)b * S, S, 0, C);
+        for (int l = 0; l < L; l++)
+            block_forward(c, &g->w, l, &layer[l], ts->key + (b * L + l) * SC,
+                          ts->value + (b * L + l) * SC, S, 0);
+        layernorm(ts->ln_f + b * SC, layer[L - 1].x_out, g->w.ln_f_weight, g->w.ln_f_bias, S, C);
+        matmul(ts->logits + b * SV, ts->ln_f + b * SC, g->w.lm_head_weight, g->w.lm_head_bias,
+               S, C, V);
+        // every position predicts its next token; the softmax is kept for the backward
+        for (int t = 0; t < S; t++)
+            loss += cross_entropy(ts->logits + b * SV + (size_t)t * V, V,
+                                  targets[(size_t)b * S + t], ts->probs + b * SV + (size_t)t * V);
+    }
+    return loss / ((double)ts->B * S);
+}
+
+// One block's backward pass for one window: d_resid holds dLoss/dx_out on entry and
+// dLoss/dx_in on return; the parameter gradients of layer l accumulate into ts->dw.
+static void block_backward(const Config *c, const Weights *w, TrainState *ts, int l,
+                           const BlockActs *a, const float *key, const float *value) {
+    int C = c->n_embd, T = c->block_size;
+    size_t CC = (size_t)C * C, TC = (size_t)T * C;
+    Weights *dw = &ts->dw;
+    const Weights *wt = &ts->wt; // the matrices, transposed, for the input gradients
+    // x_out = x_mid + ffwd(ln2(x_mid)): the gradient reaches x_mid directly and via the MLP
+    memcpy(ts->d_mid, ts->d_resid, TC * sizeof(float));
+    memset(ts->d_hidden, 0, TC * 4 * sizeof(float));
+    matmul_backward(ts->d_hidden, dw->ffwd_down_weight + l * 4 * CC, dw->ffwd_down_bias + l * C,
+                    ts->d_resid, a->hidden, wt->ffwd_down_weight + l * 4 * CC, T, 4 * C, C);
+    relu_backward(ts->d_hidden, a->hidden, TC * 4);
+    memset(ts->d_ln2, 0, TC * sizeof(float));
+    matmul_backward(ts->d_ln2, dw->ffwd_up_weight + l * 4 * CC, dw->ffwd_up_bias + l * 4 * C,
+                    ts->d_hidden, a->ln2, wt->ffwd_up_weight + l * 4 * CC, T, C, 4 * C);
+    layernorm_backward(ts->d_mid, dw->ln2_weight + l * C, dw->ln2_bias + l * C, ts->d_ln2,
+                       a->x_mid, w->ln2_weight + l * C, T, C);
+    // x_mid = x_in + proj(attn(ln1(x_in))): the same split, through attention
+    memcpy(ts->d_resid, ts->d_mid, TC * sizeof(float));
+    memset(ts->d_att_out, 0, TC * sizeof(float));
+    matmul_backward(ts->d_att_out, dw->proj_weight + l * CC, dw->proj_bias + l * C, ts->d_mid,
+                    a->att_out, wt->proj_weight + l * CC, T, C, C);
+    memset(ts->d_q, 0, TC * sizeof(float));
+    memset(ts->d_k, 0, TC * sizeof(float));
+    memset(ts->d_v, 0, TC * sizeof(float));
+    attention_backward(ts->d_q, ts->d_k, ts->d_v, ts->d_weights, ts->d_scores, ts->d_att_out,
+                       a->att, a->q, key, value, T, C, c->n_head, c->block_size);
+    // query, key and value all read ln1's output: their input gradients add up
+    memset(ts->d_ln1, 0, TC * sizeof(float));
+    matmul_backward(ts->d_ln1, dw->query + l * CC, NULL, ts->d_q, a->ln1, wt->query + l * CC, T,
+                    C, C);
+    matmul_backward(ts->d_ln1, dw->key + l * CC, NULL, ts->d_k, a->ln1, wt->key + l * CC, T, C, C);
+    matmul_backward(ts->d_ln1, dw->value + l * CC, NULL, ts->d_v, a->ln1, wt->value + l * CC, T,
+                    C, C);
+    layernorm_backward(ts->d_resid, dw->ln1_weight + l * C, dw->ln1_bias + l * C, ts->d_ln1,
+                       a->x_in, w->ln1_weight + l * C, T, C);
+}
+
+// The gradient of train_forward's mean loss with respect to every parameter, into
+// ts->grads (zeroed first). Needs the activations train_forward left in ts.
+void train_backward(const GPT *g, TrainState *ts, const int *inputs, const int *targets) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
+    Weights *dw = &ts->dw;
+    int S = c->block_size, V = c->vocab_size, L = c->n_layer, C = c->n_embd;
+    size_t SC = (size_t)S * C, SV = (size_t)S * V;
+    memset(ts->grads, 0, g->n_params * sizeof(float));
+    transpose_matrices(c, w, &ts->wt);
+    float scale = 1.0f / ((float)ts->B * S); // the loss is a mean over B*S positions
+    for (int b = 0; b < ts->B; b++) {
+        // cross-entropy through softmax: dLoss/dlogits = (p - onehot(target)) / (B*S)
+        for (int t = 0; t < S; t++) {
+            const float *p = ts->probs + b * SV + (size_t)t * V;
+            float *dz = ts->d_logits + (size_t)t * V;
+            for (int v = 0; v < V; v++) dz[v] = p[v] * scale;
+            dz[targets[(size_t)b * S + t]] -= scale;
+        }
+        // lm_head and ln_f, into the residual stream that left the last block
+        memset(ts->d_ln_f, 0, SC * sizeof(float));
+        matmul_backward(ts->d_ln_f, dw->lm_head_weight, dw->lm_head_bias, ts->d_logits,
+                        ts->ln_f + b * SC, ts->wt.lm_head_weight, S, C, V);
+        const BlockActs *layer = ts->blocks + (size_t)b * L;
+        memset(ts->d_resid, 0, SC * sizeof(float));
+        layernorm_backward(ts->d_resid, dw->ln_f_weight, dw->ln_f_bias, ts->d_ln_f,
+                           layer[L - 1].x_out, w->ln_f_weight, S, C);
+        // the blocks, last to first
+        for (int l = L - 1; l >= 0; l--)
+            block_backward(c, w, ts, l, &layer[l], ts->key + (b * L + l) * SC,
+                           ts->value + (b * L + l) * SC);
+        // the embeddings: each token's row and each position's row collect its gradient
+        const int *tok = inputs + (size_t)b * S;
+        for (int t = 0; t < S; t++)
+            for (int i = 0; i < C; i++) {
+                dw->token_embedding[(size_t)tok[t] * C + i] += ts->d_resid[(size_t)t * C + i];
+                dw->position_embedding[(size_t)t * C + i] += ts->d_resid[(size_t)t * C + i];
+            }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Writing checkpoints: the format is in specdec.c ("Loading"); files are replaced atomically
+
+// Little-endian byte order, written byte by byte: the same file on any host.
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+// The same for 64-bit values: low half first.
+static void put_u64(unsigned char *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+// Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
+// them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
+// nothing left behind. what names the kind of file ("checkpoint", "training state").
+static char *write_temp(const char *path, const unsigned char *buf, size_t n,
+                        const char *what, char *err, size_t errlen) {
+    // the temporary file lives in the same directory, so the rename after it is atomic
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return NULL;
+    }
+    // mkstemp picks a fresh name, so two writers never share a temporary file;
+    // fsync, so the name published later never points at data still in flight
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    // mkstemp creates the file 0600; give it the mode an ordinary write would (0666 & ~umask)
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fd >= 0) fchmod(fd, 0666 & ~mask);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    int ok = f && fwrite(buf, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (f) ok = (fclose(f) == 0) && ok;
+    else if (fd >= 0) close(fd);
+    if (!ok) {
+        // the old file, if any, is untouched; only the temporary one is removed
+        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
+                 "and is writable)", what, path, strerror(saved ? saved : errno));
+        if (fd >= 0) unlink(tmp);
+        free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+// Renames a finished temporary file over path (the atomic step) and frees its name.
+static int publish_temp(char *tmp, const char *path, const char *what, char *err,
+                        size_t errlen) {
+    int ok = rename(tmp, path) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
+                 "and is writable)", what, path, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : -1;
+}
+
+// Writes the n bytes of a serialized file (buf, which it frees; NULL means serializing
+// ran out of memory) to path atomically: to a temporary file beside path, then rename,
+// so an interrupted write never leaves a half-written file where a good one was.
+static int write_file_atomic(const char *path, unsigned char *buf, size_t n,
+                             const char *what, char *err, size_t errlen) {
+    if (!buf) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        return -1;
+    }
+    char *tmp = write_temp(path, buf, n, what, err, errlen);
+    free(buf);
+    return tmp ? publish_temp(tmp, path, what, err, errlen) : -1;
+}
+
+// Lays a checkpoint out in memory (the format above), checksum included; sets *n.
+// Returns NULL if out of memory. The same model always gives the same bytes.
+static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, size_t *n) {
+    const Config *c = &g->config;
+    size_t V = (size_t)c->vocab_size;
+    *n = CKPT_HEADER + V + 4 * g->n_params + 8;
+    unsigned char *buf = malloc(*n);
+    if (!buf) return NULL;
+    // header, vocabulary, parameters, checksum
+    memcpy(buf, CKPT_MAGIC, 4);
+    put_u32(buf + 4, CKPT_VERSION);
+    int fields[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    for (int i = 0; i < 5; i++) put_u32(buf + 8 + 4 * i, (uint32_t)fields[i]);
+    memcpy(buf + CKPT_HEADER, vocab->chars, V);
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        put_u32(buf + CKPT_HEADER + V + 4 * i, bits);
+    }
+    put_u64(buf + *n - 8, fnv1a64(buf, *n - 8));
+    return buf;
+}
+
+// Writes a checkpoint atomically (see write_file_atomic).
+int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
+    size_t n = 0;
+    unsigned char *buf = serialize_checkpoint(g, vocab, &n);
+    return write_file_atomic(path, buf, n, "checkpoint", err, errlen);
+}
+
+// ----------------------------------------------------------------------------
+// Training: the lecture's recipe (random windows, cross-entropy, AdamW), evaluation
+
+// AdamW with PyTorch's defaults; m and v have one entry per parameter.
+typedef struct {
+    float lr;           // learning rate, constant       e.g. 1e-3
+    float beta1, beta2; // moment decay rates            e.g. 0.9, 0.999
+    float eps;          // added to sqrt(v)              e.g. 1e-8
+    float weight_decay; // decoupled, on every parameter e.g. 0.01
+    float *m;           // (P) first moment: a running mean of the gradient
+    float *v;           // (P) second moment: a running mean of its square
+    long step;          // updates made so far
+} AdamW;
+
+// One AdamW step over n parameters, as torch.optim.AdamW takes it: decay the weights,
+// update both moments, correct their start-up bias, and step by m / (sqrt(v) + eps).
+void adamw_update(AdamW *opt, float *params, const float *grads, size_t n) {
+    opt->step++;
+    // the moments start at 0, so early averages are too small by exactly these factors
+    float bias1 = 1.0f - powf(opt->beta1, (float)opt->step);
+    float bias2 = 1.0f - powf(opt->beta2, (float)opt->step);
+    for (size_t i = 0; i < n; i++) {
+        params[i] *= 1.0f - opt->lr * opt->weight_decay; // decoupled weight decay
+        opt->m[i] = opt->beta1 * opt->m[i] + (1.0f - opt->beta1) * grads[i];
+        opt->v[i] = opt->beta2 * opt->v[i] + (1.0f - opt->beta2) * grads[i] * grads[i];
+        float m_hat = opt->m[i] / bias1, v_hat = opt->v[i] / bias2;
+        params[i] -= opt->lr * m_hat / (sqrtf(v_hat) + opt->eps);
+    }
+}
+
+// B random windows of the training split, as the lecture's get_batch draws them: a
+// start i anywhere that leaves room for S+1 tokens; inputs data[i..i+S), targets one on.
+void get_batch(const Corpus *corpus, int B, int S, Rng *rng, int *inputs, int *targets) {
+    size_t starts = corpus->n_train - (size_t)S; // torch.randint(len(data) - block_size)
+    for (int b = 0; b < B; b++) {
+        size_t i = (size_t)(rng_u64(rng) % starts);
+        memcpy(inputs + (size_t)b * S, corpus->tokens + i, (size_t)S * sizeof(int));
+        memcpy(targets + (size_t)b * S, corpus->tokens + i + 1, (size_t)S * sizeof(int));
+    }
+}
+
+// Mean cross-entropy over every position of tokens[0..n): consecutive windows of up to
+// S tokens, each from an empty cache, each target scored once. Deterministic.
+double eval_loss(GPT *g, const int *tokens, size_t n) {
+    int S = g->config.block_size, V = g->config.vocab_size;
+    double total = 0.0;
+    size_t scored = 0;
+    for (size_t start = 0; start + 1 < n; start += (size_t)S) {
+        int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
+        g->state.kv_len = 0;
+        const float *logits = forward(g, tokens + start, T);
+        // each row predicts the next token, scored as in training
+        for (int t = 0; t < T; t++)
+            total += cross_entropy(logits + (size_t)t * V, V, tokens[start + t + 1], NULL);
+        scored += (size_t)T;
+    }
+    g->state.kv_len = 0;
+    return total / (double)scored;
+}
+
+// The training state file, PATH.state beside the checkpoint PATH: what the checkpoint
+// does not hold and an exact resume needs. Integers little-endian, floats float32:
+//   offset     size    field
+//   0          4       magic "SPDS"
+//   4          4       version = 1
+//   8          4       batch: windows per step
+//   12         4       0 (padding)
+//   16         8       step: optimiser updates made so far
+//   24         8       the batch sampler's generator state
+//   32         8       the checksum of the checkpoint saved with it: the pair must match
+//   40         8       P, the parameter count
+//   48         4P      AdamW's first moments m
+//   48+4P      4P      AdamW's second moments v
+//   48+8P      8       checksum: FNV-1a 64 of every byte before it
+#define STATE_MAGIC "SPDS"
+#define STATE_VERSION 1
+#define STATE_HEADER 48
+
+// Where a training run stands, beyond the weights: enough to continue it exactly.
+typedef struct {
+    AdamW opt;          // the optimiser, its moments and opt.step, the updates made
+    Rng rng;            // the batch sampler's generator
+    int batch;          // windows per step                e.g. 16
+    uint64_t ckpt_sum;  // checksum of the checkpoint this state goes with
+} TrainProgress;
+
+// The training state of p as the bytes of a file (*n of them, malloc'd); NULL if out
+// of memory.
+static unsigned char *serialize_train_state(const TrainProgress *p, size_t P, size_t *n_out) {
+    size_t n = STATE_HEADER + 8 * P + 8;
+    unsigned char *buf = malloc(n);
+    if (!buf) return NULL;
+    // header, moments, checksum: the layout above
+    memcpy(buf, STATE_MAGIC, 4);
+    put_u32(buf + 4, STATE_VERSION);
+    put_u32(buf + 8, (uint32_t)p->batch);
+    put_u32(buf + 12, 0);
+    put_u64(buf + 16, (uint64_t)p->opt.step);
+    put_u64(buf + 24, p->rng.state);
+    put_u64(buf + 32, p->ckpt_sum);
+    put_u64(buf + 40, (uint64_t)P);
+    for (size_t i = 0; i < P; i++) {
+        uint32_t m, v;
+        memcpy(&m, &p->opt.m[i], 4);
+        memcpy(&v, &p->opt.v[i], 4);
+        put_u32(buf + STATE_HEADER + 4 * i, m);
+        put_u32(buf + STATE_HEADER + 4 * (P + i), v);
+    }
+    put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+    *n_out = n;
+    return buf;
+}
+
+// Writes the training state of p atomically to path; 0 on success.
+int save_train_state(const TrainProgress *p, size_t P, const char *path, char *err,
+                     size_t errlen) {
+    size_t n = 0;
+    unsigned char *buf = serialize_train_state(p, P, &n);
+    return write_file_atomic(path, buf, n, "training state", err, errlen);
+}
+
+// Reads a training state for a model of P parameters into p (whose opt.m and opt.v
+// hold P floats each) and checks it belongs with the checkpoint whose checksum is
+// ckpt_sum. Fills err and returns -1 on the first problem.
+int load_train_state(TrainProgress *p, size_t P, uint64_t ckpt_sum, const char *path,
+                     char *err, size_t errlen) {
+    size_t n = 0;
+    char why[256];
+    unsigned char *buf = read_file(path, &n, "training state",
+                                   "train afresh without --resume", why, sizeof(why));
+    if (!buf) {
+        snprintf(err, errlen, "%s", why);
+        return -1;
+    }
+    // every check before any use: size, magic, version, checksum, then the pairing
+    int ok = 0;
+    if (n != STATE_HEADER + 8 * P + 8)
+        snprintf(why, sizeof(why), "file is %zu bytes, but a model of %zu parameters needs "
+                 "%zu: truncated, or saved for another model", n, P, STATE_HEADER + 8 * P + 8);
+    else if (memcmp(buf, STATE_MAGIC, 4) != 0)
+        snprintf(why, sizeof(why), "wrong magic (not a specdec training state)");
+    else if (get_u32(buf + 4) != STATE_VERSION)
+        snprintf(why, sizeof(why), "version %u, this program reads version %d",
+                 get_u32(buf + 4), STATE_VERSION);
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + 32) != ckpt_sum || get_u64(buf + 40) != P)
+        snprintf(why, sizeof(why), "it was saved with a different checkpoint (a run stopped "
+                 "between writing the two, or another run's file)");
+    else if (get_u32(buf + 8) < 1 || get_u32(buf + 8) > 4096 || get_u64(buf + 24) == 0 ||
+             get_u64(buf + 16) > 10000000)
+        snprintf(why, sizeof(why), "batch, step or generator state out of range");
+    else
+        ok = 1;
+    if (ok) {
+        p->batch = (int)get_u32(buf + 8);
+        p->opt.step = (long)get_u64(buf + 16);
+        p->rng.state = get_u64(buf + 24);
+        p->ckpt_sum = ckpt_sum;
+        for (size_t i = 0; i < P; i++) {
+            uint32_t m = get_u32(buf + STATE_HEADER + 4 * i);
+            uint32_t v = get_u32(buf + STATE_HEADER + 4 * (P + i));
+            memcpy(&p->opt.m[i], &m, 4);
+            memcpy(&p->opt.v[i], &v, 4);
+        }
+    } else
+        snprintf(err, errlen, "training state '%s': %s (train afresh without --resume)", path,
+                 why);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+// What `./specdec train` is asked to do.
+typedef struct {
+    int iters;         // optimisation steps, in all                  e.g. 5000
+    int batch;         // windows per step, B                         e.g. 16
+    int eval_interval; // steps between validation losses/checkpoints e.g. 500
+    int log_interval;  // steps between progress lines                e.g. 100
+    uint64_t seed;     // initialisation and batch sampling           e.g. 1337
+    const char *out;   // checkpoint path, rewritten at every evaluation; PATH.state too
+    int resume;        // 1: continue from out and out.state
+} TrainOptions;
+
+// Floating-point operations in one training step, counting a multiply-add as 2: the
+// matmuls (per token: query, key, value, proj 4C^2, the MLP 8C^2, lm_head CV) and the
+// attention (per token and layer: scores and weighted sum over (S+1)/2 positions on
+// average, 4C each), forward once and backward twice (input and weight gradients).
+// LayerNorm, softmax and AdamW are left out: they are a few percent. The progress
+// line divides this by the time a step takes.
+static double train_step_flops(const Config *c, int B) {
+    double C = c->n_embd, S = c->block_size, L = c->n_layer, V = c->vocab_size;
+    double matmul = 2.0 * (L * 12.0 * C * C + C * V), attn = L * 4.0 * C * (S + 1) / 2.0;
+    return 3.0 * (matmul + attn) * S * B;
+}
+
+// Sets up a fresh run's progress: AdamW with the lecture's settings and zero moments,
+// the batch sampler seeded. 0 on success, -1 if out of memory.
+int build_train_progress(TrainProgress *p, size_t P, int batch, uint64_t seed) {
+    AdamW opt = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, NULL, NULL, 0};
+    p->opt = opt;
+    p->opt.m = alloc_floats(P);
+    p->opt.v = alloc_floats(P);
+    rng_seed(&p->rng, seed);
+    p->batch = batch;
+    p->ckpt_sum = 0;
+    return p->opt.m && p->opt.v ? 0 : -1;
+}
+
+// Frees what build_train_progress allocated.
+void free_train_progress(TrainProgress *p) {
+    free(p->opt.m);
+    free(p->opt.v);
+    memset(p, 0, sizeof(*p));
+}
+
+// Fills out (of size n) with "PATH.state", the training state's name beside checkpoint
+// path; fills err and returns -1 if the name does not fit.
+static int state_path_of(const char *path, char *out, size_t n, char *err, size_t errlen) {
+    if ((size_t)snprintf(out, n, "%s.state", path) >= n) {
+        snprintf(err, errlen, "checkpoint path is too long (%zu bytes); use a shorter -o",
+                 strlen(path));
+        return -1;
+    }
+    return 0;
+}
+
+// Saves the checkpoint and the training state that goes with it. Both are written to
+// temporary files first; only when both are safely on disk are they renamed into place,
+// so a failed write (a full disk, a bad path) leaves the old pair as it was. If the
+// process dies between the two renames, --resume refuses the new state beside the old
+// checkpoint: its checksum does not match.
+static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
+                         const char *path, char *err, size_t errlen) {
+    char state_path[4096];
+    if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    size_t n_ckpt, n_state;
+    unsigned char *ckpt = serialize_checkpoint(g, vocab, &n_ckpt);
+    if (ckpt) p->ckpt_sum = get_u64(ckpt + n_ckpt - 8); // the state names its checkpoint
+    unsigned char *state = ckpt ? serialize_train_state(p, g->n_params, &n_state) : NULL;
+    if (!ckpt || !state) {
+        snprintf(err, errlen, "out of memory writing '%s'", path);
+        free(ckpt);
+        free(state);
+        return -1;
+    }
+    // a directory in the way would only fail at its rename, after the other one's
+    char *tmp_ckpt = NULL, *tmp_state = NULL;
+    struct stat st;
+    const char *paths[2] = {path, state_path}, *whats[2] = {"checkpoint", "training state"};
+    for (int i = 0; i < 2; i++)
+        if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists and "
+                     "is writable)", whats[i], paths[i], strerror(EISDIR));
+            goto done;
+        }
+    // both files whole on disk before either name changes
+    tmp_ckpt = write_temp(path, ckpt, n_ckpt, "checkpoint", err, errlen);
+    if (tmp_ckpt) tmp_state = write_temp(state_path, state, n_state, "training state", err, errlen);
+    if (!tmp_state) goto done;
+    // the state first: if the checkpoint's rename then failed, the old checkpoint would
+    // stay, and --resume would refuse the new state beside it (checksum mismatch)
+    if (publish_temp(tmp_state, state_path, "training state", err, errlen) != 0) goto done;
+    int rc = publish_temp(tmp_ckpt, path, "checkpoint", err, errlen); // frees tmp_ckpt
+    free(ckpt);
+    free(state);
+    return rc;
+done:
+    if (tmp_ckpt) { unlink(tmp_ckpt); free(tmp_ckpt); }
+    free(ckpt);
+    free(state);
+    return -1;
+}
+
+// Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
+// steps, printing progress on stderr and writing a checkpoint and its training state
+// (atomically) at every evaluation and at the end. 0 on success.
+int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
+          TrainProgress *p, char *err, size_t errlen) {
+    int S = g->config.block_size, B = p->batch;
+    TrainState ts;
+    int *inputs = malloc((size_t)B * S * sizeof(int)), *targets = malloc((size_t)B * S * sizeof(int));
+    int rc = -1;
+    if (build_train_state(&ts, &g->config, B) != 0 || !inputs || !targets) {
+        snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
+        goto done;
+    }
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0;
+    int recent_n = 0, first = (int)p->opt.step;
+    for (int it = first; it <= to->iters; it++) {
+        // evaluate and save every eval_interval steps and after the last one (a resumed
+        // run's first step was evaluated and saved before it stopped)
+        if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
+            double t0 = now_seconds();
+            double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
+            if (save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
+            fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); "
+                    "checkpoint written to %s\n", it, val, now_seconds() - t0, to->out);
+            t_log += now_seconds() - t0; // evaluation time is not training time
+        }
+        if (it == to->iters) break;
+        // one step: a batch, the loss, its gradient, the update
+        get_batch(corpus, B, S, &p->rng, inputs, targets);
+        recent += train_forward(g, &ts, inputs, targets);
+        recent_n++;
+        train_backward(g, &ts, inputs, targets);
+        adamw_update(&p->opt, g->params, ts.grads, g->n_params);
+        // progress: mean train loss since the last line, speed, and time left
+        if ((it + 1) % to->log_interval == 0) {
+            double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
+            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step (%.1f GFLOP/s), ETA %.0f s\n",
+                    it + 1, recent / recent_n, ms, train_step_flops(&g->config, B) / ms / 1e6,
+                    ms * (to->iters - it - 1) / 1e3);
+            recent = 0.0;
+            recent_n = 0;
+            t_log = now;
+        }
+    }
+    fprintf(stderr, "trained %d steps in %.1f s\n", to->iters - first, now_seconds() - t_start);
+    rc = 0;
+done:
+    free_train_state(&ts);
+    free(inputs); free(targets);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// The command line
+
+// --resume: loads the checkpoint to->out and its training state to->out.state into g
+// and p, after checking they match each other, the corpus's vocabulary v and the steps
+// asked for. Fills err and returns -1 on the first problem.
+static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const TrainOptions *to,
+                           char *err, size_t errlen) {
+    Vocab cv;
+    if (load_checkpoint(to->out, g, &cv, err, errlen) != 0) return -1;
+    if (cv.size != v->size || memcmp(cv.chars, v->chars, (size_t)v->size) != 0) {
+        snprintf(err, errlen, "checkpoint '%s' has a vocabulary of %d characters that is not "
+                 "the corpus's %d; resume with the corpus it was trained on (-i)", to->out,
+                 cv.size, v->size);
+        return -1;
+    }
+    // the checksum pairs the state with this checkpoint: the same model, the same bytes
+    size_t n;
+    unsigned char *buf = serialize_checkpoint(g, &cv, &n);
+    if (!buf || build_train_progress(p, g->n_params, 1, 0) != 0) {
+        free(buf);
+        snprintf(err, errlen, "out of memory for the optimiser");
+        return -1;
+    }
+    uint64_t sum = get_u64(buf + n - 8);
+    free(buf);
+    char state_path[4096];
+    if (state_path_of(to->out, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    if (load_train_state(p, g->n_params, sum, state_path, err, errlen) != 0) return -1;
+    if (p->opt.step >= to->iters) {
+        snprintf(err, errlen, "checkpoint '%s' has already had %ld steps; ask for more with "
+                 "--iters N (N > %ld)", to->out, p->opt.step, p->opt.step);
+        return -1;
+    }
+    print_config(g, to->out);
+    fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
+            "batch sampler restored from %s)\n", p->opt.step, to->iters, p->batch, state_path);
+    return 0;
+}
+
+// `tinyshakespeare/train [flags]`: trains a model from a seeded initialisation, or goes
+// on with --resume. Returns the exit status; every bad flag is one line on stderr.
+int main_train(int argc, char **argv) {
+    TrainOptions to = {5000, 16, 500, 100, 1337, DEFAULT_MODEL, 0};
+    Config c = DEFAULT_CONFIG;
+    const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL;
+    char err[512];
+    // flags: --resume alone, every other one with one value, checked in full
+    for (int i = 1; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--resume")) {
+            to.resume = 1;
+            i--; // no value follows
+            continue;
+        }
+        // what a resumed run must take from its files, not from flags
+        if (strcmp(a, "--iters") && strcmp(a, "-o") && strcmp(a, "-i")) fixed_flag = a;
+        struct { const char *flag; int *dst; long lo, hi; } ints[] = {
+            {"--iters", &to.iters, 1, 10000000}, {"--batch", &to.batch, 1, 4096},
+            {"--layers", &c.n_layer, 1, 64}, {"--heads", &c.n_head, 1, 64},
+            {"--embd", &c.n_embd, 1, 4096}, {"--block", &c.block_size, 2, 4096}};
+        int known = !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "-i");
+        for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) known |= !strcmp(a, ints[k].flag);
+        if (!known) {
+            error_line("unknown train option '%s' (see tinyshakespeare/train -h)", a);
+            return 1;
+        }
+        if (!val) {
+            error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+            return 1;
+        }
+        if (!strcmp(a, "--seed")) {
+            if (parse_seed(val, &to.seed) != 0) {
+                error_line("--seed must be a non-negative whole number, got '%s'", val);
+                return 1;
+            }
+        } else if (!strcmp(a, "-o")) to.out = val;
+        else if (!strcmp(a, "-i")) corpus_path = val;
+        else
+            for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+                long v;
+                if (strcmp(a, ints[k].flag)) continue;
+                if (parse_int(val, ints[k].lo, ints[k].hi, &v) != 0) {
+                    error_line("%s must be a whole number from %ld to %ld, got '%s'",
+                               a, ints[k].lo, ints[k].hi, val);
+                    return 1;
+                }
+                *ints[k].dst = (int)v;
+            }
+    }
+    if (to.resume && fixed_flag) {
+        error_line("train --resume takes the model size, batch and seed from "
+                   "the checkpoint and its .state file; drop %s", fixed_flag);
+        return 1;
+    }
+    // the corpus gives the vocabulary; then the config must hold together
+    Vocab v;
+    Corpus corpus;
+    GPT g;
+    TrainProgress p;
+    memset(&v, 0, sizeof(v));
+    memset(&g, 0, sizeof(g));
+    memset(&p, 0, sizeof(p));
+    if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
+    int rc = 1;
+    if (to.resume) {
+        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0) goto done;
+        goto run;
+    }
+    c.vocab_size = v.size;
+    if (validate_config(&c, err, sizeof(err)) != 0) goto done;
+    if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
+        snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
+                 "Tiny Shakespeare (make data)", corpus_path, c.block_size);
+        goto done;
+    }
+    if (build_gpt(&g, &c) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the model");
+        goto done;
+    }
+    // PyTorch's default initialisation, from the seed; saved once before anything is
+    // printed, so that an unwritable -o is one line of error, not a failure at step 0
+    init_gpt_random(&g, to.seed);
+    if (build_train_progress(&p, g.n_params, to.batch, to.seed) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the optimiser");
+        goto done;
+    }
+    if (save_training(&g, &v, &p, to.out, err, sizeof(err)) != 0) goto done;
+    print_config(&g, "training from a random initialisation");
+    fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
+            "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
+            c.block_size, (unsigned long long)to.seed);
+run:
+    if (train(&g, &v, &corpus, &to, &p, err, sizeof(err)) != 0) goto done;
+    rc = 0;
+    err[0] = '\0';
+done:
+    if (rc != 0) error_line("%s", err);
+    free_train_progress(&p);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc;
+}
+
+// The "-m PATH" or "-i PATH" at argv[i] of a subcommand (cmd, which takes the options
+// named in takes): sets *model or *corpus and returns 0, or prints one line and returns -1.
+static int path_option(int argc, char **argv, int i, const char **model, const char **corpus,
+                       const char *cmd, const char *takes) {
+    const char *a = argv[i];
+    if (strcmp(a, "-m") && strcmp(a, "-i")) {
+        error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+        return -1;
+    }
+    if (i + 1 >= argc) {
+        error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+        return -1;
+    }
+    if (!strcmp(a, "-m")) *model = argv[i + 1];
+    else *corpus = argv[i + 1];
+    return 0;
+}
+
+// `tinyshakespeare/train eval [-m model] [-i corpus]`: the mean cross-entropy of a checkpoint over
+// the whole validation split and the whole training split.
+int main_eval(int argc, char **argv) {
+    const char *model_path = DEFAULT_MODEL, *corpus_path = DEFAULT_CORPUS;
+    char err[512];
+    for (int i = 2; i < argc; i += 2)
+        if (path_option(argc, argv, i, &model_path, &corpus_path, "eval", "-m and -i") != 0)
+            return 1;
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    memset(&g, 0, sizeof(g)); // zeroed, so the frees below are safe whatever failed
+    memset(&corpus, 0, sizeof(corpus));
+    if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0 ||
+        load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        free_gpt(&g);
+        return 1;
+    }
+    // each split needs one position with a next token to score, or the mean is 0/0
+    if (corpus.n_val < 2 || corpus.n_train < 2) {
+        error_line("corpus '%s' is too short to evaluate: its splits have %zu "
+                   "(train) and %zu (validation) tokens, and each needs at least 2 (use a longer "
+                   "corpus, e.g. Tiny Shakespeare)", corpus_path, corpus.n_train, corpus.n_val);
+        free_gpt(&g);
+        free_corpus(&corpus);
+        return 1;
+    }
+    print_config(&g, model_path);
+    // validation first: it is the number that matters, and it is ten times shorter
+    double t0 = now_seconds();
+    double val = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
+    fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val, now_seconds() - t0);
+    t0 = now_seconds();
+    double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
+    fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train, now_seconds() - t0);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return 0;
+}
+
+// `tinyshakespeare/train init [--seed S] [-o PATH] [-i corpus]`: writes the seeded random
+// initialisation training starts from (what ./specdec --init S builds) as a checkpoint.
+int main_init(int argc, char **argv) {
+    const char *out = NULL, *corpus_path = DEFAULT_CORPUS;
+    uint64_t seed = 1337;
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i];
+        if (strcmp(a, "--seed") && strcmp(a, "-o") && strcmp(a, "-i")) {
+            error_line("unknown init option '%s' (init takes --seed, -o and -i)", a);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+            return 1;
+        }
+        if (!strcmp(a, "-o")) out = argv[i + 1];
+        else if (!strcmp(a, "-i")) corpus_path = argv[i + 1];
+        else if (parse_seed(argv[i + 1], &seed) != 0) {
+            error_line("--seed must be a non-negative whole number, got '%s'", argv[i + 1]);
+            return 1;
+        }
+    }
+    if (!out) {
+        error_line("init needs -o PATH, the checkpoint to write");
+        return 1;
+    }
+    // the corpus gives the vocabulary, as for training
+    char err[512];
+    Vocab v;
+    Corpus corpus;
+    GPT g;
+    Config c = DEFAULT_CONFIG;
+    memset(&v, 0, sizeof(v));
+    memset(&g, 0, sizeof(g));
+    int rc = load_corpus(&corpus, corpus_path, &v, err, sizeof(err));
+    if (rc == 0) {
+        c.vocab_size = v.size;
+        rc = build_gpt(&g, &c);
+        if (rc != 0) snprintf(err, sizeof(err), "out of memory for the model");
+    }
+    if (rc == 0) {
+        init_gpt_random(&g, seed);
+        rc = save_checkpoint(&g, &v, out, err, sizeof(err));
+    }
+    if (rc == 0) fprintf(stderr, "wrote %s: the random initialisation of seed %llu, untrained\n",
+                         out, (unsigned long long)seed);
+    else error_line("%s", err);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc != 0;
+}
+
+#ifdef TRAIN_MAIN
+// The help text of -h.
+static void train_usage(void) {
+    printf("usage: tinyshakespeare/train [--iters 5000] [--seed 1337] [-o " DEFAULT_MODEL "]\n"
+           "           [--layers 4] [--heads 4] [--embd 64] [--block 32] [--batch 16] [-i corpus]\n"
+           "       tinyshakespeare/train --resume [--iters 5000] [-o " DEFAULT_MODEL "] [-i corpus]\n"
+           "  trains the target with the lecture's recipe (AdamW, lr 1e-3); the checkpoint and\n"
+           "  PATH.state (optimiser and sampler, for --resume) are written atomically every 500\n"
+           "  steps and at the end; --resume continues exactly where they were written\n"
+           "usage: tinyshakespeare/train eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
+           "  mean cross-entropy over the whole validation and training splits\n"
+           "usage: tinyshakespeare/train init [--seed 1337] -o PATH [-i corpus]\n"
+           "  writes the seeded random initialisation as a checkpoint, untrained\n");
+}
+
+// Training, or one of its two subcommands.
+int main(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        train_usage();
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "init")) return main_init(argc, argv);
+    return main_train(argc, argv);
+}
+#endif
