@@ -3,24 +3,34 @@
  * fail.
  *
  *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
- *      probability that one round of the real draft_tokens + accept_reject emits each
- *      token sequence is computed exactly, with no sampling: every uniform draw is forced
- *      (rng_force), and for each draw the test finds, by bisection over the 2^53 values
- *      rng_uniform can return, the exact sub-intervals on which the code's decision
- *      stays the same. The test knows nothing of the algorithm: the code's own branches
- *      are measured. A round emits 1..k+1 tokens; completing its output with the target
- *      to k+1 tokens must give exactly the target's probability for every sequence,
- *      to 1e-12 (the arithmetic is double; the rows are multiples of 2^-20, so the
- *      float rows sum to exactly 1).
+ *      probability that one round of the real draft_tokens + accept_reject (through this
+ *      build's mutants, section 3) emits each token sequence is computed exactly, with
+ *      no sampling: every uniform draw is forced (rng_force, with one spare draw beyond
+ *      the 2k+1 a round needs), and for each draw the test finds, by bisection over the
+ *      2^53 values rng_uniform can return, the exact sub-intervals on which the code's
+ *      decision stays the same. The test knows nothing of the algorithm: the code's own
+ *      branches are measured. A round emits 1..k+1 tokens; completing its output with
+ *      the target to k+1 tokens must give exactly the target's probability for every
+ *      sequence, to 1e-12 (the arithmetic is double; the rows are multiples of 2^-20, so
+ *      the float rows sum to exactly 1).
  *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
  *      accept_reject), 40,000 draws per case, and end to end: speculative_generate on
  *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs of -n 5, the joint
  *      of the first two generated characters (the 1st is sampled from the prefill, the
  *      2nd by the first round) and of the 2nd and 3rd (the first two the speculative
- *      rounds emit) against the exact joints from plain forward passes. Cells expected below 5 are pooled into one cell; the test
- *      passes when the p-value is above 1e-4. Tokens of target probability 0 must never
- *      come out.
- *   3. Power. Each "broken build" below compiles specdec.c with one deliberate bug;
+ *      rounds emit) against the exact joints from plain forward passes. Cells expected
+ *      below 5 are pooled into one cell; the test passes when the p-value is above 1e-4.
+ *      Tokens of target probability 0 must never come out.
+ *   3. Power. Each "broken build" below plants one deliberate bug, from THIS file:
+ *      specdec.c carries no test-only code. After specdec.c is included, the phases the
+ *      test calls (draft_tokens, accept_reject, trim_kv_cache) are wrapped by
+ *      mutant_draft_tokens, mutant_accept_reject and mutant_trim_kv_cache, which call the
+ *      real functions and, in a broken build, add the bug; #defines route every call of
+ *      this file through them. speculative_generate runs test_round (the same four phases,
+ *      routed the same way, then specdec.c's own count_round) through DecodeOptions.round
+ *      in a broken build, and its own speculative_round in the correct one; the correct
+ *      build also checks that test_round, bug-free, gives speculative_round's text and
+ *      counters bit for bit, so the mutants live in a faithful copy of the round.
  *      test/run_tests.sh builds this file once per flag, and in that build the tests
  *      that should see the bug must FAIL (each prints PASS "expected failure ...").
  *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
@@ -28,24 +38,34 @@
  *      context, the target as its own draft (every draft accepted), a draft that never
  *      agrees (every round emits exactly one token).
  *   5. After every round of long runs, the KV cache equals, bit for bit, a fresh
- *      prefill over the same tokens; the counters add up, and the accepted count is
- *      within 4.5 sigma of the sum over judged positions of sum_x min(p(x), q(x)).
+ *      prefill over the same tokens; the counters add up, Stats.judged and
+ *      Stats.alpha_sum equal the test's own count and sum over the judged positions of
+ *      sum_x min(p(x), q(x)), and the accepted count is within 4.5 sigma of that sum.
+ *   6. test/explain's numbers (explain_position, from test/explain.c, included here):
+ *      the exact column is p, the measured column fits it (correct build only: explain
+ *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
+ *      same measurement through the mutants).
  *
  * broken build: -DBREAK_RESIDUAL
  * broken build: -DBREAK_RATIO
  * broken build: -DBREAK_DRAFT_Q
  * broken build: -DBREAK_TRIM
- *   BREAK_RESIDUAL  a rejection resamples from p instead of norm(max(0, p - q));
- *   BREAK_RATIO     a candidate is accepted with min(1, q/p) instead of min(1, p/q);
- *   BREAK_DRAFT_Q   the draft samples from the tempered row but reports the t=1 row as q;
+ *   BREAK_RESIDUAL  after a rejection the resampled token is drawn again, from p with a
+ *                   fresh uniform, instead of from norm(max(0, p - q));
+ *   BREAK_RATIO     accept_reject gets the p and q rows swapped, so a candidate is
+ *                   accepted with min(1, q/p) instead of min(1, p/q) (and the residual
+ *                   is max(0, q - p));
+ *   BREAK_DRAFT_Q   the draft samples from the tempered row, then each q_draft row is
+ *                   overwritten with the untempered table row (bigram_get_probs);
  *   BREAK_TRIM      trim_kv_cache does nothing: rejected candidates stay in the cache.
  *
  * Run from the repository root with tinyshakespeare/input.txt and model.bin present.
- * Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of 30,000 end-to-end
- * runs, 150 instead of 2,000 tokens per cache run (the checks are the same).
+ * Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of 30,000
+ * end-to-end runs, 150 instead of 2,000 tokens per cache run, 2S+20 instead of 8S+20
+ * tokens per test_round comparison (the checks are the same).
  */
 #define TESTING
-#include "../specdec.c"
+#include "explain.c" // explain_position (section 6); it includes ../specdec.c
 
 #include "check.h"
 
@@ -88,6 +108,92 @@
 #ifndef SANITIZED
 #define SANITIZED 0
 #endif
+
+// ----------------------------------------------------------------------------
+// The mutants: the phases this file calls, with this build's bug planted (none in the
+// correct build). Each calls specdec.c's real function, then breaks its result.
+
+// Scratch rows for BREAK_RATIO's swapped p and q (grown as needed, freed by main).
+static float *swap_p, *swap_q;
+static size_t swap_cap;
+
+// draft_tokens; BREAK_DRAFT_Q: the candidates stay drawn from the tempered rows, but
+// each q_draft row becomes the untempered table row of the token before it.
+static void mutant_draft_tokens(const BigramDraft *d, int current_token, int k,
+                                float temperature, Rng *rng, int *candidates, float *q_draft) {
+    draft_tokens(d, current_token, k, temperature, rng, candidates, q_draft);
+    if (BUG != CATCH_DRAFT_Q) return;
+    for (int i = 0; i < k; i++)
+        memcpy(q_draft + (size_t)i * d->V,
+               bigram_get_probs(d, i == 0 ? current_token : candidates[i - 1]),
+               (size_t)d->V * sizeof(float));
+}
+
+// accept_reject; BREAK_RATIO: the real one run with the p and q rows swapped (rows
+// 0..k-1; the bonus row k stays p_k), so it accepts with min(1, q/p) and resamples
+// from max(0, q - p). BREAK_RESIDUAL: after a rejection, the resampled token is drawn
+// again from the p row, with a fresh uniform.
+static int mutant_accept_reject(const int *candidates, int k, const float *q_draft,
+                                const float *p_target, int V, int allow_bonus, Rng *rng,
+                                double *u, float *residual, int *accepted, int *rejected_at) {
+    if (BUG == CATCH_RATIO) {
+        size_t need = (size_t)(k + 1) * V;
+        if (need > swap_cap) {
+            free(swap_p);
+            free(swap_q);
+            swap_p = malloc(need * sizeof(float));
+            swap_q = malloc(need * sizeof(float));
+            swap_cap = need;
+            if (!swap_p || !swap_q) {
+                fprintf(stderr, "test_exact: out of memory for BREAK_RATIO's rows\n");
+                exit(1);
+            }
+        }
+        memcpy(swap_p, q_draft, (size_t)k * V * sizeof(float));               // "p" = q
+        memcpy(swap_p + (size_t)k * V, p_target + (size_t)k * V, V * sizeof(float)); // bonus
+        memcpy(swap_q, p_target, (size_t)k * V * sizeof(float));              // "q" = p
+        q_draft = swap_q;
+        p_target = swap_p;
+    }
+    int n = accept_reject(candidates, k, q_draft, p_target, V, allow_bonus, rng, u, residual,
+                          accepted, rejected_at);
+    if (BUG == CATCH_RESIDUAL && *rejected_at >= 0)
+        accepted[*rejected_at] =
+            sample_from(p_target + (size_t)*rejected_at * V, V, rng_uniform(rng));
+    return n;
+}
+
+// trim_kv_cache; BREAK_TRIM: does nothing, the rejected candidates stay in the cache.
+static void mutant_trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
+    if (BUG != CATCH_TRIM) trim_kv_cache(g, num_accepted, cache_len_before);
+}
+
+// From here on, every call of this file goes through the mutants.
+#define draft_tokens mutant_draft_tokens
+#define accept_reject mutant_accept_reject
+#define trim_kv_cache mutant_trim_kv_cache
+
+// speculative_round (a RoundFn) rebuilt from the phases as routed above, then specdec.c's
+// own count_round and trace: the round speculative_generate runs in a broken build.
+static int test_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k, int allow_bonus,
+                      const DecodeOptions *o, Rng *rng, int current_token, Stats *st) {
+    int V = g->config.vocab_size, cache_len = g->state.kv_len;
+    draft_tokens(d, current_token, k, o->temperature, rng, b->candidates, b->q_draft);
+    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->all_tokens,
+                      b->p_target);
+    int cache_verified = g->state.kv_len;
+    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
+                          b->u, b->residual, b->accepted, &b->rejected_at);
+    trim_kv_cache(g, n, cache_len);
+    count_round(st, b, k, n);
+    if (o->trace)
+        trace_round(o, st->rounds, current_token, k, b, n, cache_len, cache_verified,
+                    g->state.kv_len);
+    return n;
+}
+
+// The round speculative_generate runs here: NULL (speculative_round) in the correct build.
+#define ROUND (BUG ? test_round : NULL)
 
 // ----------------------------------------------------------------------------
 // Verdicts: plain checks in the correct build, expected failures in a broken one
@@ -226,13 +332,19 @@ typedef struct {
     int cand[EK], rejected_at, n, out[EK + 1];
 } Outcome;
 
+// Uniforms forced in a round of k drafts: k draft, up to k accept, one resample or bonus,
+// and one spare, so a round that draws once more (BREAK_RESIDUAL does) is measured
+// like any other instead of running past the forced list. The correct round never
+// uses the spare: its branches end before it.
+#define FORCED(k) (2 * (k) + 2)
+
 typedef struct {
     const EnumCase *c;
     BigramDraft d;     // the case's draft table, as the real type
     SpecBuffers b;
     int k, allow_bonus, current;
     float t;
-    double u[2 * EK + 1];         // the forced draws: k draft, up to k accept, 1 resample/bonus
+    double u[FORCED(EK)];         // the forced draws (FORCED)
     double emit[EK + 2][625];     // emit[n][y] = P(the round emits exactly y, n tokens)
     double accept0;               // P(the first candidate is accepted)
     long leaves, runs;
@@ -241,7 +353,7 @@ typedef struct {
 
 // Runs draft_tokens, the target rows a verify pass would give, and accept_reject.
 static void run_round(Enum *e, Outcome *o) {
-    int V = e->c->V, m = 2 * e->k + 1;
+    int V = e->c->V, m = FORCED(e->k);
     Rng r;
     rng_seed(&r, 1);
     uint64_t state = r.state;
@@ -266,7 +378,7 @@ static void run_round(Enum *e, Outcome *o) {
 // Runs the round with draw j at grid point i / 2^53 and every later draw at 0.
 static void run_at(Enum *e, int j, uint64_t i, Outcome *o) {
     e->u[j] = (double)i / GRID;
-    for (int l = j + 1; l < 2 * e->k + 1; l++) e->u[l] = 0.0;
+    for (int l = j + 1; l < FORCED(e->k); l++) e->u[l] = 0.0;
     run_round(e, o);
 }
 
@@ -275,7 +387,7 @@ static void run_at(Enum *e, int j, uint64_t i, Outcome *o) {
 // each outcome owns one interval of grid points: bisection finds where it ends.
 static void enumerate(Enum *e, int j, double w) {
     Outcome lo_out, o;
-    if (j < 2 * e->k + 1) run_at(e, j, 0, &lo_out);
+    if (j < FORCED(e->k)) run_at(e, j, 0, &lo_out);
     else run_round(e, &lo_out); // every draw a round can make is fixed: it is a leaf
     if (lo_out.overrun) { e->overrun = 1; return; }
     if (lo_out.consumed <= j) {
@@ -594,7 +706,8 @@ static void test_joint(Fixture *fx) {
         exact_joint(g, prompt, np, temps[ti], joint12, joint);
         memset(counts, 0, (size_t)V * V * sizeof(long));
         memset(counts12, 0, (size_t)V * V * sizeof(long));
-        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab};
+        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+                           .round = ROUND};
         long full_rounds = 0;
         for (long run = 0; run < runs_n; run++) {
             Rng r;
@@ -632,6 +745,51 @@ static void test_joint(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
+// 3. The mutants' round is the real round when no bug is planted
+
+// test_round, the round the broken builds run, must be speculative_round in the correct
+// build: the same text, counters and final cache length from the same seed, over runs
+// long enough to refill the cache (and, as a rule, to take single steps at its edge).
+static void test_round_faithful(Fixture *fx) {
+    if (BUG) return;
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
+    int N_NEW = (SANITIZED ? 2 : 8) * S + 20; // past the first refill, whatever S is
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    int *a = malloc((size_t)(np + N_NEW) * sizeof(int)),
+        *c = malloc((size_t)(np + N_NEW) * sizeof(int));
+    SpecBuffers b;
+    build_spec_buffers(&b, K, V);
+    float temps[3] = {1.0f, 0.7f, 0.0f};
+    for (int ti = 0; ti < 3; ti++) {
+        Stats sa, sc;
+        int kv[2];
+        for (int which = 0; which < 2; which++) {
+            DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+                               .round = which ? test_round : NULL};
+            Stats *st = which ? &sc : &sa;
+            memset(st, 0, sizeof(*st));
+            Rng r;
+            rng_seed(&r, 31 + ti);
+            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r,
+                                 which ? c : a, st);
+            st->seconds = 0.0; // wall time is the one field that may differ
+            kv[which] = g->state.kv_len;
+        }
+        check(memcmp(a, c, (size_t)(np + N_NEW) * sizeof(int)) == 0 &&
+              memcmp(&sa, &sc, sizeof(Stats)) == 0 && kv[0] == kv[1] && sa.rounds > 0 &&
+              sa.refill_passes > 0,
+              "test_round, t=%.1f, K=%d, %d tokens: the same text, Stats and final cache "
+              "length (%d, %d) as speculative_round (%ld rounds, %ld accepted, %ld refills, "
+              "%ld steps; test_round: %ld rounds, %ld accepted)", temps[ti], K, N_NEW, kv[0],
+              kv[1], sa.rounds, sa.accepted, sa.refill_passes, sa.decode_passes, sc.rounds,
+              sc.accepted);
+    }
+    free_spec_buffers(&b);
+    free(a); free(c);
+}
+
+// ----------------------------------------------------------------------------
 // 4. Edge cases
 
 // accept_reject on one candidate with forced uniforms u (accept draw, then resample).
@@ -657,7 +815,8 @@ static void test_forced_edges(void) {
     // p/q at candidate 0 is 1/3; the residual max(0, p - q) = {0, .2, 0, .2, 0}
     float p[V] = {0.1f, 0.4f, 0.2f, 0.3f, 0.0f}, q[V] = {0.3f, 0.2f, 0.2f, 0.1f, 0.2f};
     int n1 = forced_accept(&b, V, 0, q, p, 0.0, 0.0, 0), r1 = b.rejected_at;
-    int n2 = forced_accept(&b, V, 0, q, p, U_BELOW_1, 0.0, 0), r2 = b.rejected_at, t2 = b.accepted[0];
+    int n2 = forced_accept(&b, V, 0, q, p, U_BELOW_1, 0.0, 0), r2 = b.rejected_at,
+        t2 = b.accepted[0];
     int n3 = forced_accept(&b, V, 0, q, p, U_BELOW_1, U_BELOW_1, 0), t3 = b.accepted[0];
     int n4 = forced_accept(&b, V, 4, q, p, 0.0, 0.0, 0), r4 = b.rejected_at, t4 = b.accepted[0];
     check(n1 == 1 && r1 == -1 && n2 == 1 && r2 == 0 && t2 == 1 && n3 == 1 && t3 == 3 &&
@@ -736,8 +895,8 @@ static void test_edge_runs(Fixture *fx) {
     int full[64];
     memcpy(full, fx->corpus.tokens + 5000, (size_t)S * sizeof(int));
     ok = greedy_same(fx, &fx->draft, full, S, 4, 100, &st);
-    check(ok && st.reprefill_passes > 0, "a prompt that fills the context (%d tokens), K = 4: "
-          "100 greedy tokens equal plain decoding (%ld refills)", S, st.reprefill_passes);
+    check(ok && st.refill_passes > 0, "a prompt that fills the context (%d tokens), K = 4: "
+          "100 greedy tokens equal plain decoding (%ld refills)", S, st.refill_passes);
     // a draft that never agrees: every row one-hot at a token greedy decoding never emits
     int plain_seq[512];
     float *p = malloc((size_t)V * sizeof(float));
@@ -835,13 +994,11 @@ static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
         w->fresh.state.kv_len = 0;
         if (kv > 0) forward(&w->fresh, seq + n_seq - 1 - kv, kv);
         for (int l = 0; l < c->n_layer && ok; l++) {
-            // values by position: positions 0 .. kv-1 are the layer's first kv rows
+            // keys and values by position (L, S, C): positions 0 .. kv-1 are the layer's
+            // first kv rows
             size_t off = l * S * C, bytes = (size_t)kv * C * sizeof(float);
-            ok = memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
-            // keys by feature: positions 0 .. kv-1 start each of the layer's C rows
-            for (size_t i = 0; i < C && ok; i++)
-                ok = memcmp(g->state.key_cache + off + i * S, w->fresh.state.key_cache + off + i * S,
-                            (size_t)kv * sizeof(float)) == 0;
+            ok = memcmp(g->state.key_cache + off, w->fresh.state.key_cache + off, bytes) == 0 &&
+                 memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
         }
     }
     if (!ok && w->bad_steps++ == 0) w->first_bad = w->steps;
@@ -882,7 +1039,7 @@ static void test_cache_and_stats(Fixture *fx) {
         w.b = &b;
         w.st = &st;
         DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
-                           .after_step = watch_step, .ctx = &w};
+                           .after_step = watch_step, .ctx = &w, .round = ROUND};
         Rng r;
         rng_seed(&r, 4242 + ti);
         speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
@@ -893,18 +1050,27 @@ static void test_cache_and_stats(Fixture *fx) {
                              "steps (%ld rounds, %ld refills) the cache equals a fresh prefill "
                              "over the same tokens, bit for bit, every layer, keys and values "
                              "(%ld differ%s)", temps[ti], K, N_NEW, w.steps, st.rounds,
-                             st.reprefill_passes, w.bad_steps, first);
+                             st.refill_passes, w.bad_steps, first);
         if (BUG == 0) {
             long x = st.rounds - st.resampled - st.bonus;
             check(st.emitted == N_NEW &&
-                  st.emitted == 1 + st.reprefill_passes + st.decode_passes + st.round_tokens &&
+                  st.emitted == 1 + st.refill_passes + st.decode_passes + st.round_tokens &&
                   st.round_tokens == st.accepted + st.resampled + st.bonus && x >= 0 && x <= 1 &&
                   st.accepted + st.resampled == w.judged,
                   "counters, t=%.1f: emitted %ld = 1 + %ld refills + %ld steps + %ld round "
                   "tokens; round tokens = accepted %ld + resampled %ld + bonus %ld; rounds %ld "
                   "= resampled + bonus + %ld; judged positions %ld = accepted + resampled",
-                  temps[ti], st.emitted, st.reprefill_passes, st.decode_passes, st.round_tokens,
+                  temps[ti], st.emitted, st.refill_passes, st.decode_passes, st.round_tokens,
                   st.accepted, st.resampled, st.bonus, st.rounds, x, w.judged);
+            // the Stats' own alpha: the same positions, the same sum, in the same order
+            double alpha = w.judged ? w.sum_beta / w.judged : 0.0;
+            check(st.judged == w.judged && st.judged == st.accepted + st.resampled &&
+                  fabs(st.alpha_sum - w.sum_beta) <= 1e-9 * (1.0 + w.sum_beta) &&
+                  fabs(stats_alpha(&st) - alpha) <= 1e-12,
+                  "alpha, t=%.1f: Stats.judged %ld == %ld judged positions seen after each "
+                  "round; Stats.alpha_sum %.6f == the test's sum of sum_x min(p,q) %.6f; "
+                  "stats_alpha %.6f == %.6f", temps[ti], st.judged, w.judged, st.alpha_sum,
+                  w.sum_beta, stats_alpha(&st), alpha);
             double sigma = sqrt(w.var_beta), dev = fabs(st.accepted - w.sum_beta);
             check(dev <= 4.5 * sigma + 1e-9, "acceptance, t=%.1f: %ld accepted of %ld judged "
                   "positions vs sum of sum_x min(p,q) = %.1f (sd %.1f): %.2f sigma; rate %.4f "
@@ -919,14 +1085,16 @@ static void test_cache_and_stats(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
-// 7. ./specdec explain: the numbers it prints for seed 004's table
+// 6. test/explain: the numbers it prints for seed 004's table
 
 // explain_position's exact column must be p itself (the identity notes/math.md derives),
 // with acceptance sum min(p, q) = 0.45; its measured column (200,000 real draft_tokens +
-// accept_reject runs) must fit that by chi-square. A sampler that resamples from p, or
-// accepts with min(1, q/p), must fail here.
+// accept_reject runs) must fit that by chi-square. explain.c was compiled before the
+// mutants' #defines, so it runs the real phases in every build: this test runs in the
+// correct build only (section 2's A/B/C/D case is the same measurement through the
+// mutants, and fails in the broken builds).
 static void test_explain(void) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO)) return;
+    if (BUG) return;
     double exact[EXPLAIN_V], want[EXPLAIN_V], beta, worst = 0.0;
     long counts[EXPLAIN_V], n_acc, rounds = EXPLAIN_ROUNDS;
     explain_position(NULL, "", EXPLAIN_Q, EXPLAIN_P, EXPLAIN_NAMES, EXPLAIN_V, 1.0f, rounds, 1,
@@ -981,6 +1149,7 @@ int main(void) {
     t0 = now_seconds();
     test_chi_square(&fx);
     printf("(chi-square: %.1f s)\n", now_seconds() - t0);
+    test_round_faithful(&fx);
     t0 = now_seconds();
     test_joint(&fx);
     printf("(end to end: %.1f s)\n", now_seconds() - t0);
@@ -995,6 +1164,8 @@ int main(void) {
     free_gpt(&fx.model);
     free_bigram_draft(&fx.draft);
     free_corpus(&fx.corpus);
+    free(swap_p);
+    free(swap_q);
     printf("test_exact summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
 }
