@@ -11,9 +11,13 @@
  *
  * Run from the repository root (test/run_tests.sh does) with the corpus at
  * tinyshakespeare/input.txt (make data).
+ *
+ * The file included is tinyshakespeare/train.c, which includes specdec.c whole and adds
+ * the checkpoint writer (save_checkpoint) that the checkpoint tests round-trip through;
+ * with TESTING defined, neither file's main is compiled.
  */
 #define TESTING
-#include "../specdec.c"
+#include "../tinyshakespeare/train.c"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -48,7 +52,8 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-// Empties the KV cache: kv_len 0 and every cached key and value zeroed.
+// Empties the KV cache: kv_len 0 and every cached key and value zeroed (both caches
+// are (L, S, C)).
 static void reset_cache(GPT *g) {
     size_t n = (size_t)g->config.n_layer * g->config.block_size * g->config.n_embd;
     memset(g->state.key_cache, 0, n * sizeof(float));
@@ -340,62 +345,214 @@ static void test_forward_reference(const Fixture *fx) {
     free_gpt(&g);
 }
 
-// attention() keeps keys by feature and scores 16 positions side by side; a token's
-// numbers must still be exactly what the plain loops give: scores from dot() over keys
-// stored by position, softmax, then the weighted values added position by position.
-// Shapes cover HS with and without a remainder of 8 (20, 3), S not a multiple of 16 (20,
-// 5: the one-position path) and HS = 64 (four 16-feature sums).
-static void test_attention_order(void) {
+// ----------------------------------------------------------------------------
+// 4b. Attention, and the layout of the KV cache
+
+// Causal attention in double, the test's own: for the T query rows q (T, C) of tokens at
+// positions pos0 .., against keys and values stored by position (S, C). Writes the
+// outputs (T, C) and the weights (NH, T, S), zero past each token's own position.
+static void ref_attention(double *out, double *w, const float *q, const float *keys,
+                          const float *vals, int T, int pos0, int C, int NH, int S) {
+    int HS = C / NH;
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+            int n = pos0 + t + 1;
+            double *a = w + ((size_t)h * T + t) * S, m = -INFINITY, z = 0.0;
+            for (int s = 0; s < S; s++) a[s] = 0.0;
+            for (int s = 0; s < n; s++) {
+                double d = 0.0;
+                for (int i = 0; i < HS; i++)
+                    d += (double)q[(size_t)t * C + h * HS + i] * keys[(size_t)s * C + h * HS + i];
+                a[s] = d / sqrt((double)HS); // head_size ** -0.5
+                if (a[s] > m) m = a[s];
+            }
+            for (int s = 0; s < n; s++) z += (a[s] = exp(a[s] - m));
+            for (int s = 0; s < n; s++) a[s] /= z;
+            for (int i = 0; i < HS; i++) {
+                double acc = 0.0;
+                for (int s = 0; s < n; s++) acc += a[s] * vals[(size_t)s * C + h * HS + i];
+                out[(size_t)t * C + h * HS + i] = acc;
+            }
+        }
+}
+
+// attention() over a cache of keys and values by position equals a straightforward
+// recomputation in double (scores scaled by 1/sqrt(head_size), softmax over positions
+// 0 .. pos0+t, the weighted sum of the values): outputs and weights, with the weights
+// past each token's position exactly 0. Cache rows past the pass hold NaN, so reading
+// one shows; and each token's outputs are bit-identical to a one-token call at its
+// position (a token's numbers do not depend on the rest of its pass). Shapes: the
+// blog's, wide heads, and odd ones (HS 3, S 5).
+static void test_attention(void) {
     const int shapes[][3] = {{64, 4, 32}, {80, 4, 20}, {6, 2, 5}, {512, 8, 40}}; // C, NH, S
     for (int k = 0; k < 4; k++) {
         int C = shapes[k][0], NH = shapes[k][1], S = shapes[k][2], HS = C / NH;
-        size_t SC = (size_t)S * C;
+        size_t SC = (size_t)S * C, NSS = (size_t)NH * S * S;
         float *q = malloc(SC * sizeof(float)), *keys = malloc(SC * sizeof(float));
-        float *key_t = malloc(SC * sizeof(float)), *vals = malloc(SC * sizeof(float));
-        float *out = malloc(SC * sizeof(float)), *ref = malloc(SC * sizeof(float));
-        float *att = malloc((size_t)NH * S * S * sizeof(float)), *a = malloc(S * sizeof(float));
+        float *vals = malloc(SC * sizeof(float)), *out = malloc(SC * sizeof(float));
+        float *one = malloc((size_t)C * sizeof(float)), *att = malloc(NSS * sizeof(float));
+        float *att1 = malloc(NSS * sizeof(float));
+        double *ref = malloc(SC * sizeof(double)), *w = malloc(NSS * sizeof(double));
         Rng r;
         rng_seed(&r, 100 + k);
         for (size_t i = 0; i < SC; i++) {
             q[i] = (float)rng_normal(&r);
-            keys[i] = (float)rng_normal(&r);
+            keys[i] = (float)(2.0 * rng_normal(&r)); // scores of a few units: a sharp softmax
             vals[i] = (float)rng_normal(&r);
         }
-        for (int s = 0; s < S; s++) // the same keys, filed by feature
-            for (int i = 0; i < C; i++) key_t[(size_t)i * S + s] = keys[(size_t)s * C + i];
         // (T, pos0): one token at the end of the cache, a verify pass mid-way, a prefill
         int cases[3][2] = {{1, S - 1}, {S > 12 ? 5 : 2, S > 12 ? 7 : 1}, {S, 0}};
-        size_t differ = 0, compared = 0;
+        double worst_out = 0.0, worst_w = 0.0;
+        size_t masked_bad = 0, alone_differ = 0, compared = 0;
         for (int c = 0; c < 3; c++) {
-            int T = cases[c][0], pos0 = cases[c][1];
-            attention(out, att, q, key_t, vals, T, pos0, C, NH, S);
-            float scale = 1.0f / sqrtf((float)C);
-            for (int t = 0; t < T; t++)
-                for (int h = 0; h < NH; h++) {
-                    int n = pos0 + t + 1;
-                    const float *qh = q + (size_t)t * C + h * HS;
-                    float maxv = -INFINITY, sum = 0.0f;
-                    for (int s = 0; s < n; s++) {
-                        a[s] = dot(qh, keys + (size_t)s * C + h * HS, HS) * scale;
-                        if (a[s] > maxv) maxv = a[s];
+            int T = cases[c][0], pos0 = cases[c][1], end = pos0 + T;
+            // rows past the pass are not in the cache yet: poison them
+            float *kc = malloc(SC * sizeof(float)), *vc = malloc(SC * sizeof(float));
+            memcpy(kc, keys, SC * sizeof(float));
+            memcpy(vc, vals, SC * sizeof(float));
+            for (size_t i = (size_t)end * C; i < SC; i++) kc[i] = vc[i] = NAN;
+            for (size_t i = 0; i < NSS; i++) att[i] = NAN;
+            attention(out, att, q, kc, vc, T, pos0, C, NH, S);
+            ref_attention(ref, w, q, keys, vals, T, pos0, C, NH, S);
+            for (size_t i = 0; i < (size_t)T * C; i++) {
+                double d = fabs((double)out[i] - ref[i]);
+                if (d > worst_out || d != d) worst_out = d;
+            }
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++)
+                    for (int s = 0; s < S; s++) {
+                        float got = att[((size_t)h * S + t) * S + s];
+                        double want = w[((size_t)h * T + t) * S + s];
+                        if (s > pos0 + t) masked_bad += got != 0.0f; // exactly 0, not NaN
+                        double d = fabs((double)got - want);
+                        if (d > worst_w || d != d) worst_w = d;
                     }
-                    for (int s = 0; s < n; s++) {
-                        a[s] = expf(a[s] - maxv);
-                        sum += a[s];
-                    }
-                    for (int s = 0; s < n; s++) a[s] /= sum;
-                    float *o = ref + (size_t)t * C + h * HS;
-                    for (int i = 0; i < HS; i++) o[i] = 0.0f;
-                    for (int s = 0; s < n; s++)
-                        for (int i = 0; i < HS; i++) o[i] += a[s] * vals[(size_t)s * C + h * HS + i];
-                }
-            for (size_t i = 0; i < (size_t)T * C; i++) differ += memcmp(&out[i], &ref[i], sizeof(float)) != 0;
-            compared += (size_t)T * C;
+            // each token alone, at its own position, on the same cache
+            for (int t = 0; t < T; t++) {
+                attention(one, att1, q + (size_t)t * C, kc, vc, 1, pos0 + t, C, NH, S);
+                alone_differ += memcmp(one, out + (size_t)t * C, (size_t)C * sizeof(float)) != 0;
+            }
+            compared += (size_t)T;
+            free(kc);
+            free(vc);
         }
-        check(differ == 0, "attention == plain loops over keys by position, bit for bit: C=%d NH=%d "
-              "(HS %d) S=%d, T=1/mid/S: %zu of %zu outputs differ", C, NH, HS, S, differ, compared);
-        free(q); free(keys); free(key_t); free(vals); free(out); free(ref); free(att); free(a);
+        check(worst_out < 1e-5 && worst_w < 1e-6 && masked_bad == 0 && alone_differ == 0,
+              "attention == double recomputation over keys/values by position, C=%d NH=%d "
+              "(HS %d) S=%d, T=1/mid/S: max |out diff| %.2g, max |weight diff| %.2g, %zu "
+              "masked weights not 0, %zu of %zu tokens differ from a one-token call", C, NH,
+              HS, S, worst_out, worst_w, masked_bad, alone_differ, compared);
+        free(q); free(keys); free(vals); free(out); free(one); free(att); free(att1);
+        free(ref); free(w);
     }
+}
+
+// y = x @ W for one row of C features, W (C, C) stored (in, out): float sums in the
+// order i = 0, 1, ..., the test's own projection.
+static void proj_row(float *y, const float *x, const float *W, int C) {
+    for (int o = 0; o < C; o++) {
+        float s = 0.0f;
+        for (int i = 0; i < C; i++) s += x[i] * W[(size_t)i * C + o];
+        y[o] = s;
+    }
+}
+
+// Counts the floats of rows [from, to) of every layer of a cache (L, S, C) that differ
+// from want (L, S, C) (want NULL: from 0).
+static size_t rows_differ(const float *cache, const float *want, int L, int S, int C, int from,
+                          int to) {
+    size_t n = 0;
+    for (int l = 0; l < L; l++)
+        for (int pos = from; pos < to; pos++)
+            for (int i = 0; i < C; i++) {
+                size_t at = ((size_t)l * S + pos) * C + i;
+                float w = want ? want[at] : 0.0f;
+                n += memcmp(&cache[at], &w, sizeof(float)) != 0;
+            }
+    return n;
+}
+
+// The KV cache layout, pinned down: key_cache and value_cache are (L, S, C) by position,
+// row (l, pos) = ln1(x_in of layer l at pos) @ key (value) of layer l. The expected rows
+// come from a pass run token by token through block_forward, recording each layer's input
+// and projecting its ln1 with the test's own loop; forward's caches must hold exactly
+// those floats, after one S-token pass and after chunks (rows past kv_len stay zero).
+// Then the model's last attention is recomputed from its query and the cache in double.
+static void test_kv_layout(const Fixture *fx) {
+    Config c = {4, 4, 64, 32, fx->vocab.size};
+    GPT g;
+    if (!check(build_gpt(&g, &c) == 0, "build a model for the cache-layout test")) {
+        free_gpt(&g);
+        return;
+    }
+    init_gpt_random(&g, 4242);
+    perturb_layernorms(&g, 43); // ln1 != ln2 != identity: a wrong input shows
+    int L = c.n_layer, S = c.block_size, C = c.n_embd, NH = c.n_head;
+    size_t LSC = (size_t)L * S * C;
+    const int *tok = fx->corpus.tokens + 54321;
+    float *xin = calloc(LSC, sizeof(float)), *want_k = calloc(LSC, sizeof(float));
+    float *want_v = calloc(LSC, sizeof(float)), *ln = malloc((size_t)C * sizeof(float));
+    // token by token, layer by layer, with a run state of its own
+    RunState rs;
+    int built = build_run_state(&rs, &c) == 0;
+    for (int t = 0; built && t < S; t++) {
+        embed(rs.x, &g.w, tok + t, 1, t, C);
+        for (int l = 0; l < L; l++) {
+            size_t row = ((size_t)l * S + t) * C, CC = (size_t)C * C;
+            memcpy(xin + row, rs.x, (size_t)C * sizeof(float));
+            block_forward(&c, &g.w, l, &rs.block, rs.key_cache + (size_t)l * S * C,
+                          rs.value_cache + (size_t)l * S * C, 1, t);
+            layernorm(ln, xin + row, g.w.ln1_weight + l * C, g.w.ln1_bias + l * C, 1, C);
+            proj_row(want_k + row, ln, g.w.key + l * CC, C);
+            proj_row(want_v + row, ln, g.w.value + l * CC, C);
+        }
+    }
+    free_run_state(&rs);
+    // the keys and values are not all alike (a cache of zeros would pass nothing)
+    size_t zeros = 0;
+    for (size_t i = 0; i < LSC; i++) zeros += want_k[i] == 0.0f || want_v[i] == 0.0f;
+    reset_cache(&g);
+    forward(&g, tok, S);
+    size_t dk = rows_differ(g.state.key_cache, want_k, L, S, C, 0, S);
+    size_t dv = rows_differ(g.state.value_cache, want_v, L, S, C, 0, S);
+    check(built && zeros == 0 && dk == 0 && dv == 0, "after one %d-token pass, key_cache and "
+          "value_cache (L=%d, S=%d, C=%d) hold ln1(x) @ key and ln1(x) @ value of each layer "
+          "and position, by position, bit for bit: %zu key and %zu value floats of %zu differ",
+          S, L, S, C, dk, dv, LSC);
+    // chunks 5 then 9 from an empty cache: rows 0..13 as above, rows 14.. still zero
+    reset_cache(&g);
+    forward(&g, tok, 5);
+    forward(&g, tok + 5, 9);
+    dk = rows_differ(g.state.key_cache, want_k, L, S, C, 0, 14);
+    dv = rows_differ(g.state.value_cache, want_v, L, S, C, 0, 14);
+    size_t past = rows_differ(g.state.key_cache, NULL, L, S, C, 14, S) +
+                  rows_differ(g.state.value_cache, NULL, L, S, C, 14, S);
+    check(dk == 0 && dv == 0 && past == 0 && g.state.kv_len == 14, "after passes of 5 and 9 "
+          "tokens: rows 0..13 hold the same keys and values (%zu, %zu floats differ), rows "
+          "14..%d are untouched zeros (%zu nonzero), kv_len %d", dk, dv, S - 1, past,
+          g.state.kv_len);
+    // the last layer's attention of the last pass (9 tokens at positions 5..13), again
+    // from its queries and that layer's cache rows, in double
+    size_t lay = (size_t)(L - 1) * S * C;
+    int T = 9, pos0 = 5;
+    double *ref = malloc((size_t)T * C * sizeof(double));
+    double *w = malloc((size_t)NH * T * S * sizeof(double));
+    ref_attention(ref, w, g.state.block.q, g.state.key_cache + lay, g.state.value_cache + lay,
+                  T, pos0, C, NH, S);
+    double worst = 0.0;
+    for (size_t i = 0; i < (size_t)T * C; i++) {
+        double d = fabs((double)g.state.block.att_out[i] - ref[i]);
+        if (d > worst || d != d) worst = d;
+    }
+    check(worst < 1e-5, "the model's last attention output (layer %d, 9 tokens at positions "
+          "5..13) == attention recomputed in double from its queries and the cache rows 0..13 "
+          "of that layer: max |diff| %.2g", L - 1, worst);
+    free(ref);
+    free(w);
+    free(xin);
+    free(want_k);
+    free(want_v);
+    free(ln);
+    free_gpt(&g);
 }
 
 // ----------------------------------------------------------------------------
@@ -438,38 +595,51 @@ static void test_kv_chunking(Fixture *fx) {
     free(chunked);
 }
 
-// forward_last (a prefill: only the last token's logits) skips the last block's attention
-// output and MLP for the other tokens; its row, and the cache it leaves, must be exactly
-// forward's, from an empty cache and on top of 7 cached tokens.
-static void test_forward_last(Fixture *fx) {
+// prefill (the first pass over the prompt, and a refill of a full cache) empties the
+// cache, runs the last min(n_seq, keep) tokens from position 0 in one forward, and returns
+// the current token's row: equal, bit for bit, to forward's last row from a clean cache,
+// with the same cache rows, even when the cache held other text before; it counts one
+// prefill or one refill pass.
+static void test_prefill(Fixture *fx) {
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, S = g->config.block_size;
-    size_t cache_n = (size_t)g->config.n_layer * S * g->config.n_embd;
-    const int *tok = fx->corpus.tokens + 30000;
-    float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
-    float *row = malloc((size_t)V * sizeof(float));
-    int cases[][2] = {{0, 1}, {0, 5}, {0, 16}, {0, S}, {7, 1}, {7, 9}, {7, S - 7}}; // cached, T
-    for (int i = 0; i < 7; i++) {
-        int kv = cases[i][0], T = cases[i][1];
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int L = g->config.n_layer;
+    size_t LSC = (size_t)L * S * C;
+    const int *seq = fx->corpus.tokens + 61000, *junk = fx->corpus.tokens + 70000;
+    float *row = malloc((size_t)V * sizeof(float)), *kc = malloc(LSC * sizeof(float));
+    float *vc = malloc(LSC * sizeof(float));
+    int cases[][3] = {{1, S, 0}, {10, S, 0}, {S, S, 0}, {S + 8, S, 0}, {S + 8, S / 2, 1},
+                      {S, S / 2, 1}}; // n_seq, keep, is_refill
+    for (int i = 0; i < 6; i++) {
+        int n_seq = cases[i][0], keep = cases[i][1], refill = cases[i][2];
+        int n = n_seq < keep ? n_seq : keep;
+        // a cache full of other text, as a refill finds it
         reset_cache(g);
-        if (kv) forward(g, tok, kv);
-        memcpy(row, forward(g, tok + kv, T) + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
-        memcpy(kc, g->state.key_cache, cache_n * sizeof(float));
-        memcpy(vc, g->state.value_cache, cache_n * sizeof(float));
-        int kv_full = g->state.kv_len;
+        forward(g, junk, S - 3);
+        Stats st;
+        memset(&st, 0, sizeof(st));
+        memcpy(row, prefill(g, seq, n_seq, keep, &st, refill), (size_t)V * sizeof(float));
+        int kv = g->state.kv_len;
+        memcpy(kc, g->state.key_cache, LSC * sizeof(float));
+        memcpy(vc, g->state.value_cache, LSC * sizeof(float));
+        // the same window from a clean cache
         reset_cache(g);
-        if (kv) forward(g, tok, kv);
-        const float *last = forward_last(g, tok + kv, T);
-        check(memcmp(last, row, (size_t)V * sizeof(float)) == 0 &&
-              memcmp(kc, g->state.key_cache, cache_n * sizeof(float)) == 0 &&
-              memcmp(vc, g->state.value_cache, cache_n * sizeof(float)) == 0 &&
-              g->state.kv_len == kv_full, "forward_last of %d tokens on %d cached == forward's "
-              "last row and cache, bit for bit (max diff %.2g; kv_len %d and %d)", T, kv,
-              max_abs_diff(last, row, (size_t)V), g->state.kv_len, kv_full);
+        const float *want = forward(g, seq + n_seq - n, n) + (size_t)(n - 1) * V;
+        size_t cache_differ = rows_differ(kc, g->state.key_cache, L, S, C, 0, n) +
+                              rows_differ(vc, g->state.value_cache, L, S, C, 0, n);
+        int counted = st.prefill_passes == !refill && st.refill_passes == refill &&
+                      target_passes(&st) == 1;
+        check(memcmp(row, want, (size_t)V * sizeof(float)) == 0 && kv == n &&
+              cache_differ == 0 && counted, "prefill of %d token%s, keep %d%s, over a cache "
+              "holding %d other tokens: kv_len %d (want %d), row == forward's last row of "
+              "tokens %d..%d from a clean cache (max diff %.2g), %zu cache floats differ, "
+              "counted as prefill %ld refill %ld", n_seq, n_seq == 1 ? "" : "s", keep, refill ? " (refill)" : "",
+              S - 3, kv, n, n_seq - n, n_seq - 1, max_abs_diff(row, want, (size_t)V),
+              cache_differ, st.prefill_passes, st.refill_passes);
     }
+    free(row);
     free(kc);
     free(vc);
-    free(row);
 }
 
 // write_text's colours: each character in its source's colour, a colour code only where
@@ -535,16 +705,15 @@ static void test_trim(Fixture *fx) {
         size_t nonzero = 0, was_nonzero = 0, changed = 0;
         for (int l = 0; l < L; l++) {
             for (int pos = 0; pos < S; pos++) {
-                // values by position (l, pos, i), keys by feature (l, i, pos)
+                // keys and values both by position: (l, pos, i)
                 size_t off = ((size_t)l * S + pos) * C;
                 for (int i = 0; i < C; i++) {
-                    size_t ko = ((size_t)l * C + i) * S + pos;
-                    float k = g->state.key_cache[ko], v = g->state.value_cache[off + i];
+                    float k = g->state.key_cache[off + i], v = g->state.value_cache[off + i];
                     if (pos >= keep) {
                         nonzero += (k != 0.0f) + (v != 0.0f);
-                        was_nonzero += (kc[ko] != 0.0f) + (vc[off + i] != 0.0f);
+                        was_nonzero += (kc[off + i] != 0.0f) + (vc[off + i] != 0.0f);
                     } else {
-                        changed += (k != kc[ko]) + (v != vc[off + i]);
+                        changed += (k != kc[off + i]) + (v != vc[off + i]);
                     }
                 }
             }
@@ -987,7 +1156,9 @@ static void test_greedy_equivalence(Fixture *fx) {
 
 // What the test's own speculative loop counted.
 typedef struct {
-    long rounds, drafted, accepted, resampled, bonus, no_bonus_full, refills, edge_steps;
+    long rounds, drafted, judged, accepted, resampled, bonus, no_bonus_full, refills, edge_steps;
+    double alpha_sum; // sum over judged candidates of sum_x min(p(x), q(x))
+    double alpha_var; // sum over judged candidates of a(1 - a), a = that candidate's chance
 } LoopCounts;
 
 // The documented decoding policy, driven with the four phase functions: prefill the
@@ -1031,6 +1202,16 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
                               b->u, b->residual, b->accepted, &b->rejected_at);
         trim_kv_cache(g, m, before);
+        // the candidates accept_reject looked at: every one up to the first rejection
+        int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+        for (int i = 0; i < judged; i++) {
+            const float *pi = b->p_target + (size_t)i * V, *qi = b->q_draft + (size_t)i * V;
+            double a = 0.0;
+            for (int x = 0; x < V; x++) a += pi[x] < qi[x] ? pi[x] : qi[x];
+            lc->alpha_sum += a;
+            lc->alpha_var += a * (1.0 - a);
+        }
+        lc->judged += judged;
         lc->rounds++;
         lc->drafted += k;
         if (b->rejected_at >= 0) { lc->accepted += b->rejected_at; lc->resampled++; }
@@ -1045,88 +1226,347 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
     return n_seq;
 }
 
-// The counters of a sampled run add up (every token and every pass accounted for),
-// and agree with the test's own driver loop, which also fixes the tokens.
-static void test_stats(Fixture *fx) {
-    GPT *g = &fx->model;
-    const Vocab *v = &fx->vocab;
+// One sampled run of speculative_generate on model g (named for the messages) at
+// temperature t: its counters add up (every token and every pass accounted for) and
+// agree with the test's own driver loop, which also fixes the tokens and recomputes
+// alpha, the expected acceptance, from the rows each judged candidate was decided on.
+static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *model,
+                      float t, uint64_t seed) {
     int V = g->config.vocab_size, K = 4;
     enum { N_NEW = 500 };
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
     int cap = np + N_NEW;
     int *seq = malloc((size_t)cap * sizeof(int)), *ref = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    float temps[2] = {1.0f, 0.7f};
-    for (int ti = 0; ti < 2; ti++) {
-        float t = temps[ti];
-        SpecBuffers b;
-        if (build_spec_buffers(&b, K, V) != 0) { check(0, "stats: buffers"); break; }
-        // source[] starts as 0xff, so a generated token left unmarked shows up
-        unsigned char *source = malloc((size_t)cap);
-        memset(source, 0xff, (size_t)cap);
-        DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
-                           .source = source};
-        Stats s;
-        memset(&s, 0, sizeof(s));
-        Rng r;
-        rng_seed(&r, 31 + ti);
-        speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &s);
-        LoopCounts lc;
-        rng_seed(&r, 31 + ti);
-        int n_ref = driver_speculative(g, &fx->draft, &b, prompt, np, N_NEW, t, K, &r, ref, p, &lc);
-        int same = n_ref == cap && memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
-        check(same, "t=%.1f K=%d: speculative_generate's %d tokens == the test's own "
-              "draft/verify/accept/trim loop (%d tokens)", t, K, N_NEW, n_ref - np);
-        check(s.emitted == N_NEW &&
-              s.emitted == 1 + s.reprefill_passes + s.decode_passes + s.round_tokens,
-              "t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld edge steps + "
-              "%ld round tokens", t, s.emitted, N_NEW, s.reprefill_passes, s.decode_passes,
-              s.round_tokens);
-        // a round ends in a resample, a bonus, or (only the last one, when k was all that
-        // was still needed) all k accepted and no bonus; its accepted tokens count as accepted
-        long x = s.rounds - (s.resampled + s.bonus);
-        check(s.round_tokens == s.accepted + s.resampled + s.bonus && x == lc.no_bonus_full &&
-              x >= 0 && x <= 1,
-              "t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld; rounds %ld "
-              "== resampled + bonus + %ld all-accepted round(s) without bonus (driver counted "
-              "%ld)", t, s.round_tokens, s.accepted, s.resampled, s.bonus, s.rounds, x,
-              lc.no_bonus_full);
-        check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
-              s.resampled == lc.resampled && s.bonus == lc.bonus &&
-              s.reprefill_passes == lc.refills && s.decode_passes == lc.edge_steps &&
-              s.accepted <= s.drafted,
-              "t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
-              " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld, edge steps %ld/%ld "
-              "(stats/driver)", t, s.drafted, lc.drafted, s.rounds, lc.rounds, s.accepted,
-              lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus, s.reprefill_passes,
-              lc.refills, s.decode_passes, lc.edge_steps);
-        check(target_passes(&s) == s.prefill_passes + s.reprefill_passes + s.verify_passes +
-              s.decode_passes && s.prefill_passes == 1 && s.verify_passes == s.rounds &&
-              s.drafted >= s.rounds,
-              "t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld + edge steps "
-              "%ld (verify == rounds %ld, every round drafted at least one token)", t,
-              target_passes(&s), s.prefill_passes, s.reprefill_passes, s.verify_passes,
-              s.decode_passes, s.rounds);
-        // --color's record of where each token came from, against the driver's counts
-        long n_src[N_SOURCES] = {0}, unmarked = 0;
-        for (int i = np; i < cap; i++) {
-            if (source[i] < N_SOURCES) n_src[source[i]]++;
-            else unmarked++;
-        }
-        check(unmarked == 0 && n_src[FROM_ACCEPTED] == lc.accepted &&
-              n_src[FROM_RESAMPLED] == lc.resampled && n_src[FROM_BONUS] == lc.bonus &&
-              n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps,
-              "t=%.1f: token sources: %ld accepted drafts, %ld resampled, %ld bonus, %ld target "
-              "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld refills + %ld edge "
-              "steps, 0", t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED], n_src[FROM_BONUS],
-              n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus, lc.refills,
-              lc.edge_steps);
-        free(source);
-        free_spec_buffers(&b);
+    // source[] starts as 0xff, so a generated token left unmarked shows up
+    unsigned char *source = malloc((size_t)cap);
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0 || !seq || !ref || !p || !source) {
+        check(0, "stats: buffers");
+        free(seq); free(ref); free(p); free(source); free_spec_buffers(&b);
+        return;
     }
+    memset(source, 0xff, (size_t)cap);
+    DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
+                       .source = source};
+    Stats s;
+    memset(&s, 0, sizeof(s));
+    Rng r;
+    rng_seed(&r, seed);
+    speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, seq, &s);
+    LoopCounts lc;
+    rng_seed(&r, seed);
+    int n_ref = driver_speculative(g, d, &b, prompt, np, N_NEW, t, K, &r, ref, p, &lc);
+    int same = n_ref == cap && memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
+    check(same, "%s t=%.1f K=%d: speculative_generate's %d tokens == the test's own "
+          "draft/verify/accept/trim loop (%d tokens)", model, t, K, N_NEW, n_ref - np);
+    check(s.emitted == N_NEW &&
+          s.emitted == 1 + s.refill_passes + s.decode_passes + s.round_tokens,
+          "%s t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld edge steps + "
+          "%ld round tokens", model, t, s.emitted, N_NEW, s.refill_passes, s.decode_passes,
+          s.round_tokens);
+    // a round ends in a resample, a bonus, or (only the last one, when k was all that
+    // was still needed) all k accepted and no bonus; its accepted tokens count as accepted
+    long x = s.rounds - (s.resampled + s.bonus);
+    check(s.round_tokens == s.accepted + s.resampled + s.bonus && x == lc.no_bonus_full &&
+          x >= 0 && x <= 1,
+          "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld; rounds %ld "
+          "== resampled + bonus + %ld all-accepted round(s) without bonus (driver counted "
+          "%ld)", model, t, s.round_tokens, s.accepted, s.resampled, s.bonus, s.rounds, x,
+          lc.no_bonus_full);
+    check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
+          s.resampled == lc.resampled && s.bonus == lc.bonus &&
+          s.refill_passes == lc.refills && s.decode_passes == lc.edge_steps &&
+          s.accepted <= s.drafted,
+          "%s t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
+          " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld, edge steps %ld/%ld "
+          "(stats/driver)", model, t, s.drafted, lc.drafted, s.rounds, lc.rounds, s.accepted,
+          lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus, s.refill_passes,
+          lc.refills, s.decode_passes, lc.edge_steps);
+    check(target_passes(&s) == s.prefill_passes + s.refill_passes + s.verify_passes +
+          s.decode_passes && s.prefill_passes == 1 && s.verify_passes == s.rounds &&
+          s.drafted >= s.rounds,
+          "%s t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld + edge steps "
+          "%ld (verify == rounds %ld, every round drafted at least one token)", model, t,
+          target_passes(&s), s.prefill_passes, s.refill_passes, s.verify_passes,
+          s.decode_passes, s.rounds);
+    // --color's record of where each token came from, against the driver's counts
+    long n_src[N_SOURCES] = {0}, unmarked = 0;
+    for (int i = np; i < cap; i++) {
+        if (source[i] < N_SOURCES) n_src[source[i]]++;
+        else unmarked++;
+    }
+    check(unmarked == 0 && n_src[FROM_ACCEPTED] == lc.accepted &&
+          n_src[FROM_RESAMPLED] == lc.resampled && n_src[FROM_BONUS] == lc.bonus &&
+          n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps,
+          "%s t=%.1f: token sources: %ld accepted drafts, %ld resampled, %ld bonus, %ld target "
+          "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld refills + %ld edge "
+          "steps, 0", model, t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED], n_src[FROM_BONUS],
+          n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus, lc.refills,
+          lc.edge_steps);
+    // alpha: every judged candidate was accepted or was the rejected one, and alpha_sum
+    // is the driver's own sum over them of sum_x min(p(x), q(x))
+    double alpha = stats_alpha(&s);
+    check(s.judged == s.accepted + s.resampled && s.judged <= s.drafted &&
+          s.judged == lc.judged && s.judged > 0,
+          "%s t=%.1f: judged %ld == accepted %ld + rejected %ld, <= drafted %ld, == the "
+          "driver's %ld", model, t, s.judged, s.accepted, s.resampled, s.drafted, lc.judged);
+    double tol = 1e-9 * (1.0 + lc.alpha_sum);
+    check(fabs(s.alpha_sum - lc.alpha_sum) <= tol && alpha == s.alpha_sum / s.judged &&
+          alpha >= 0.0 && alpha <= 1.0,
+          "%s t=%.1f: alpha_sum %.9f == the driver's sum over %ld judged candidates of "
+          "sum_x min(p,q) %.9f (|diff| %.2g, tolerance %.2g); stats_alpha %.6f == alpha_sum / "
+          "judged", model, t, s.alpha_sum, lc.judged, lc.alpha_sum,
+          fabs(s.alpha_sum - lc.alpha_sum), tol, alpha);
+    // each judged candidate passes with chance sum_x min(p, q) given what came before, so
+    // accepted - alpha_sum is a sum of zero-mean steps of variance a(1 - a)
+    double sd = sqrt(lc.alpha_var), z = sd > 0 ? fabs((double)s.accepted - lc.alpha_sum) / sd : 0;
+    check(z < 5.0, "%s t=%.1f: accepted %ld vs alpha_sum %.1f, the expected number "
+          "(%.1f sigma, sd %.1f): alpha predicts acceptance", model, t, s.accepted,
+          lc.alpha_sum, z, sd);
+    free(source);
+    free_spec_buffers(&b);
     free(seq);
     free(ref);
     free(p);
+}
+
+// stats_run on the shared random model and, if it is there, on the trained model
+// tinyshakespeare/model.bin (whatever its numbers), at t = 1 and 0.7.
+static void test_stats(Fixture *fx) {
+    float temps[2] = {1.0f, 0.7f};
+    for (int ti = 0; ti < 2; ti++)
+        stats_run(&fx->model, &fx->draft, &fx->vocab, "random model", temps[ti], 31 + ti);
+    struct stat st;
+    if (stat(DEFAULT_MODEL, &st) != 0) {
+        printf("  (no %s: the stats checks ran on the random model only)\n", DEFAULT_MODEL);
+        return;
+    }
+    GPT trained;
+    Vocab tv;
+    char err[512] = "";
+    memset(&trained, 0, sizeof(trained));
+    memset(&tv, 0, sizeof(tv));
+    int loaded = load_checkpoint(DEFAULT_MODEL, &trained, &tv, err, sizeof(err)) == 0;
+    // the shared draft counts the corpus in the fixture's vocabulary: it must be the model's
+    int same_vocab = loaded && tv.size == fx->vocab.size &&
+                     memcmp(tv.chars, fx->vocab.chars, (size_t)tv.size) == 0;
+    if (check(loaded && same_vocab, "load the trained model %s (vocabulary of %d characters, "
+              "the corpus's: %s) %s", DEFAULT_MODEL, tv.size, same_vocab ? "yes" : "no", err))
+        for (int ti = 0; ti < 2; ti++)
+            stats_run(&trained, &fx->draft, &fx->vocab, "trained model", temps[ti], 41 + ti);
+    free_gpt(&trained);
+}
+
+// ----------------------------------------------------------------------------
+// 12b. alpha and the tokens a verify pass is expected to give
+
+// sum_{i=0..K} alpha^i, the test's own: the expected tokens of a round whose guesses
+// each pass with chance alpha (the first failure ends it, a bonus follows K passes).
+static double geometric_sum(double alpha, int K) {
+    double s = 0.0, term = 1.0;
+    for (int i = 0; i <= K; i++, term *= alpha) s += term;
+    return s;
+}
+
+// expected_acceptance on rows whose overlap is known; stats_alpha is alpha_sum / judged;
+// expected_tokens_per_pass is the closed form at alpha 0, 0.5, 1 (K+1) and others; and
+// rounds simulated with accept_reject give that many tokens on average.
+static void test_alpha_formulas(void) {
+    enum { V = 5 };
+    float p[V] = {0.3f, 0.3f, 0.05f, 0.2f, 0.15f}, q[V] = {0.1f, 0.2f, 0.4f, 0.2f, 0.1f};
+    float hot1[V], hot3[V], uni[V] = {0.2f, 0.2f, 0.2f, 0.2f, 0.2f};
+    set_one_hot(hot1, V, 1);
+    set_one_hot(hot3, V, 3);
+    double a_pq = expected_acceptance(p, q, V), a_qp = expected_acceptance(q, p, V);
+    double a_pp = expected_acceptance(p, p, V), a_13 = expected_acceptance(hot1, hot3, V);
+    double a_11 = expected_acceptance(hot1, hot1, V), a_1u = expected_acceptance(hot1, uni, V);
+    double sum_p = 0.0;
+    for (int i = 0; i < V; i++) sum_p += p[i];
+    check(fabs(a_pq - 0.65) < 1e-7 && a_pq == a_qp && fabs(a_pp - sum_p) < 1e-7 && a_13 == 0.0 &&
+          a_11 == 1.0 && fabs(a_1u - 0.2) < 1e-7,
+          "expected_acceptance = sum min(p,q): %.7f (want 0.1+0.2+0.05+0.2+0.1 = 0.65), "
+          "symmetric %.7f, p with itself %.7f (sum p %.7f), disjoint one-hots %g, equal "
+          "one-hots %g, one-hot vs uniform %.7f (want 0.2)", a_pq, a_qp, a_pp, sum_p, a_13,
+          a_11, a_1u);
+    Stats none, some;
+    memset(&none, 0, sizeof(none));
+    memset(&some, 0, sizeof(some));
+    some.drafted = 20;
+    some.judged = 8;
+    some.accepted = 6;
+    some.resampled = 2;
+    some.alpha_sum = 3.2;
+    check(stats_alpha(&none) == 0.0 && stats_alpha(&some) == 3.2 / 8,
+          "stats_alpha: 0 with nothing judged (%g); alpha_sum 3.2 over 8 judged (6 accepted of "
+          "20 drafted) -> %g (want 0.4)", stats_alpha(&none), stats_alpha(&some));
+    // the closed form against the test's own sum, and its two ends exactly
+    double alphas[] = {0.0, 0.25, 0.5, 0.9, 1.0 - 1e-6, 1.0};
+    int Ks[] = {1, 4, 8}, bad = 0;
+    double worst = 0.0;
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 3; j++) {
+            double got = expected_tokens_per_pass(alphas[i], Ks[j]);
+            double want = geometric_sum(alphas[i], Ks[j]), rel = fabs(got - want) / want;
+            if (rel > worst || rel != rel) worst = rel;
+            bad += !(rel < 1e-9);
+        }
+    double e0 = expected_tokens_per_pass(0.0, 4), e5 = expected_tokens_per_pass(0.5, 4);
+    double e1 = expected_tokens_per_pass(1.0, 4), e18 = expected_tokens_per_pass(1.0, 8);
+    check(bad == 0 && e0 == 1.0 && fabs(e5 - 1.9375) < 1e-12 && e1 == 5.0 && e18 == 9.0,
+          "expected_tokens_per_pass == (1 - alpha^(K+1)) / (1 - alpha): alpha 0 K=4 -> %g "
+          "(want 1), 0.5 K=4 -> %.6f (want 1.9375), 1 K=4 -> %g and K=8 -> %g (want K+1); "
+          "alpha in {0,.25,.5,.9,1-1e-6,1} x K in {1,4,8} vs sum of alpha^i: max relative "
+          "diff %.2g", e0, e5, e1, e18, worst);
+    // simulated rounds: K = 4 guesses drawn from q, judged against p, bonus allowed
+    enum { K = 4, ROUNDS = 100000 };
+    float qk[K * V], pk[(K + 1) * V];
+    for (int i = 0; i < K; i++) memcpy(qk + i * V, q, sizeof(q));
+    for (int i = 0; i <= K; i++) memcpy(pk + i * V, p, sizeof(p));
+    int cand[K], out[K + 1], rej;
+    double u[K], sum = 0.0, sum2 = 0.0;
+    float res[V];
+    Rng r;
+    rng_seed(&r, 4321);
+    for (int t = 0; t < ROUNDS; t++) {
+        for (int i = 0; i < K; i++) cand[i] = sample_from(q, V, rng_uniform(&r));
+        int n = accept_reject(cand, K, qk, pk, V, 1, &r, u, res, out, &rej);
+        sum += n;
+        sum2 += (double)n * n;
+    }
+    double mean = sum / ROUNDS, var = sum2 / ROUNDS - mean * mean;
+    double want = expected_tokens_per_pass(a_pq, K), z = fabs(mean - want) / sqrt(var / ROUNDS);
+    check(z < 5.0, "%d simulated rounds at K=%d with sum min(p,q) = %.4f: %.4f tokens per "
+          "round vs expected_tokens_per_pass %.4f (%.1f sigma)", ROUNDS, K, a_pq, mean, want, z);
+}
+
+// ----------------------------------------------------------------------------
+// 12c. print_stats
+
+// Runs print_stats with stderr sent to a temporary file; returns what it printed (or NULL).
+static char *print_stats_text(const Stats *s, int speculative, int K) {
+    FILE *tmp = tmpfile();
+    if (!tmp) return NULL;
+    fflush(stderr);
+    int saved = dup(2);
+    if (saved < 0 || dup2(fileno(tmp), 2) < 0) {
+        if (saved >= 0) close(saved);
+        fclose(tmp);
+        return NULL;
+    }
+    print_stats("title", s, speculative, K);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long n = ftell(tmp);
+    char *text = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
+    rewind(tmp);
+    if (text && fread(text, 1, (size_t)n, tmp) != (size_t)n) {
+        free(text);
+        text = NULL;
+    }
+    fclose(tmp);
+    return text;
+}
+
+// print_stats shows both numbers: the acceptance rate accepted/drafted, and alpha, the
+// mean of sum min(p,q) over the judged candidates, with the tokens per pass alpha predicts.
+static void test_print_stats(void) {
+    Stats s;
+    memset(&s, 0, sizeof(s));
+    s.rounds = 5;
+    s.drafted = 20;
+    s.judged = 8;
+    s.accepted = 6;
+    s.resampled = 2;
+    s.bonus = 3;
+    s.alpha_sum = 3.2;
+    s.round_tokens = 11;
+    s.prefill_passes = 1;
+    s.verify_passes = 5;
+    s.emitted = 12;
+    char rate[32], alpha[32], predicted[32];
+    snprintf(rate, sizeof(rate), "%.3f", 6.0 / 20.0);
+    snprintf(alpha, sizeof(alpha), "%.3f", 3.2 / 8.0);
+    snprintf(predicted, sizeof(predicted), "%.3f", geometric_sum(0.4, 4));
+    char *text = print_stats_text(&s, 1, 4);
+    // the line that starts with "alpha" (after the indent)
+    const char *line = NULL;
+    for (const char *at = text; at && (at = strstr(at, "\n  alpha")) != NULL; at++) line = at + 1;
+    char alpha_line[256] = "";
+    if (line) {
+        size_t len = strcspn(line, "\n");
+        snprintf(alpha_line, sizeof(alpha_line), "%.*s", (int)(len < 255 ? len : 255), line);
+    }
+    check(text && contains(text, "acceptance rate") && contains(text, rate) && line &&
+          contains(alpha_line, alpha) && contains(text, predicted),
+          "print_stats (6 accepted of 20 drafted, 8 judged, alpha_sum 3.2, K=4) prints the "
+          "acceptance rate %s, an alpha line with %s (\"%s\") and the predicted %s tokens "
+          "per pass", rate, alpha, alpha_line, predicted);
+    free(text);
+}
+
+// ----------------------------------------------------------------------------
+// 12d. The round hook
+
+// How often counting_round ran.
+static long n_counted_rounds;
+
+// A round that is speculative_round, counted: proof that speculative_generate calls the hook.
+static int counting_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k,
+                          int allow_bonus, const DecodeOptions *o, Rng *rng,
+                          int current_token, Stats *st) {
+    n_counted_rounds++;
+    return speculative_round(g, d, b, k, allow_bonus, o, rng, current_token, st);
+}
+
+// DecodeOptions.round: NULL means speculative_round. NULL, speculative_round and a
+// counting wrapper of it give byte-identical tokens, token sources and counters, and the
+// wrapper runs once per round.
+static void test_round_hook(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, K = 4;
+    enum { N_NEW = 200 };
+    int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt), cap = np + N_NEW;
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V) != 0) { check(0, "round hook: buffers"); return; }
+    RoundFn fns[3] = {NULL, speculative_round, counting_round};
+    const char *names[3] = {"NULL", "speculative_round", "a counting wrapper"};
+    int *seq[3];
+    unsigned char *src[3];
+    Stats st[3];
+    float temps[2] = {1.0f, 0.0f};
+    for (int ti = 0; ti < 2; ti++) {
+        for (int i = 0; i < 3; i++) {
+            seq[i] = malloc((size_t)cap * sizeof(int));
+            src[i] = calloc((size_t)cap, 1);
+            memset(&st[i], 0, sizeof(st[i]));
+            DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+                               .source = src[i], .round = fns[i]};
+            Rng r;
+            rng_seed(&r, 77);
+            n_counted_rounds = 0;
+            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i]);
+            st[i].seconds = 0.0; // the one counter that may differ
+        }
+        for (int i = 1; i < 3; i++) {
+            int same = memcmp(seq[0], seq[i], (size_t)cap * sizeof(int)) == 0 &&
+                       memcmp(src[0], src[i], (size_t)cap) == 0 &&
+                       memcmp(&st[0], &st[i], sizeof(Stats)) == 0;
+            int calls_ok = i < 2 || n_counted_rounds == st[i].rounds;
+            char calls[64] = "";
+            if (i == 2) snprintf(calls, sizeof(calls), ", the wrapper ran %ld times", n_counted_rounds);
+            check(same && calls_ok && st[0].rounds > 0, "t=%.0f: DecodeOptions.round = %s gives "
+                  "the same %d tokens, token sources and counters as round = NULL: %s (%ld "
+                  "rounds%s)", temps[ti], names[i], N_NEW, same ? "yes" : "NO", st[i].rounds,
+                  calls);
+        }
+        for (int i = 0; i < 3; i++) {
+            free(seq[i]);
+            free(src[i]);
+        }
+    }
+    free_spec_buffers(&b);
 }
 
 // ----------------------------------------------------------------------------
@@ -1472,9 +1912,10 @@ int main(void) {
     TIMED(test_tokenizer_corpus(&fx));
     TIMED(test_bigram(&fx));
     TIMED(test_forward_reference(&fx));
-    TIMED(test_attention_order());
+    TIMED(test_attention());
+    TIMED(test_kv_layout(&fx));
     TIMED(test_kv_chunking(&fx));
-    TIMED(test_forward_last(&fx));
+    TIMED(test_prefill(&fx));
     TIMED(test_write_text(&fx));
     TIMED(test_trim(&fx));
     TIMED(test_untrimmed_control(&fx));
@@ -1483,6 +1924,9 @@ int main(void) {
     TIMED(test_accept_reject());
     TIMED(test_greedy_equivalence(&fx));
     TIMED(test_stats(&fx));
+    TIMED(test_alpha_formulas());
+    TIMED(test_print_stats());
+    TIMED(test_round_hook(&fx));
     TIMED(test_determinism(&fx));
     TIMED(test_zero_new_tokens(&fx));
     TIMED(test_checkpoint(&fx));
