@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
-# Command-line tests for ./specdec. Run by test/run_tests.sh from the repo
-# root (or directly: bash test/cli_test.sh). Needs ./specdec (make),
-# tinyshakespeare/input.txt (make data) and a C compiler ($CC, default gcc)
-# for a small checksum helper.
+# Command-line tests for ./specdec and the tools beside it: tinyshakespeare/train
+# (with its subcommands eval and init), test/bench and test/explain. Run by
+# test/run_tests.sh from the repo root (or directly: bash test/cli_test.sh). Needs
+# ./specdec and the tools (make), tinyshakespeare/input.txt (make data) and a C
+# compiler ($CC, default gcc) for a small checksum helper.
 #
 # Output protocol: one line per check, starting with "PASS " or "FAIL ";
 # the script exits 1 if any check failed.
 #
 # Bad-input cases live in the table test/bad_inputs.txt, one case per line:
 #
-#     name | expected exit code | required stderr substring(s) | arguments
+#     name | program | expected exit code | required stderr substring(s) | arguments
 #
-# (its header gives the details; $T in the arguments is the temp dir below,
-# which holds the files prepared here). For every case the script asserts:
-# the exit code equals the expected one (so never 124 = timeout, 134 = abort,
-# 139 = segfault); stderr contains each substring; stderr is exactly one
-# newline-terminated line; stdout is empty. Each case prints a single
-# PASS/FAIL line naming every assertion that failed. Every invocation runs
-# under `timeout 60`.
+# (its header gives the details; program is specdec, train, bench or explain; $T
+# in the arguments is the temp dir below, which holds the files prepared here).
+# For every case the script asserts: the exit code equals the expected one (so
+# never 124 = timeout, 134 = abort, 139 = segfault); stderr contains each
+# substring; stderr is exactly one newline-terminated line; stdout is empty. Each
+# case prints a single PASS/FAIL line naming every assertion that failed. Every
+# invocation runs under `timeout 60` (test/bench --quick, about 8 s, under 120).
 #
-# After the table: checks that a failing --save or train -o leaves the file it
-# was aimed at byte-identical and no temporary file behind, then the things
-# that must work.
+# After the table: checks that a failing `train init -o` or `train -o` leaves the
+# file it was aimed at byte-identical and no temporary file behind, then the
+# things that must work.
+#
+# Which binaries run:
+#   specdec  $SPECDEC_BIN, default ./specdec
+#   train    $TRAIN_BIN, default tinyshakespeare/train
+#   bench    $BENCH_BIN, default test/bench
+#   explain  $EXPLAIN_BIN, default test/explain
+# run_tests.sh runs this script twice, the second time with SPECDEC_BIN set to a
+# sanitizer build of specdec.c. In that pass this script builds the three tools with
+# the same sanitizer flags as $TEST_BUILD/{train,bench,explain}_san (TEST_BUILD as in
+# run_tests.sh, default test/build; 20 s idle, a minute on a loaded machine; a *_BIN
+# variable that is set wins), so every bad-input row runs under ASan and UBSan too.
+# Two runs are left to the release pass: ./specdec --selftest (run_tests.sh runs the
+# sanitizer build's itself) and test/bench --quick (over 4 minutes sanitized).
 
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 BIN=${SPECDEC_BIN:-./specdec}   # run_tests.sh also passes a sanitizer build
 CC=${CC:-gcc}
+# as run_tests.sh builds specdec_san
+SAN_FLAGS=(-std=c11 -O2 -march=native -g -ffp-contract=off "-fsanitize=address,undefined"
+           -fno-omit-frame-pointer -fno-sanitize-recover=all -Wall -Wextra)
 CORPUS=tinyshakespeare/input.txt
 TABLE=test/bad_inputs.txt
 PROMPT="To be or not to be, that is the "
@@ -37,6 +54,7 @@ CKPT_SIZE=$((28 + 65 + 4 * PARAMS + 8)) # header + vocabulary + float32 params +
 T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_cli.XXXXXX") || { echo "FAIL cli: mktemp -d failed"; exit 1; }
 trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
 
+LIMIT=60                            # seconds per invocation (see run)
 nfail=0
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; nfail=$((nfail + 1)); }
@@ -47,11 +65,43 @@ check() {
     if "$@"; then pass "$name"; else fail "$name"; fi
 }
 
-if [[ ! -x $BIN ]]; then fail "cli: $BIN is missing (run make)"; exit 1; fi
 if [[ ! -f $CORPUS ]]; then fail "cli: $CORPUS is missing (run make data)"; exit 1; fi
 if [[ ! -f $TABLE ]]; then fail "cli: $TABLE is missing"; exit 1; fi
 
-# run ARGS...: run specdec; sets rc, and writes $T/out and $T/err.
+# The tools: the release builds, or in the sanitizer pass builds of their sources with
+# SAN_FLAGS (each to a temporary name first, so a half-written binary never runs).
+TRAIN=${TRAIN_BIN:-tinyshakespeare/train}
+BENCH=${BENCH_BIN:-test/bench}
+EXPLAIN=${EXPLAIN_BIN:-test/explain}
+# san_tool VAR SOURCE NAME: unless VAR's *_BIN was given, build SOURCE into
+# $TEST_BUILD/NAME_san and point VAR at it.
+san_tool() {
+    local -n bin=$1
+    local given=${1}_BIN dir=${TEST_BUILD:-test/build}
+    local out=$dir/${3}_san
+    [[ -n ${!given:-} ]] && return 0
+    mkdir -p "$dir" || return 1
+    if ! "$CC" "${SAN_FLAGS[@]}" -o "$out.tmp.$$" "$2" -lm 2>"$T/cc_err"; then
+        fail "cli: $CC cannot build $out from $2 with the sanitizer flags: $(head -n 3 "$T/cc_err" | tr '\n' '|')"
+        rm -f "$out.tmp.$$"
+        return 1
+    fi
+    mv -f "$out.tmp.$$" "$out" && bin=$out
+}
+if [[ -n ${SPECDEC_BIN:-} ]]; then
+    start=$SECONDS
+    san_tool TRAIN tinyshakespeare/train.c train &&
+        san_tool BENCH test/bench.c bench &&
+        san_tool EXPLAIN test/explain.c explain || exit 1
+    echo "note: built the tools with the sanitizer flags in $((SECONDS - start)) s: $TRAIN $BENCH $EXPLAIN"
+fi
+# the table's program column, and what each word runs
+declare -A PROG=([specdec]=$BIN [train]=$TRAIN [bench]=$BENCH [explain]=$EXPLAIN)
+for p in specdec train bench explain; do
+    if [[ ! -x ${PROG[$p]} ]]; then fail "cli: ${PROG[$p]} is missing (run make)"; exit 1; fi
+done
+
+# run_in PROGRAM ARGS...: run PROGRAM (a path); sets rc, and writes $T/out and $T/err.
 # stdin is /dev/null, so a specdec that read it would neither wait nor eat the
 # table this script is reading. The subshell's own stderr is dropped so that
 # bash's "Aborted" job notice for a crashing child does not clutter the output
@@ -59,14 +109,20 @@ if [[ ! -f $TABLE ]]; then fail "cli: $TABLE is missing"; exit 1; fi
 # With FSIZE_KB set, files are limited to that many KiB: a write past it fails
 # partway, as on a full disk, even for root (SIGXFSZ is ignored, and stays so
 # through exec, so write returns EFBIG instead of killing the process).
-run() {
+# It runs under `timeout $LIMIT`.
+run_in() {
     (
         if [[ -n ${FSIZE_KB:-} ]]; then trap '' XFSZ; ulimit -f "$FSIZE_KB"; fi
-        timeout 60 "$BIN" "$@" </dev/null >"$T/out" 2>"$T/err"
+        timeout "$LIMIT" "$@" </dev/null >"$T/out" 2>"$T/err"
         exit $?
     ) 2>/dev/null
     rc=$?
 }
+# run ARGS...: run_in specdec; run_train, run_bench, run_explain: the same for the tools.
+run() { run_in "$BIN" "$@"; }
+run_train() { run_in "$TRAIN" "$@"; }
+run_bench() { run_in "$BENCH" "$@"; }
+run_explain() { run_in "$EXPLAIN" "$@"; }
 # Helpers over the last run's output.
 out_has() { grep -qF -- "$1" "$T/out"; }
 err_has() { grep -qF -- "$1" "$T/err"; }
@@ -79,14 +135,19 @@ describe() {
     printf '%s; stderr: %s' "$what" "$(head -n 3 "$T/err" | tr '\n' '|' | cut -c 1-300)"
 }
 
-# run_error_case NAME CODE WANT ARGS...: one bad-input case, one PASS/FAIL line.
+# run_error_case NAME PROGRAM CODE WANT ARGS...: one bad-input case of PROGRAM (a
+# word of the table's program column), one PASS/FAIL line.
 # stderr is read once into the shell, so the assertions fork no tools: with
 # ~200 cases, a grep/wc/tail/od per assertion cost seconds (more in CI's second,
 # sanitizer pass).
 run_error_case() {
-    local name=$1 code=$2 want=$3 problems=() sub lines=() text
-    shift 3
-    run "$@"
+    local name=$1 prog=$2 code=$3 want=$4 problems=() sub lines=() text
+    shift 4
+    if [[ -z ${PROG[$prog]:-} ]]; then
+        fail "error case: $name: unknown program '$prog' (specdec, train, bench or explain)"
+        return
+    fi
+    run_in "${PROG[$prog]}" "$@"
     mapfile lines <"$T/err"   # one element per line, each with its newline if it had one
     printf -v text '%s' "${lines[@]}"
     [[ $rc == "$code" ]] || problems+=("exit $rc, expected $code")
@@ -109,8 +170,8 @@ run_error_case() {
 # ---------------------------------------------------------------------------
 # Files the table refers to
 
-run --init 7 --save "$T/good.bin"
-check "--init 7 --save writes a checkpoint (exit 0, $CKPT_SIZE bytes, magic SPDC, empty stdout, 'wrote' on stderr)" \
+run_train init --seed 7 -o "$T/good.bin"
+check "train init --seed 7 -o writes a checkpoint (exit 0, $CKPT_SIZE bytes, magic SPDC, empty stdout, 'wrote' on stderr)" \
     eval '[[ $rc == 0 && -f $T/good.bin && $(size_of "$T/good.bin") == "$CKPT_SIZE" &&
              $(head -c 4 "$T/good.bin") == SPDC && ! -s $T/out ]] && err_has "wrote $T/good.bin"'
 
@@ -226,17 +287,24 @@ variant ck_nan           93 '\000\000\300\177' fixsum
 variant ck_inf  $((CKPT_SIZE - 12)) '\000\000\200\177' fixsum
 
 # A model whose vocabulary is the 10 characters of short_corpus: the real corpus and
-# the default prompt have bytes it lacks. (-p '': --save checks the prompt too.)
-run --init 7 -i "$T/short_corpus" -p '' --save "$T/v10.bin"
-check "--init 7 on a 20-byte corpus saves a 10-character model" \
-    eval '[[ $rc == 0 ]] && err_has "vocab_size=10"'
+# the default prompt have bytes it lacks. Its size follows from the module list
+# (per block 12C^2 + 10C; embeddings VC + SC; ln_f 2C; lm_head CV + V) at V = 10.
+run_train init --seed 7 -i "$T/short_corpus" -o "$T/v10.bin"
+V10_SIZE=$((28 + 10 + 4 * (10 * 64 + 32 * 64 + 4 * (12 * 64 * 64 + 10 * 64) + 2 * 64 + 64 * 10 + 10) + 8))
+# the vocabulary it must hold: the corpus's distinct bytes in ascending order, as hex
+hex_bytes() { od -An -tx1 -v "$@" | tr -s ' \n' '\n' | grep .; }
+v10_want=$(hex_bytes "$T/short_corpus" | sort -u | tr -d '\n')
+check "train init on a 20-byte corpus writes a 10-character model (vocab_size 10, the corpus's bytes sorted, $V10_SIZE bytes)" \
+    eval '[[ $rc == 0 && $(od -An -tu4 -j 24 -N 4 "$T/v10.bin" | tr -d " ") == 10 &&
+             $(hex_bytes -j 28 -N 10 "$T/v10.bin" | tr -d "\n") == "$v10_want" &&
+             ${#v10_want} == 20 && $(size_of "$T/v10.bin") == "$V10_SIZE" ]]'
 
 # A tiny model trained 12 steps, with its training state, and broken copies of the pair.
 TINY=(--layers 1 --heads 2 --embd 8 --block 8 --batch 2)
-run train "${TINY[@]}" --iters 12 -o "$T/tiny.bin"
+run_train "${TINY[@]}" --iters 12 -o "$T/tiny.bin"
 check "train of a tiny model writes the checkpoint and its .state (exit 0)" \
     eval '[[ $rc == 0 && -f $T/tiny.bin && -f $T/tiny.bin.state && ! -s $T/out ]]'
-run train "${TINY[@]}" --iters 3 -o "$T/other.bin"
+run_train "${TINY[@]}" --iters 3 -o "$T/other.bin"
 cp "$T/tiny.bin" "$T/nostate.bin"
 cp "$T/tiny.bin" "$T/paired_wrong.bin"; cp "$T/other.bin.state" "$T/paired_wrong.bin.state"
 cp "$T/tiny.bin" "$T/state_short.bin"
@@ -259,21 +327,26 @@ trim() {
     done
 }
 ncases=0
-while IFS='|' read -r c_name c_code c_want c_args; do
+declare -A nprog=()
+while IFS='|' read -r c_name c_prog c_code c_want c_args; do
     [[ -z ${c_name//[[:space:]]/} || $c_name == \#* ]] && continue
-    trim c_name c_code c_want
+    trim c_name c_prog c_code c_want
     eval "c_argv=( $c_args )"
-    run_error_case "$c_name" "$c_code" "$c_want" "${c_argv[@]}"
+    run_error_case "$c_name" "$c_prog" "$c_code" "$c_want" "${c_argv[@]}"
     ncases=$((ncases + 1))
+    nprog[$c_prog]=$((${nprog[$c_prog]:-0} + 1))
 done <"$TABLE"
 # the issue asks for at least 30; fewer means the table was cut or misread
-check "$TABLE holds at least 30 cases ($ncases)" eval '((ncases >= 30))'
+check "$TABLE holds at least 30 cases ($ncases: specdec ${nprog[specdec]:-0}, train ${nprog[train]:-0}, bench ${nprog[bench]:-0}, explain ${nprog[explain]:-0})" \
+    eval '((ncases >= 30))'
+check "$TABLE has cases for each program (specdec, train, bench, explain)" \
+    eval '((${nprog[specdec]:-0} && ${nprog[train]:-0} && ${nprog[bench]:-0} && ${nprog[explain]:-0}))'
 
-check "--save to a missing directory leaves no file and creates no directory" \
+check "train init -o to a missing directory leaves no file and creates no directory" \
     eval '[[ ! -e $T/no_dir ]] && [[ -z $(find "$T" -name "*.tmp.*") ]]'
-check "a directory given as --save or train -o is still an empty directory, with no .state beside it" \
+check "a directory given as train init -o or train -o is still an empty directory, with no .state beside it" \
     eval '[[ -d $T/dir && -z $(ls -A "$T/dir") && ! -e $T/dir.state ]]'
-check "refused train runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, is unchanged" \
+check "refused runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, is unchanged" \
     eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin"'
 
 # Unreadable files: root can read a mode-000 file, so the cases mean nothing there
@@ -283,14 +356,14 @@ if [[ $(id -u) == 0 ]]; then
 else
     cp "$T/hash_corpus" "$T/unreadable"
     chmod 000 "$T/unreadable"
-    run_error_case "unreadable corpus" 1 "cannot open corpus && Permission denied" -i "$T/unreadable"
+    run_error_case "unreadable corpus" specdec 1 "cannot open corpus && Permission denied" -i "$T/unreadable"
     cp "$G" "$T/unreadable.bin"
     chmod 000 "$T/unreadable.bin"
-    run_error_case "unreadable checkpoint" 1 "cannot open checkpoint && Permission denied" -m "$T/unreadable.bin"
+    run_error_case "unreadable checkpoint" specdec 1 "cannot open checkpoint && Permission denied" -m "$T/unreadable.bin"
 fi
 
 # ---------------------------------------------------------------------------
-# Nothing written where a good file was: a --save or train -o that fails, before
+# Nothing written where a good file was: a train init -o or train -o that fails, before
 # writing or partway through, leaves the file it aimed at byte-identical and no
 # *.tmp.* file behind. keep*.bin are copies of good files; the originals compare.
 
@@ -314,37 +387,37 @@ unchanged() {
 }
 
 cp "$G" "$T/keep.bin"
-run_error_case "--save over a good checkpoint, refused for -k 32" 1 "-k 32 is too large" \
-    --init 8 --save "$T/keep.bin" -k 32
-run_error_case "--save over a good checkpoint, refused for the prompt" 1 "'#' (byte 0x23)" \
-    --init 8 --save "$T/keep.bin" -p 'a#b'
-run_error_case "--save over a good checkpoint from a corrupted -m" 1 "checksum mismatch" \
-    -m "$T/ck_flip" --save "$T/keep.bin"
-FSIZE_KB=100 run_error_case "--save over a good checkpoint, the write failing at 100 KiB" 1 \
-    "cannot write checkpoint && File too large" --init 8 --save "$T/keep.bin"
-unchanged "... and after those four failed saves the good checkpoint is byte-identical, no *.tmp.* left" \
+run_error_case "train init -o a good checkpoint, refused for a bad --seed after -o" train 1 \
+    "--seed must be && got 'x'" init -o "$T/keep.bin" --seed x
+run_error_case "train init -o a good checkpoint, refused for an unknown option after -o" train 1 \
+    "unknown init option '-k'" init --seed 8 -o "$T/keep.bin" -k 3
+run_error_case "train init -o a good checkpoint, refused for a 1-byte corpus" train 1 \
+    "has 1 byte; && at least 2" init --seed 8 -o "$T/keep.bin" -i "$T/one_byte"
+FSIZE_KB=100 run_error_case "train init -o a good checkpoint, the write failing at 100 KiB" train 1 \
+    "cannot write checkpoint && File too large" init --seed 8 -o "$T/keep.bin"
+unchanged "... and after those four failed inits the good checkpoint is byte-identical, no *.tmp.* left" \
     "$T/keep.bin" "$G"
 
 cp "$T/tiny.bin" "$T/keep_tiny.bin"; cp "$T/tiny.bin.state" "$T/keep_tiny.bin.state"
-run_error_case "train -o over a good pair, refused for --heads 3" 1 "not a multiple of n_head 3" \
-    train "${TINY[@]}" --heads 3 --iters 3 -o "$T/keep_tiny.bin"
+run_error_case "train -o over a good pair, refused for --heads 3" train 1 "not a multiple of n_head 3" \
+    "${TINY[@]}" --heads 3 --iters 3 -o "$T/keep_tiny.bin"
 cp "$T/state_flip.bin.state" "$T/keep_tiny.bin.state"
-run_error_case "train --resume of a good checkpoint with a corrupted .state" 1 "checksum mismatch" \
-    train --resume --iters 20 -o "$T/keep_tiny.bin"
+run_error_case "train --resume of a good checkpoint with a corrupted .state" train 1 "checksum mismatch" \
+    --resume --iters 20 -o "$T/keep_tiny.bin"
 unchanged "... and after those the checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_tiny.bin" "$T/tiny.bin" "$T/keep_tiny.bin.state" "$T/state_flip.bin.state"
 
 # train writes both files to temporaries before renaming either: when only the .state
 # fails, the good checkpoint it aimed at must stay (it once was replaced by step-0 weights).
 cp "$T/tiny.bin" "$T/keep_sd.bin"; mkdir "$T/keep_sd.bin.state"
-run_error_case "train -o a good checkpoint whose .state is a directory" 1 \
-    "cannot write training state && Is a directory" train "${TINY[@]}" --iters 3 -o "$T/keep_sd.bin"
+run_error_case "train -o a good checkpoint whose .state is a directory" train 1 \
+    "cannot write training state && Is a directory" "${TINY[@]}" --iters 3 -o "$T/keep_sd.bin"
 unchanged "... and the good checkpoint is byte-identical, no *.tmp.* left" "$T/keep_sd.bin" "$T/tiny.bin"
 # the same with the .state write failing partway: the tiny checkpoint (8,233 bytes)
 # fits in 10 KiB, its .state (16,320) does not
 cp "$T/tiny.bin" "$T/keep_full.bin"; cp "$T/tiny.bin.state" "$T/keep_full.bin.state"
-FSIZE_KB=10 run_error_case "train -o a good pair, the .state write failing at 10 KiB" 1 \
-    "cannot write training state && File too large" train "${TINY[@]}" --iters 3 -o "$T/keep_full.bin"
+FSIZE_KB=10 run_error_case "train -o a good pair, the .state write failing at 10 KiB" train 1 \
+    "cannot write training state && File too large" "${TINY[@]}" --iters 3 -o "$T/keep_full.bin"
 unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
 
@@ -376,7 +449,7 @@ check "different seed gives different stdout" eval '! cmp -s "$T/seed5a" "$T/see
 
 run --init 7 -s 3 -n 80; rc_a=$rc; cp "$T/out" "$T/init7"
 run -m "$T/good.bin" -s 3 -n 80
-check "checkpoint round trip: -m good.bin -s 3 prints what --init 7 -s 3 prints" \
+check "checkpoint round trip: -m good.bin (train init --seed 7) -s 3 prints what --init 7 -s 3 prints" \
     eval '[[ $rc_a == 0 && $rc == 0 && -s $T/init7 ]] && cmp -s "$T/init7" "$T/out" && err_has "$T/good.bin"'
 
 run -t 0 --compare -n 300
@@ -468,19 +541,45 @@ else
     fail "colour on a terminal: script(1) from util-linux is not installed, so no pty to test with"
 fi
 
+# The tools' help: usage on stdout, exit 0, nothing on stderr.
+run_train -h
+check "train -h exits 0 with the usage of training, eval and init on stdout and nothing on stderr" \
+    eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: tinyshakespeare/train" &&
+          out_has "tinyshakespeare/train eval" && out_has "tinyshakespeare/train init"'
+run_bench -h
+check "bench -h exits 0 with usage on stdout and nothing on stderr" \
+    eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: test/bench" && out_has "--quick"'
+
+# train eval scores a checkpoint as training did: a tiny model trained 3 steps on the
+# first 100,000 bytes of the corpus reports its validation loss when it saves, and eval
+# of the saved file on the same corpus must print that same number.
+head -c 100000 "$CORPUS" >"$T/small_corpus"
+run_train "${TINY[@]}" --iters 3 -i "$T/small_corpus" -o "$T/small.bin"
+train_val=$(sed -n 's/^step *3: val loss \([0-9.]*\) .*/\1/p' "$T/err")
+run_train eval -m "$T/small.bin" -i "$T/small_corpus"
+eval_val=$(sed -n 's/^val loss *\([0-9.]*\) .*/\1/p' "$T/err")
+check "train eval exits 0, stdout empty, with the val and train losses on stderr" \
+    eval '[[ $rc == 0 && ! -s $T/out ]] && err_has "val loss" && err_has "train loss"'
+check "train eval's val loss is what training printed at step 3 ($eval_val vs $train_val)" \
+    eval '[[ -n $train_val && $eval_val == "$train_val" ]]'
+
 # explain: seed 004's A/B/C/D rows worked out, the exact chances beside 200,000 real
 # accept/reject runs. The exact column must be p itself, and acceptance 0.45.
-run explain
+run_explain
 check "explain exits 0, stdout empty, and prints acceptance = sum min(p, q) = 0.4500 and the greedy case" \
     eval '[[ $rc == 0 && ! -s $T/out ]] && err_has "acceptance = sum min(p, q) = 0.4500" &&
           err_has "acceptance = sum min(p, q) = 0.0000"'
 check "explain: for A, B, C, D the exact P(emit) is p (0.0500, 0.1000, 0.6000, 0.2500), measured within 4.5 se" \
     eval '[[ $(grep -cE "^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+][0-3]\.[0-9] se\)$|^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+]4\.[0-4] se\)$" "$T/err") == 4 ]]'
 
-# The benchmark (release build only: under the sanitizers it would take many minutes).
+# The benchmark, --quick: the full report on fewer tokens, about 8 s here (43 s was the
+# full bench's on a slower machine), so 120 s. Release build only: sanitized, even
+# --quick takes over 4 minutes.
 if [[ -z ${SPECDEC_BIN:-} ]]; then
-    run bench --csv
-    check "bench --csv exits 0 with a CSV header and 16 rows (K = 1..8 at t = 0 and 1) on stdout" \
+    start=$SECONDS
+    LIMIT=120 run_bench --quick --csv
+    echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
+    check "bench --quick --csv exits 0 with a CSV header and 16 rows (K = 1..8 at t = 0 and 1) on stdout" \
         eval '[[ $rc == 0 && $(head -n 1 "$T/out") == t,K,* && $(wc -l <"$T/out") == 17 ]]'
     check "bench prints c(T) for T = 1..9, the refill's cost, both sweeps and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" &&
@@ -488,10 +587,10 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
               [[ $(grep -c "wall speedup" "$T/err") == 2 ]]'
 fi
 
-# --save over an existing checkpoint with a different seed replaces it whole.
+# train init -o over an existing checkpoint with a different seed replaces it whole.
 cp "$T/good.bin" "$T/over.bin"
-run --init 8 --save "$T/over.bin"
-check "--init 8 --save over an existing checkpoint exits 0" eval '[[ $rc == 0 && ! -s $T/out ]]'
+run_train init --seed 8 -o "$T/over.bin"
+check "train init --seed 8 -o over an existing checkpoint exits 0" eval '[[ $rc == 0 && ! -s $T/out ]]'
 check "the overwritten checkpoint differs from the old one and keeps the right size" \
     eval '! cmp -s "$T/good.bin" "$T/over.bin" && [[ $(size_of "$T/over.bin") == "$CKPT_SIZE" ]]'
 run --init 8 -s 3 -n 80; cp "$T/out" "$T/init8"
@@ -503,14 +602,14 @@ check "no *.tmp.* files are left beside saved checkpoints" eval '[[ -z $(find "$
 # --resume continues exactly: 12 steps, then resumed to 30, gives the very bytes of 30
 # steps in one run (weights, optimiser moments, batch sampler all restored).
 cp "$T/tiny.bin" "$T/resumed.bin"; cp "$T/tiny.bin.state" "$T/resumed.bin.state"
-run train --resume --iters 30 -o "$T/resumed.bin"
+run_train --resume --iters 30 -o "$T/resumed.bin"
 check "train --resume from step 12 to 30 exits 0 and says where it resumed" \
     eval '[[ $rc == 0 ]] && err_has "resuming at step 12 of 30"'
-run train "${TINY[@]}" --iters 30 -o "$T/straight.bin"
+run_train "${TINY[@]}" --iters 30 -o "$T/straight.bin"
 check "12 steps + --resume to 30 == 30 steps in one run, byte for byte (checkpoint and .state)" \
     eval '[[ $rc == 0 ]] && cmp -s "$T/straight.bin" "$T/resumed.bin" &&
           cmp -s "$T/straight.bin.state" "$T/resumed.bin.state"'
-run train "${TINY[@]}" --iters 29 -o "$T/short_run.bin"
+run_train "${TINY[@]}" --iters 29 -o "$T/short_run.bin"
 check "... and the comparison can fail: 29 steps in one run differ from them" \
     eval '[[ $rc == 0 ]] && ! cmp -s "$T/straight.bin" "$T/short_run.bin"'
 

@@ -1,6 +1,8 @@
 /*
- * test/fuzz_args.c: a libFuzzer target for the command line of specdec.c: parse_args,
- * the option loops of `specdec train` and `specdec eval`, and encode_prompt.
+ * test/fuzz_args.c: a libFuzzer target for the command lines: parse_args and
+ * encode_prompt of ./specdec (specdec.c), and the option loops of tinyshakespeare/train,
+ * `tinyshakespeare/train eval` and `tinyshakespeare/train init` (tinyshakespeare/train.c,
+ * which includes specdec.c whole).
  *
  * The command line is the program's other untrusted input. Whatever the words, each of
  * these must return without a crash, a hang or a read past an argument's end, and a
@@ -8,29 +10,30 @@
  * line on stderr). What parse_args accepts is checked against its documented ranges
  * and rules.
  *
- * Input: the first byte chooses the mode (modulo 5); the rest is split on NUL bytes
+ * Input: the first byte chooses the mode (modulo 6); the rest is split on NUL bytes
  * into words, each copied into a buffer of exactly its own length (so ASan sees a read
  * past its terminator):
  *   0  parse_args({"specdec", words...}); an accepted prompt then goes through
  *      encode_prompt with Tiny Shakespeare's 65-character vocabulary, as main does
- *   1  main_train({"specdec", "train", words..., "-i", "/dev/null"})
- *   2  main_eval({"specdec", "eval", words..., "-m", "/dev/null"})
+ *   1  main_train({"tinyshakespeare/train", words..., "-i", "/dev/null"})
+ *   2  main_eval({"tinyshakespeare/train", "eval", words..., "-m", "/dev/null"})
  *   3  encode_prompt(first word) with the Tiny Shakespeare vocabulary
  *   4  encode_prompt(second word) with the vocabulary build_vocab makes of the first
- * Modes 1 and 2 must never train, write a file or read the corpus: the two words
- * appended last always win. Either they parse as a pair, and the corpus (train) or
- * checkpoint (eval) is /dev/null, which read_file refuses before anything else is
+ *   5  main_init({"tinyshakespeare/train", "init", words..., "-i", "/dev/null"})
+ * Modes 1, 2 and 5 must never train, write a file or read the corpus: the two words
+ * appended last always win. Either they parse as a pair, and the corpus (train, init)
+ * or checkpoint (eval) is /dev/null, which read_file refuses before anything else is
  * loaded or written; or the word before them takes "-i"/"-m" as its value and the
- * path is then an unknown option. Both subcommands report errors with fprintf to
- * stderr, which this target points at a memory stream for the call (glibc lets the
- * stderr variable be assigned) so that the message can be checked; the sanitizers
- * write to fd 2 and are not affected.
+ * path is then an unknown option. The three report errors with fprintf to stderr,
+ * which this target points at a memory stream for the call (glibc lets the stderr
+ * variable be assigned) so that the message can be checked; the sanitizers write to
+ * fd 2 and are not affected.
  *
  * Build and run: test/fuzz_test.sh (make fuzz; briefly in make test). Replay one input:
  *   test/build/fuzz_args FILE
  */
-#define TESTING
-#include "../specdec.c"
+#define TESTING // leaves out the trainer's main and specdec.c's
+#include "../tinyshakespeare/train.c" // specdec.c, main_train, main_eval, main_init
 
 #define MAX_WORDS 256
 #define ERRLEN 512 // what main gives parse_args
@@ -130,7 +133,6 @@ static void fuzz_parse_args(int argc, char **argv) {
     }
     // every path and the prompt: the default or a word of argv, never a copy or a temporary
     if (o.model_path && !is_word(o.model_path, argv, argc)) fail("-m does not point into argv", NULL);
-    if (o.save_path && !is_word(o.save_path, argv, argc)) fail("--save does not point into argv", NULL);
     if (strcmp(o.corpus_path, DEFAULT_CORPUS) && !is_word(o.corpus_path, argv, argc))
         fail("-i does not point into argv", NULL);
     if (strcmp(o.prompt, DEFAULT_PROMPT) && !is_word(o.prompt, argv, argc))
@@ -141,11 +143,11 @@ static void fuzz_parse_args(int argc, char **argv) {
     if (!isfinite(o.temperature) || o.temperature < 0.0f || o.temperature > 1e6f ||
         (o.temperature > 0.0f && o.temperature < FLT_MIN))
         fail("-t out of range accepted", NULL);
+    if (o.color < -1 || o.color > 1) fail("colour neither on, off nor unset", NULL);
     // the combinations parse_args refuses
     if (o.init && o.model_path) fail("-m and --init both accepted", NULL);
     if (o.plain && (o.compare || o.trace)) fail("--plain with --compare or --trace accepted", NULL);
-    int gen = o.trace || o.compare || o.plain;
-    if ((o.save_path && (o.run_selftest || gen)) || (o.run_selftest && gen))
+    if (o.run_selftest && (o.trace || o.compare || o.plain))
         fail("two actions accepted in one run", NULL);
     // main's next step for a generation run: the prompt against the vocabulary
     Vocab v;
@@ -153,8 +155,8 @@ static void fuzz_parse_args(int argc, char **argv) {
     check_prompt(&v, o.prompt);
 }
 
-// Modes 1 and 2: a subcommand's whole main, its stderr caught in memory; it must
-// refuse (see the top comment for why it can never get further) with one line.
+// Modes 1, 2 and 5: a trainer command's whole main, its stderr caught in memory; it
+// must refuse (see the top comment for why it can never get further) with one line.
 static void fuzz_subcommand(int (*sub)(int, char **), int argc, char **argv) {
     char *out = NULL;
     size_t len = 0;
@@ -172,9 +174,14 @@ static void fuzz_subcommand(int (*sub)(int, char **), int argc, char **argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    int mode = data[0] % 5;
-    const char *fixed[] = {"specdec", mode == 1 ? "train" : "eval"};
-    int n_fixed = mode == 1 || mode == 2 ? 2 : 1;
+    int mode = data[0] % 6;
+    // argv[0] and, for eval and init, the subcommand word that the trainer's main
+    // dispatches on (main_train starts at argv[1], main_eval and main_init at argv[2])
+    const char *fixed[2] = {"specdec", NULL};
+    int n_fixed = 1;
+    if (mode == 1 || mode == 2 || mode == 5) fixed[0] = "tinyshakespeare/train";
+    if (mode == 2) fixed[n_fixed++] = "eval";
+    if (mode == 5) fixed[n_fixed++] = "init";
     // argv: the fixed words, the input's words, the forced pair, NULL
     char *argv[2 + MAX_WORDS + 2 + 1];
     int argc = 0;
@@ -192,7 +199,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         argv[argc++] = w;
         i += len + 1;
     }
-    if (mode == 1) { argv[argc++] = strdup("-i"); argv[argc++] = strdup("/dev/null"); }
+    if (mode == 1 || mode == 5) { argv[argc++] = strdup("-i"); argv[argc++] = strdup("/dev/null"); }
     if (mode == 2) { argv[argc++] = strdup("-m"); argv[argc++] = strdup("/dev/null"); }
     argv[argc] = NULL;
     for (int j = 0; j < argc; j++)
@@ -202,6 +209,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0: fuzz_parse_args(argc, argv); break;
     case 1: fuzz_subcommand(main_train, argc, argv); break;
     case 2: fuzz_subcommand(main_eval, argc, argv); break;
+    case 5: fuzz_subcommand(main_init, argc, argv); break;
     case 3:
         build_vocab(&v, (const unsigned char *)SHAKESPEARE, sizeof(SHAKESPEARE) - 1);
         check_prompt(&v, argc > 1 ? argv[1] : "");

@@ -1,7 +1,7 @@
 /*
- * test/fuzz_checkpoint.c: a libFuzzer target for the two file loaders of specdec.c,
- * the checkpoint (parse_checkpoint, load_checkpoint) and the training state
- * (load_train_state).
+ * test/fuzz_checkpoint.c: a libFuzzer target for the two file loaders, the checkpoint
+ * (parse_checkpoint, load_checkpoint, in specdec.c) and the training state
+ * (load_train_state, in tinyshakespeare/train.c, which includes specdec.c whole).
  *
  * A loader reads bytes that anyone can hand it, so whatever they are it must return
  * cleanly, leak nothing, and accept only a file that passes every check its format
@@ -35,8 +35,8 @@
  * valid files made by test/fuzz_seeds.c, nothing committed. Replay one input:
  *   test/build/fuzz_checkpoint FILE
  */
-#define TESTING
-#include "../specdec.c"
+#define TESTING // leaves out the trainer's main and specdec.c's
+#include "../tinyshakespeare/train.c" // specdec.c, and the trainer's save side
 
 #define FIT_MAX (64 * 1024) // mode 2 never builds a file larger than this: keeps runs fast
 #define ERRLEN 256           // what load_checkpoint gives parse_checkpoint (its why[256])

@@ -9,11 +9,12 @@
  * behind its two state mode bytes (a fuzzer starting from a valid file reaches the
  * deep checks in a few mutations; from nothing it would first have to guess the
  * magic, the version and a config whose size it matches). ARGS_DIR gets a mode byte
- * and NUL-separated words for every option of parse_args, train and eval, and a few
- * prompts. test/fuzz_test.sh builds and runs this before fuzzing.
+ * and NUL-separated words for every option of parse_args and of tinyshakespeare/train,
+ * its eval and its init, and a few prompts. test/fuzz_test.sh builds and runs this
+ * before fuzzing.
  */
-#define TESTING
-#include "../specdec.c"
+#define TESTING // leaves out the trainer's main and specdec.c's
+#include "../tinyshakespeare/train.c" // specdec.c, and the checkpoint and state writers
 
 static const char *ckpt_dir, *args_dir;
 static int n_written;
@@ -113,18 +114,22 @@ int main(int argc, char **argv) {
     ARGS(0, "--trace", "-m", "model.bin", "-i", "input.txt");
     ARGS(0, "--compare", "-t", "0", "-n", "10000000");
     ARGS(0, "--plain", "-t", "1e6", "-k", "4096");
-    ARGS(0, "--init", "1337", "--save", "out.bin");
+    ARGS(0, "--init", "1337", "-i", "input.txt", "--color");
+    ARGS(0, "--no-color", "-p", "ROMEO:\n", "-k", "31");
     ARGS(0, "--selftest", "--init", "18446744073709551615");
     ARGS(0, "-h", "--help", "-p", "");
     ARGS(0, "-t", "1e-40");
     ARGS(0, "-n", "0x10");
-    // train and eval: every option of each
+    // train, eval and init: every option of each
     ARGS(1, "--iters", "1", "--layers", "1", "--heads", "1", "--embd", "8", "--block", "4",
          "--batch", "2", "--seed", "7", "-o", "x.bin");
     ARGS(1, "--resume", "--iters", "10", "-o", "x.bin");
     ARGS(1, "--resume", "--batch", "2");
     ARGS(2, "-m", "model.bin", "-i", "input.txt");
     ARGS(2, "-x");
+    ARGS(5, "--seed", "7", "-o", "x.bin", "-i", "input.txt");
+    ARGS(5, "-o", "x.bin");
+    ARGS(5, "--seed", "18446744073709551615", "-o");
     // prompts: one the vocabulary takes, one it does not; a vocabulary and a prompt
     ARGS(3, "To be or not to be, that is the ");
     ARGS(3, "caf\xc3\xa9\n");
