@@ -33,6 +33,10 @@
 #
 # Probabilities are floats in the program; they are printed with 6 decimals (the
 # program's --trace prints 3).
+#
+# Nothing here calls a function in the program (no `call`, no `print f(x)`, no string
+# argument to printf): gdb would have to run code in the inferior for that, which some
+# kernels refuse ("Couldn't write extended state status"). test/gdb_test.sh checks it.
 
 # --- gdb settings --------------------------------------------------------------
 
@@ -162,7 +166,14 @@ while $i < k && ($i <= b->rejected_at || b->rejected_at < 0)
   set $walk_q = b->q_draft[$i * V + b->candidates[$i]]
   printf "WALK accept judge i=%d char=", $i
   walk_char b->candidates[$i]
-  printf " p=%.6f q=%.6f p/q=%.6f u=%.6f -> %s\n", $walk_p, $walk_q, (double)$walk_p / $walk_q, b->u[$i], $i == b->rejected_at ? "REJECT" : "ACCEPT"
+  printf " p=%.6f q=%.6f p/q=%.6f u=%.6f -> ", $walk_p, $walk_q, (double)$walk_p / $walk_q, b->u[$i]
+  # the verdict as two literal formats: a string passed as an argument would make gdb
+  # copy it into the program's memory, a call into the program that some kernels refuse
+  if $i == b->rejected_at
+    printf "REJECT\n"
+  else
+    printf "ACCEPT\n"
+  end
   set $i = $i + 1
 end
 # The tokens the round emits: the accepted drafts, then the resample (after a

@@ -3,10 +3,10 @@
 # ./specdec (and ./specdec_debug, to prove it builds) and fetches the corpus first.
 #
 # What it runs, always from the repository root:
-#   1. every test/test_*.c, compiled into test/build/: <name> with the release
+#   1. every test/test_*.c, compiled into test/build/ (or $TEST_BUILD): <name> with the release
 #      flags and <name>_san with AddressSanitizer + UBSan; a test whose header
 #      has lines " * broken build: -DBREAK_X" also as <name>_broken_X, once per
-#      flag, which breaks specdec.c on purpose (the test expects to fail);
+#      flag, which plants a known bug (the tests that must see it expect to fail);
 #   2. ./specdec --selftest --init 1337, the same with test/build/specdec_san
 #      (a sanitizer build of specdec.c), and ./specdec --selftest on the
 #      shipped trained model tinyshakespeare/model.bin;
@@ -30,6 +30,11 @@
 #   TEST_TIMEOUT  seconds before one test program is killed (default 1800;
 #                 needs the timeout command, 0 disables)
 #   TEST_JOBS     units run at once (default: the number of CPUs)
+#   TEST_BUILD    where test programs are built (default test/build)
+#
+# Ctrl-C (SIGINT) or SIGTERM stops the whole run: every test program it started,
+# however deep (each unit runs under `timeout`, in a process group of its own, where
+# the terminal's SIGINT does not reach it), gets SIGTERM, and the script exits 130.
 #
 # The last line of output is always "N passed, M failed". The exit status
 # is 1 if M > 0 or N == 0, else 0.
@@ -40,6 +45,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 CC=${CC:-gcc}
 FILTER=${TESTS_FILTER:-}
+BUILD=${TEST_BUILD:-test/build}
 TIMEOUT=${TEST_TIMEOUT:-1800}
 JOBS=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || JOBS=1
@@ -59,6 +65,44 @@ failed_names=()
 work=$(mktemp -d "${TMPDIR:-/tmp}/specdec_test.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 t_start=$SECONDS
+
+# descendants: the pid of every process below this script, however deep, read from
+# /proc (each process's PPid), leaving out the subshell that asks and its own children.
+descendants() {
+    awk -v root=$$ -v self="$BASHPID" '
+        FNR == 1 { n = split(FILENAME, f, "/"); pid = f[n - 1] }
+        /^PPid:/ { parent[pid] = $2 }
+        END {
+            below[root] = 1
+            for (changed = 1; changed; ) {
+                changed = 0
+                for (p in parent)
+                    if (!(p in below) && (parent[p] in below)) { below[p] = 1; changed = 1 }
+            }
+            for (p in below)
+                if (p != root && p != self && parent[p] != self) print p
+        }' /proc/[0-9]*/status 2>/dev/null
+}
+
+# stop_all: on Ctrl-C or SIGTERM, SIGTERM to every process below (timeout passes it on
+# to its command), again while any is left, SIGKILL after 5 s; then exit 130.
+stop_all() {
+    trap - INT TERM
+    echo
+    echo "interrupted: stopping every test program this run started"
+    local pids tries=0
+    pids=$(descendants)
+    while [[ -n $pids ]] && ((tries < 25)); do
+        kill -TERM $pids 2>/dev/null
+        sleep 0.2
+        tries=$((tries + 1))
+        pids=$(descendants)
+    done
+    [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+    echo "$passed passed, $failed failed (interrupted)"
+    exit 130
+}
+trap stop_all INT TERM
 
 # selected NAME: true if NAME passes TESTS_FILTER.
 selected() {
@@ -143,17 +187,22 @@ echo "running up to $JOBS test units at once"
 
 # The sanitizer build of specdec.c, made first: the self-test and the CLI tests
 # below run it. (-O2 like the test programs; -O0, as in `make debug`, is for gdb.)
-san_bin=test/build/specdec_san
-mkdir -p test/build || exit 1
-echo "=== compile $san_bin"
-if ! "$CC" "${SAN_FLAGS[@]}" -o "$san_bin" specdec.c -lm 2>&1; then
-    rm -f "$san_bin"
-    fail "$san_bin" "did not compile ($CC ${SAN_FLAGS[*]} -o $san_bin specdec.c -lm)"
+san_bin=$BUILD/specdec_san
+mkdir -p "$BUILD" || exit 1
+need_san=0 # only when a selected unit runs it
+selected "$san_bin --selftest --init 1337" && need_san=1
+for script in test/*_test.sh; do selected "$script (sanitizers)" && need_san=1; done
+if ((need_san)); then
+    echo "=== compile $san_bin"
+    if ! "$CC" "${SAN_FLAGS[@]}" -o "$san_bin" specdec.c -lm 2>&1; then
+        rm -f "$san_bin"
+        fail "$san_bin" "did not compile ($CC ${SAN_FLAGS[*]} -o $san_bin specdec.c -lm)"
+    fi
 fi
 
 # 1. C unit tests: the sanitizer builds are the slowest units, so they start first.
 for src in test/test_*.c; do
-    bin=test/build/$(basename "$src" .c)
+    bin=$BUILD/$(basename "$src" .c)
     selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}"
 done
 # 2. The program's built-in self-test, release and sanitizer builds, random and
@@ -175,7 +224,7 @@ for name in "$san_bin --selftest --init 1337" "./specdec --selftest --init 1337"
     unit "$name" run_timed "$bin" "${args[@]}"
 done
 for src in test/test_*.c; do
-    bin=test/build/$(basename "$src" .c)
+    bin=$BUILD/$(basename "$src" .c)
     selected "$bin" && unit "$bin" compile_and_run "$src" "$bin" "${RELEASE_FLAGS[@]}"
     # each "broken build: -DBREAK_X" line in a test's header builds it once more with
     # that flag, which breaks specdec.c on purpose: the test then passes only if it fails

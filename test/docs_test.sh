@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Quoted outputs test, run by test/run_tests.sh (or directly: bash test/docs_test.sh).
+#
+# README.md and notes/*.md quote real output. Every fenced code block whose first line
+# is a command of this project is run again here, and its output must match the
+# lines quoted under the command:
+#   - a block is checked when its first line starts with "./specdec ", "test/explain",
+#     "test/bench " or "tinyshakespeare/train eval" (an optional "$ " before it is
+#     dropped); the command runs from the repository root with bash, and both of its
+#     streams are compared (a quoted command that wants only one says 2>/dev/null or
+#     2>&1 >/dev/null itself);
+#   - a quoted line that is just "…" stands for any number of output lines (an
+#     elision), and a line that ends in " …" must match the start of an output line;
+#   - on lines that report time (wall time, tokens/s, ms, us, GFLOP/s, " s)" ...)
+#     every number is masked on both sides: the machine's speed is not the text's;
+#   - blocks whose first line is anything else (code, diagrams) are not run.
+# One PASS/FAIL line per block; exit 1 if any failed. DOCS_FILES overrides the files
+# (used to show that a stale quote fails).
+
+set -u
+export LC_ALL=C # byte semantics for awk and sed: "…" is three bytes everywhere
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+if [[ -n ${SPECDEC_BIN:-} ]]; then
+    # run_tests.sh's second pass (a sanitizer build): the documents are the same
+    echo "PASS quoted outputs: checked in the first pass"
+    exit 0
+fi
+
+nfail=0
+nblocks=0
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; nfail=$((nfail + 1)); }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_docs.XXXXXX") || { echo "FAIL quoted outputs: mktemp -d failed"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+
+# mask: numbers on the lines that report time become N (stdin to stdout).
+mask() {
+    sed -E '/wall time|tokens\/s|[0-9] ms|[0-9] us|GFLOP\/s|[0-9] s\)|[0-9] s$|ms\/step|ETA|speedup/ { s/[0-9]+(\.[0-9]+)?/N/g; s/ +/ /g; }; s/[[:space:]]+$//'
+}
+
+# matches EXPECTED ACTUAL: true if the actual lines match the quoted ones, with "…"
+# lines as elisions (first fit) and "X …" lines as prefixes.
+matches() {
+    awk '
+        NR == FNR { want[++m] = $0; next }
+        { got[++n] = $0 }
+        function eq(w, g,   p) {
+            if (w ~ / …$/) { p = substr(w, 1, length(w) - 4); return substr(g, 1, length(p)) == p }
+            return w == g
+        }
+        function fits(i, j,   k) {         # want[i..m] against got[j..n]
+            if (i > m) return j > n
+            if (want[i] == "…") {
+                for (k = j; k <= n + 1; k++) if (fits(i + 1, k)) return 1
+                return 0
+            }
+            return j <= n && eq(want[i], got[j]) && fits(i + 1, j + 1)
+        }
+        END { exit !fits(1, 1) }' "$1" "$2"
+}
+
+files=${DOCS_FILES:-README.md notes/*.md}
+for f in $files; do
+    [[ -f $f ]] || { fail "quoted outputs: $f is missing"; continue; }
+    # split the file into blocks: block i's lines go to $T/b.i, starting at line $T/l.i
+    rm -f "$T"/b.* "$T"/l.*
+    awk -v dir="$T" '
+        /^```/ { if (inb) { inb = 0; close(out) } else { inb = 1; i++; out = dir "/b." i; printf "" > out; print NR + 1 > (dir "/l." i); close(dir "/l." i) } next }
+        inb { print > out }' "$f"
+    for b in "$T"/b.*; do
+        [[ -e $b ]] || continue
+        cmd=$(head -n 1 "$b")
+        cmd=${cmd#\$ }
+        case $cmd in
+            "./specdec "* | test/explain* | "test/bench "* | "tinyshakespeare/train eval"*) ;;
+            *) continue ;;
+        esac
+        nblocks=$((nblocks + 1))
+        line=$(cat "${b/b./l.}")
+        tail -n +2 "$b" | mask >"$T/want"
+        timeout 600 bash -c "$cmd" </dev/null 2>&1 | mask >"$T/got"
+        if matches "$T/want" "$T/got"; then
+            pass "quoted outputs: $f:$line: $cmd ($(wc -l <"$T/want") lines as quoted)"
+        else
+            # the first quoted line that the output does not have, to show what drifted
+            first=$(grep -vxF -f "$T/got" "$T/want" | grep -vx '…' | head -n 1)
+            fail "quoted outputs: $f:$line: $cmd no longer prints what is quoted (first line not found: '${first:-order or count differs}')"
+        fi
+    done
+done
+if ((nblocks == 0)); then
+    fail "quoted outputs: no quoted command found in $files"
+fi
+((nfail == 0)) || exit 1
+exit 0
