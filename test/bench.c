@@ -250,6 +250,66 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
     }
 }
 
+// What the tempering hook sees: the round's buffers, and the untempered draft's sum.
+typedef struct {
+    const SpecBuffers *b;
+    const BigramDraft *d;
+    const Stats *st;
+    long last_rounds;      // st->rounds at the last call: a new round if it grew
+    int last_n_seq;        // the text's length at the last call: seq[last_n_seq-1] was current
+    double untempered_sum; // sum over rounds of sum_x min(p(x), table row(x))
+    long n;                // rounds counted
+} TemperWatch;
+
+// after_step hook: after each K = 1 round, the chance its guess would have passed had the
+// draft proposed from the table's own row instead of the tempered one.
+static void temper_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    TemperWatch *w = ctx;
+    (void)g;
+    if (w->st->rounds > w->last_rounds) { // a round, not a single target pass
+        int current = seq[w->last_n_seq - 1]; // the token the round drafted from
+        w->untempered_sum += expected_acceptance(w->b->p_target,
+                                                 bigram_get_probs(w->d, current), w->d->V);
+        w->n++;
+    }
+    w->last_rounds = w->st->rounds;
+    w->last_n_seq = n_seq;
+}
+
+// Why specdec.c tempers the draft (draft_probs): alpha of a round's first guess, with the
+// draft row raised to 1/t like the target (what specdec.c does) and with the table's row
+// as it is, at the same positions: K = 1 rounds over every prompt, at five temperatures.
+static void bench_tempering(GPT *g, const BigramDraft *d, const Vocab *v) {
+    float temps[5] = {0.0f, 0.5f, 0.7f, 1.0f, 1.5f};
+    int prompt[64], seq[64 + BENCH_MAX_TOKENS];
+    SpecBuffers b;
+    if (build_spec_buffers(&b, 1, g->config.vocab_size) != 0) return;
+    fprintf(stderr, "\nwhy the draft is tempered: alpha of a round's first guess, K = 1, "
+            "%d prompts x %d tokens\n     t  tempered q^(1/t)  untempered q  rounds\n",
+            BENCH_N_PROMPTS, BENCH_TOKENS);
+    for (int ti = 0; ti < 5; ti++) {
+        Stats st;
+        memset(&st, 0, sizeof(st));
+        TemperWatch w = {&b, d, &st, 0, 0, 0.0, 0};
+        for (int i = 0; i < BENCH_N_PROMPTS; i++) {
+            int np = (int)strlen(BENCH_PROMPTS[i]);
+            encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
+            DecodeOptions o = {.temperature = temps[ti], .K = 1, .vocab = v,
+                               .after_step = temper_watch, .ctx = &w};
+            Rng r;
+            rng_seed(&r, 1000 + (uint64_t)i);
+            // the counters add up over the prompts: st is not reset between them; the
+            // first round drafts from the token the prefill sampled, seq[np]
+            w.last_rounds = st.rounds;
+            w.last_n_seq = np + 1;
+            speculative_generate(g, d, &b, prompt, np, BENCH_TOKENS, &o, &r, seq, &st);
+        }
+        fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], stats_alpha(&st),
+                w.n ? w.untempered_sum / w.n : 0.0, w.n);
+    }
+    free_spec_buffers(&b);
+}
+
 // A bar of width proportional to x / max, at most `width` characters.
 static void bar(double x, double max, int width) {
     int n = max > 0 ? (int)(x / max * width + 0.5) : 0;
@@ -337,7 +397,9 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
             fprintf(stderr, " %5.2f\n", sp);
         }
     }
-    // 4. a model too large for the caches, where one token is memory-bound
+    // 4. why the draft row is tempered like the target
+    bench_tempering(g, d, v);
+    // 5. a model too large for the caches, where one token is memory-bound
     if (big) {
         Config bc = {8, 8, 512, 32, g->config.vocab_size};
         GPT bg;
