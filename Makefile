@@ -125,7 +125,7 @@ data:
 
 # Build, fetch the corpus, then run the demo: a traced decode and a comparison.
 run: all data
-	./specdec --trace -n 24 -s 62
+	./specdec --trace -n 24 -s 160
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin

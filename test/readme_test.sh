@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # README figures test, run by test/run_tests.sh (or directly: bash test/readme_test.sh).
-# The README quotes numbers a reader can check; this keeps three of them current:
+# The README quotes numbers a reader can check; this keeps five of them current:
 #   - the parameter count ("209,729 parameters"), against what ./specdec itself counts
 #     for its default model (the config line it prints) and against the lecture
 #     model's size computed here from its shapes;
 #   - the length of specdec.c ("`specdec.c` (N lines)"), against wc -l;
 #   - the size of the bad-input catalogue ("catalogue of N bad inputs"), against the
-#     number of cases in test/bad_inputs.txt.
+#     number of cases in test/bad_inputs.txt;
+#   - where specdec.c's reader meets draft_tokens ("meets `draft_tokens` at line N"),
+#     against the line its definition starts on;
+#   - the share of specdec.c's lines that carry a comment ("N% of the file's lines
+#     carry a comment"), counted the way the project's checks count it (a line with
+#     //, /* or a leading *), rounded down.
 # Each number is read from README.md; a figure the README no longer states is a FAIL,
 # not a skip. One PASS/FAIL line per check; exit 1 if any failed.
 
@@ -63,6 +68,29 @@ elif [[ $readme_cases == "$actual_cases" ]]; then
     pass "README figures: the bad-input catalogue has $actual_cases cases, as README says"
 else
     fail "README figures: README says $readme_cases bad inputs, test/bad_inputs.txt has $actual_cases cases (update README.md)"
+fi
+
+# 4. Where draft_tokens starts
+readme_draft=$(number_in '.*meets `draft_tokens` at line \([0-9][0-9,]*\).*')
+actual_draft=$(grep -nE '^[a-z].*[ *]draft_tokens\(' specdec.c | head -n 1 | cut -d: -f1)
+if [[ -z $readme_draft ]]; then
+    fail "README figures: README.md no longer says where draft_tokens starts (\"meets \`draft_tokens\` at line N\")"
+elif [[ $readme_draft == "$actual_draft" ]]; then
+    pass "README figures: draft_tokens starts at line $actual_draft of specdec.c, as README says"
+else
+    fail "README figures: README says draft_tokens starts at line $readme_draft, specdec.c has it at line '${actual_draft}' (update README.md)"
+fi
+
+# 5. The comment share
+readme_share=$(number_in ".*[^0-9]\([0-9][0-9]*\)% of the file's lines carry a comment.*")
+commented=$(grep -cE '//|/\*|^[[:space:]]*\*' specdec.c)
+actual_share=$((100 * commented / actual_lines))
+if [[ -z $readme_share ]]; then
+    fail "README figures: README.md no longer states the share of commented lines (\"N% of the file's lines carry a comment\")"
+elif [[ $readme_share == "$actual_share" ]]; then
+    pass "README figures: $commented of specdec.c's $actual_lines lines carry a comment ($actual_share%), as README says"
+else
+    fail "README figures: README says $readme_share% of specdec.c's lines carry a comment, the count gives $actual_share% ($commented of $actual_lines; update README.md)"
 fi
 
 ((nfail == 0))
