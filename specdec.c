@@ -1444,15 +1444,15 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
 int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
     size_t n = 0;
     unsigned char *buf = read_file(path, &n, "checkpoint", "train one with 'make train', or "
-                                   "use './specdec --init SEED' for a seeded random model",
-                                   err, errlen); // the fix named if the file cannot be read
+                                   "write a seeded random one with 'tinyshakespeare/train "
+                                   "init --seed S -o PATH'", err, errlen); // the fix to name
     if (!buf) return -1;
     char why[256]; // the reason alone; the message below adds path and fix
     int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
     free(buf); // the parameters were copied out of it
     if (rc != 0)
         snprintf(err, errlen, "checkpoint '%s': %s (point -m at a file written by "
-                 "tinyshakespeare/train, or use --init SEED)", path, why);
+                 "tinyshakespeare/train)", path, why);
     return rc;
 }
 
