@@ -4,7 +4,10 @@
 # test/run_tests.sh (so by `make test`), or directly: bash test/gdb_test.sh.
 # Needs gdb, a C compiler for `make debug`, ./specdec (make) and the corpus.
 #
-# What it checks, from the "WALK ..." lines the gdb file prints for round 1:
+# What it checks: that the gdb file runs no code in the program (check 0: no `call`, no
+# f(x) in an expression, no string printf argument), and that notes/debugging.md quotes
+# the breakpoint lines gdb prints today (check 4); and, from the "WALK ..." lines the
+# gdb file prints for round 1:
 #   - the four breakpoints are hit, in the order draft_tokens, verify_candidates,
 #     accept_reject, trim_kv_cache, each entry followed by its return;
 #   - the cache lengths: the verify pass adds k+1 positions; trim starts from the
