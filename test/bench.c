@@ -424,24 +424,6 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
 // ----------------------------------------------------------------------------
 // The command line
 
-// The "-m PATH" or "-i PATH" at argv[i] of a subcommand (cmd, which takes the options
-// named in takes): sets *model or *corpus and returns 0, or prints one line and returns -1.
-static int path_option(int argc, char **argv, int i, const char **model, const char **corpus,
-                       const char *cmd, const char *takes) {
-    const char *a = argv[i];
-    if (strcmp(a, "-m") && strcmp(a, "-i")) {
-        error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
-        return -1;
-    }
-    if (i + 1 >= argc) {
-        error_line("option %s needs a value (see -h)", a);
-        return -1;
-    }
-    if (!strcmp(a, "-m")) *model = argv[i + 1];
-    else *corpus = argv[i + 1];
-    return 0;
-}
-
 #ifdef BENCH_MAIN
 // test/bench [-m PATH] [-i PATH] [--csv] [--big] [--quick]: see run_bench.
 int main(int argc, char **argv) {
@@ -467,10 +449,17 @@ int main(int argc, char **argv) {
             BIG_REPS = 1;
             continue;
         }
-        if (path_option(argc, argv, i, &o.model_path, &o.corpus_path, "bench",
-                        "-m, -i, --csv, --big and --quick") != 0)
+        // what is left must be -m PATH or -i PATH, the model and corpus as ./specdec takes them
+        if (strcmp(a, "-m") && strcmp(a, "-i")) {
+            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --big and "
+                       "--quick)", a);
             return 1;
-        i++; // past the option's value too
+        }
+        if (i + 1 >= argc) {
+            error_line("option %s needs a value (see -h)", a);
+            return 1;
+        }
+        *(a[1] == 'm' ? &o.model_path : &o.corpus_path) = argv[++i];
     }
     char err[512], source[256];
     GPT g;
