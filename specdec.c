@@ -30,7 +30,7 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                          # build, fetch the corpus, run the demo
- *   ./specdec --trace -n 24 -s 62     # each round's draft, verify, accept/reject, trim
+ *   ./specdec --trace -n 24 -s 160    # each round; round 1 is the blog's worked example
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   gdb --args ./specdec_debug -n 20 --trace
  *   (gdb) set environment ASAN_OPTIONS detect_leaks=0   # no leak check under ptrace
