@@ -129,7 +129,7 @@ run: all data
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin
-# (about 4 minutes on one core; see notes/training.md).
+# (about 3.5 minutes on one core; see notes/training.md).
 train: tinyshakespeare/train data
 	tinyshakespeare/train
 
