@@ -760,7 +760,7 @@ int load_train_state(TrainProgress *p, size_t P, uint64_t ckpt_sum, const char *
     return ok ? 0 : -1;
 }
 
-// What `./specdec train` is asked to do.
+// What `tinyshakespeare/train` is asked to do.
 typedef struct {
     int iters;         // optimisation steps, in all                  e.g. 5000
     int batch;         // windows per step, B                         e.g. 16
