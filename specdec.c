@@ -30,7 +30,7 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                          # build, fetch the corpus, run the demo
- *   ./specdec --trace -n 24 -s 160    # each round; round 1 is the blog's worked example
+ *   ./specdec --trace -n 24 -s 160    # each round; round 1 goes as the blog's example does
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   gdb --args ./specdec_debug -n 20 --trace
  *   (gdb) set environment ASAN_OPTIONS detect_leaks=0   # no leak check under ptrace
@@ -94,7 +94,7 @@ typedef struct {
     int vocab_size; // V,  distinct characters               e.g. 65
 } Config;
 
-// The blog's model: 4 layers, 4 heads, 64 wide, 32 tokens of context, 65 chars.
+// The lecture's model, the blog's target: 4 layers, 4 heads, 64 wide, 32 context, 65 chars.
 #define DEFAULT_CONFIG {4, 4, 64, 32, 65}
 
 // The model's parameters, pointing into one allocation (see weight_sizes). Names follow
@@ -130,10 +130,10 @@ static const char *TENSOR_NAMES[N_TENSORS] = {
     "ffwd_up_weight", "ffwd_up_bias", "ffwd_down_weight", "ffwd_down_bias",
     "ln_f_weight", "ln_f_bias", "lm_head_weight", "lm_head_bias"};
 
-// What one transformer block computes for the T tokens of a pass, one buffer per role,
-// so that a debugger watch on any of them means one thing. Inference keeps one set for
-// every layer, with x_in, x_mid and x_out all the residual stream, updated in place; the
-// trainer keeps a set per layer (its backward pass needs them all).
+// What one transformer block computes for the T tokens of a pass, one buffer per role.
+// Inference shares ONE set among all layers, and there x_in, x_mid and x_out are the same
+// array (RunState.x, the residual stream, updated in place); the trainer keeps a set per
+// layer with three distinct arrays (its backward pass needs them all).
 typedef struct {
     float *x_in;    // (S, C)      residual stream entering the block
     float *ln1;     // (S, C)      ln1(x_in): the input of query, key and value
@@ -302,7 +302,7 @@ static void one_hot(float *out, int n, int i) {
 }
 
 // p = softmax(logits / t): the target's distribution at the decoding temperature (the
-// blog's F.softmax(logits / temperature)); for t = 0, one-hot at the argmax (greedy).
+// blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy).
 void target_probs(float *p, const float *logits, int V, float temperature) {
     if (temperature == 0.0f) { one_hot(p, V, argmax(logits, V)); return; } // its limit as t -> 0
     // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
@@ -321,7 +321,7 @@ typedef struct {
 } BigramDraft;
 
 // Counts every adjacent pair of the training tokens, adds 1 to every cell (Laplace
-// smoothing, so no draft probability is ever 0 and p/q is always defined) and
+// smoothing, so no table entry is 0: a guess's q is never 0, and p/q is defined) and
 // normalises each row. The blog's BigramDraftModel.__init__. 0 on success.
 int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     d->V = V;
@@ -398,7 +398,7 @@ typedef struct {
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
     int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
     int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
-    float *p_next;    // (V)       the target's distribution after a prefill or refill
+    float *p_next;    // (V)       the target's distribution from a pass outside a round
 } SpecBuffers;
 
 // Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
@@ -470,7 +470,7 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 // accepted when u_i < min(1, p_i(c_i) / q_i(c_i)). The first rejection is replaced by
 // a draw from norm(max(0, p_i - q_i)) and ends the round. If all k pass and
 // allow_bonus is set, one bonus token is drawn from p_k. Writes the emitted tokens
-// to accepted and returns how many there are: 1 .. k+1 (k when the bonus is not allowed).
+// to accepted and returns how many there are: 1 .. k+1 (1 .. k if no bonus is allowed).
 // *rejected_at = the index of the rejected candidate, or -1.
 int accept_reject(const int *candidates, int k, const float *q_draft, const float *p_target,
                   int V, int allow_bonus, Rng *rng, double *u, float *residual, int *accepted,
@@ -497,8 +497,8 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
     return k + 1;
 }
 
-// Phase 4, TRIM: keeps cache_len_before + num_accepted positions, i.e. current_token
-// and the accepted drafts but the last emitted token. num_accepted = len(accepted)
+// Phase 4, TRIM: keeps cache_len_before + num_accepted positions: current_token and
+// every token the round emitted but the last. num_accepted = len(accepted)
 // counts that last token too (a resample, a bonus, or in a final round without bonus
 // the last accepted draft), and it is NOT cached: it becomes the next current_token.
 // So the invariant holds: the newest token is never in the cache. The discarded positions
@@ -568,7 +568,7 @@ struct DecodeOptions {
     unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
                            // a TokenSource (the prompt's entries are left as they are)
     int color;           // echo with one ANSI colour per TokenSource (needs source)
-    // called by speculative_generate after every round and every single target pass,
+    // called by speculative_generate after every round and every later single pass,
     // with the text so far (seq[n_seq-1] is the current token): tests check the cache
     // and the counters here, a debugger can break here. NULL: not called.
     void (*after_step)(void *ctx, const GPT *g, const int *seq, int n_seq);
