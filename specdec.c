@@ -61,6 +61,7 @@
  *   NH number of attention heads            (4);  HS = C / NH, the head size (16)
  *   S  block_size, the longest context      (32)
  *   K  draft length, tokens guessed per round (4 by default); k <= K in one round
+ *   H  the MLP's hidden width, ffn_width    (4C = 256; --ffn-width pads it with zeros)
  *   P  parameter count                      (209,729)
  */
 
@@ -92,10 +93,11 @@ typedef struct {
     int n_embd;     // C,  residual stream width             e.g. 64
     int block_size; // S,  longest context, in tokens        e.g. 32
     int vocab_size; // V,  distinct characters               e.g. 65
+    int ffn_width;  // H,  the MLP's hidden units: 4C, or more e.g. 256 (--ffn-width widens)
 } Config;
 
 // The lecture's model, the blog's target: 4 layers, 4 heads, 64 wide, 32 context, 65 chars.
-#define DEFAULT_CONFIG {4, 4, 64, 32, 65}
+#define DEFAULT_CONFIG {4, 4, 64, 32, 65, 256}
 
 // The model's parameters, pointing into one allocation (see weight_sizes). Names follow
 // the lecture's PyTorch modules; each block's tensors are stacked along a leading L axis.
@@ -112,9 +114,9 @@ typedef struct {
     float *proj_bias;          // (L, C)
     float *ln2_weight;         // (L, C)      blocks[l].ln2
     float *ln2_bias;           // (L, C)
-    float *ffwd_up_weight;     // (L, C, 4C)  blocks[l].ffwd.net[0]  Linear(C, 4C)
-    float *ffwd_up_bias;       // (L, 4C)
-    float *ffwd_down_weight;   // (L, 4C, C)  blocks[l].ffwd.net[2]  Linear(4C, C)
+    float *ffwd_up_weight;     // (L, C, H)   blocks[l].ffwd.net[0]  Linear(C, 4C): H = 4C
+    float *ffwd_up_bias;       // (L, H)
+    float *ffwd_down_weight;   // (L, H, C)   blocks[l].ffwd.net[2]  Linear(4C, C)
     float *ffwd_down_bias;     // (L, C)
     float *ln_f_weight;        // (C)         ln_f
     float *ln_f_bias;          // (C)
@@ -143,7 +145,7 @@ typedef struct {
     float *attn;    // (S, C)      proj(att_out): what the attention sub-block adds
     float *x_mid;   // (S, C)      x_in + attn
     float *ln2;     // (S, C)      ln2(x_mid): the input of the MLP
-    float *hidden;  // (S, 4C)     MLP hidden layer, after ReLU
+    float *hidden;  // (S, H)      MLP hidden layer, after ReLU
     float *ffwd;    // (S, C)      what the MLP sub-block adds
     float *x_out;   // (S, C)      x_mid + ffwd: the next block's x_in
 } BlockActs;
@@ -958,15 +960,15 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
 
 // Fills sizes[i] with the float count of tensor i (checkpoint order); returns the sum.
 size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
-    size_t L = c->n_layer, C = c->n_embd, V = c->vocab_size, S = c->block_size;
+    size_t L = c->n_layer, C = c->n_embd, V = c->vocab_size, S = c->block_size, H = c->ffn_width;
     size_t table[N_TENSORS] = {
         V * C, S * C,                    // token and position embeddings
         L * C, L * C,                    // ln1
         L * C * C, L * C * C, L * C * C, // query, key, value
         L * C * C, L * C,                // proj
         L * C, L * C,                    // ln2
-        L * C * 4 * C, L * 4 * C,        // ffwd up
-        L * 4 * C * C, L * C,            // ffwd down
+        L * C * H, L * H,                // ffwd up
+        L * H * C, L * C,                // ffwd down
         C, C,                            // ln_f
         C * V, V};                       // lm_head
     size_t total = 0; // P: 209,729 for the default config
@@ -992,13 +994,13 @@ static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); 
 // Allocates a block's buffers for up to S tokens, all but the residual arrays, which the
 // caller provides (inference passes one array three times: the residual is updated in place).
 int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
-    size_t S = c->block_size, C = c->n_embd, NH = c->n_head;
+    size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
     a->x_in = x_in; a->x_mid = x_mid; a->x_out = x_out;
     // sized for a full context (T = S), so any pass, prefill included, fits
     a->ln1 = alloc_floats(S * C); a->q = alloc_floats(S * C);
     a->att = alloc_floats(NH * S * S); a->att_out = alloc_floats(S * C);
     a->attn = alloc_floats(S * C); a->ln2 = alloc_floats(S * C);
-    a->hidden = alloc_floats(S * 4 * C); a->ffwd = alloc_floats(S * C);
+    a->hidden = alloc_floats(S * H); a->ffwd = alloc_floats(S * C);
     return (a->ln1 && a->q && a->att && a->att_out && a->attn && a->ln2 && a->hidden &&
             a->ffwd) ? 0 : -1;
 }
@@ -1166,8 +1168,8 @@ void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C
 // positions pos0 .., so that their queries, and every later token's, can attend to them.
 void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float *kc,
                    float *vc, int T, int pos0) {
-    int C = c->n_embd;
-    size_t CC = (size_t)C * C; // one (C, C) matrix; layer l's starts at l * CC
+    int C = c->n_embd, H = c->ffn_width;
+    size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
     // attention sub-block: the new keys and values go straight into the cache
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
@@ -1176,13 +1178,11 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float
     attention(a->att_out, a->att, a->q, kc, vc, T, pos0, C, c->n_head, c->block_size);
     matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
     residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
-    // MLP sub-block: Linear(C, 4C) -> ReLU -> Linear(4C, C)
+    // MLP sub-block: Linear(C, H) -> ReLU -> Linear(H, C), H = 4C unless --ffn-width
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
-    matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC, w->ffwd_up_bias + l * 4 * C,
-           T, C, 4 * C);
-    relu(a->hidden, (size_t)T * 4 * C);
-    matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * 4 * CC, w->ffwd_down_bias + l * C,
-           T, 4 * C, C);
+    matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, T, C, H);
+    relu(a->hidden, (size_t)T * H);
+    matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, T, H, C);
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
@@ -1388,6 +1388,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
         }
     c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2]; // each <= 4096 now
     c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
+    c.ffn_width = 4 * c.n_embd; // the lecture's 4C: a checkpoint holds no other width
     if (validate_config(&c, err, errlen) != 0) return -1;
     // size: known exactly from the config, so check it before reading further
     size_t sizes[N_TENSORS], V = (size_t)c.vocab_size;
@@ -1479,7 +1480,7 @@ void init_gpt_random(GPT *g, uint64_t seed) {
     size_t sizes[N_TENSORS]; // indexed like TENSOR_NAMES: sizes[4] is query's, and so on
     weight_sizes(c, sizes);
     size_t L = c->n_layer, C = c->n_embd;
-    double bc = 1.0 / sqrt((double)C), b4c = 1.0 / sqrt(4.0 * C); // fan_in C or 4C
+    double bc = 1.0 / sqrt((double)C), bh = 1.0 / sqrt((double)c->ffn_width); // fan_in C or H
     // embeddings
     for (size_t i = 0; i < sizes[0]; i++) w->token_embedding[i] = (float)rng_normal(&r);
     for (size_t i = 0; i < sizes[1]; i++) w->position_embedding[i] = (float)rng_normal(&r);
@@ -1497,10 +1498,40 @@ void init_gpt_random(GPT *g, uint64_t seed) {
     init_uniform(w->proj_bias, sizes[8], bc, &r);
     init_uniform(w->ffwd_up_weight, sizes[11], bc, &r);
     init_uniform(w->ffwd_up_bias, sizes[12], bc, &r);
-    init_uniform(w->ffwd_down_weight, sizes[13], b4c, &r); // fan_in 4C: the MLP's hidden width
-    init_uniform(w->ffwd_down_bias, sizes[14], b4c, &r);
+    init_uniform(w->ffwd_down_weight, sizes[13], bh, &r); // fan_in H: the MLP's hidden width
+    init_uniform(w->ffwd_down_bias, sizes[14], bh, &r);
     init_uniform(w->lm_head_weight, sizes[17], bc, &r);
     init_uniform(w->lm_head_bias, sizes[18], bc, &r);
+}
+
+// Widens the MLP from H to H2 >= H hidden units with zeros (--ffn-width); 0 on success.
+// A new unit's up-projection column and bias are 0, so it outputs ReLU(0) = 0, and its
+// down-projection row is 0, so it adds exact zeros after the real units' terms: the model
+// computes the same logits, bit for bit, but every pass streams H2/H times the MLP's
+// weights, and the weights outgrow the caches (notes/speed.md: where speculation pays).
+int widen_ffn(GPT *g, int H2) {
+    Config c = g->config;
+    c.ffn_width = H2;
+    GPT wide;
+    if (build_gpt(&wide, &c) != 0) { free_gpt(&wide); return -1; }
+    // write the zeros: calloc's untouched pages all map the kernel's one zero page, which
+    // sits in the cache, and the padded model would only pretend to stream its weights
+    memset(wide.params, 0, wide.n_params * sizeof(float));
+    size_t from[N_TENSORS], to[N_TENSORS], L = c.n_layer, C = c.n_embd;
+    weight_sizes(&g->config, from);
+    weight_sizes(&c, to);
+    const float *src = g->params;
+    float *dst = wide.params;
+    for (int i = 0; i < N_TENSORS; i++) {
+        // up weight (L, C, H): L*C rows of H; up bias (L, H), down weight (L, H, C): L rows
+        size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
+        for (size_t r = 0; r < rows; r++) // a row's H real values first, then H2-H zeros
+            memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
+        src += from[i]; dst += to[i];
+    }
+    free_gpt(g);
+    *g = wide; // the Weights and RunState pointers point into wide's own allocations
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -1631,12 +1662,14 @@ typedef struct {
     int trace, compare, plain, run_selftest, help; // the flags of the same names
     int color;               // --color 1, --no-color 0; -1 (unset): on when stdout is a
                              // terminal and NO_COLOR is unset or empty
+    int ffn_width;           // --ffn-width H; 0: the model's own width
 } Options;
 
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
 #define DEFAULT_CORPUS "tinyshakespeare/input.txt"
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
+#define MAX_FFN_WIDTH 16777216  // 2^24 hidden units: 32 GiB of weights for the lecture's model
 
 // The help text of -h.
 void usage(FILE *f) {
@@ -1652,6 +1685,8 @@ void usage(FILE *f) {
         "  -s SEED     sampling seed, a non-negative integer (default 42)\n"
         "  --init SEED a seeded random model instead of a checkpoint (the mechanics are\n"
         "              real, the text is noise)\n"
+        "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
+        "              2 KB of weights per unit to stream (65536: 134 MB; notes/speed.md)\n"
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
@@ -1696,7 +1731,7 @@ static int parse_seed(const char *s, uint64_t *out) {
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0,
-                   0, 0, 0, 0, 0, -1};
+                   0, 0, 0, 0, 0, -1, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         // flags without a value; a later error still wins over -h, so no typo goes unseen
@@ -1709,7 +1744,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         if (!strcmp(a, "--no-color")) { o->color = 0; continue; }
         int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
                           !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
-                          !strcmp(a, "-s") || !strcmp(a, "--init");
+                          !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width");
         if (!takes_value) { // neither a flag nor an option: a typo
             snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a);
             return -1;
@@ -1768,6 +1803,14 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                 return -1;
             }
             o->init = 1; // -m beside it is refused below
+        } else if (!strcmp(a, "--ffn-width")) {
+            // at least the model's own width and within memory: checked once it is loaded
+            if (parse_int(val, 1, MAX_FFN_WIDTH, &v) != 0) {
+                snprintf(err, errlen, "--ffn-width must be a whole number of hidden units from "
+                         "the model's own (256) to %d, got '%s'", MAX_FFN_WIDTH, val);
+                return -1;
+            }
+            o->ffn_width = (int)v;
         }
     }
     // combinations that cannot both hold; the first that applies is the one reported
@@ -1813,6 +1856,29 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
+// --ffn-width H: checks H against the model and this machine's memory, then widens.
+int widen_model(int H, GPT *g, char *source, size_t srclen, char *err, size_t errlen) {
+    const Config *c = &g->config;
+    double mb = 8.0 * c->n_layer * c->n_embd * H / 1e6; // the MLP's two (C, H) matrices
+    double ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
+    if (H < c->ffn_width) // padding only adds units: a narrower MLP is another model
+        snprintf(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d units; "
+                 "use %d or more", H, c->ffn_width, c->ffn_width);
+    else if (ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
+        snprintf(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half of "
+                 "this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
+    else if (widen_ffn(g, H) != 0)
+        snprintf(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); use a "
+                 "smaller --ffn-width", H, mb);
+    else {
+        size_t n = strlen(source); // say what the weights became, on the "model:" line
+        snprintf(source + n, srclen - n, ", MLP padded with zeros to %d units (%.1f MB of "
+                 "weights)", H, g->n_params * 4.0 / 1e6);
+        return 0;
+    }
+    return -1;
+}
+
 // Loads or builds the model and the corpus (in the order the vocabulary needs).
 // source receives a description of the model, printed once every input is checked.
 int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
@@ -1840,12 +1906,12 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
         snprintf(source, srclen, "random initialisation, --init %llu%s",
                  (unsigned long long)init_seed, o->init ? "" : " (no trained checkpoint at "
                  DEFAULT_MODEL ": the mechanics are real, the text is noise)");
-        return 0;
+    } else { // a checkpoint brings its vocabulary; the corpus must fit it
+        if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
+        snprintf(source, srclen, "%s", path);
+        if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
     }
-    // a checkpoint brings its vocabulary; the corpus must fit it
-    if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
-    snprintf(source, srclen, "%s", path);
-    return load_corpus(corpus, o->corpus_path, v, err, errlen);
+    return o->ffn_width ? widen_model(o->ffn_width, g, source, srclen, err, errlen) : 0;
 }
 
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr.

@@ -106,9 +106,9 @@ int main(int argc, char **argv) {
     ckpt_dir = argv[1];
     args_dir = argv[2];
     // the smallest config there is; one like the train test's; two heads and layers
-    model_seeds("min", (Config){1, 1, 1, 2, 0}, "a");
-    model_seeds("tiny", (Config){1, 1, 8, 4, 0}, "To be\n");
-    model_seeds("two", (Config){2, 2, 4, 3, 0}, "abcde");
+    model_seeds("min", (Config){1, 1, 1, 2, 0, 4}, "a");
+    model_seeds("tiny", (Config){1, 1, 8, 4, 0, 32}, "To be\n");
+    model_seeds("two", (Config){2, 2, 4, 3, 0, 16}, "abcde");
     // parse_args: every option, each flag, and values at their edges
     ARGS(0, "-p", "To be or not", "-n", "5", "-k", "3", "-t", "0.5", "-s", "42");
     ARGS(0, "--trace", "-m", "model.bin", "-i", "input.txt");

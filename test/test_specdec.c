@@ -147,7 +147,7 @@ static size_t lecture_param_count(const Config *c) {
 // weight_sizes and build_gpt count the lecture's parameters, for the default config
 // (209,729, the number the blog quotes) and an odd one that catches swapped sizes.
 static void test_param_count(void) {
-    Config configs[2] = {{4, 4, 64, 32, 65}, {2, 2, 6, 5, 7}};
+    Config configs[2] = {{4, 4, 64, 32, 65, 256}, {2, 2, 6, 5, 7, 24}};
     for (int i = 0; i < 2; i++) {
         const Config *c = &configs[i];
         size_t expect = lecture_param_count(c), sizes[N_TENSORS], sum = 0;
@@ -316,7 +316,7 @@ static void compare_with_reference(GPT *g, const int *tok, int T, const char *la
 // forward() computes the lecture architecture: compared with a naive double-precision
 // reference on the default config and on a tiny odd config that exposes shape mix-ups.
 static void test_forward_reference(const Fixture *fx) {
-    Config c = {4, 4, 64, 32, fx->vocab.size};
+    Config c = {4, 4, 64, 32, fx->vocab.size, 256};
     GPT g;
     if (!check(build_gpt(&g, &c) == 0, "build a default-config model for the reference test")) {
         free_gpt(&g);
@@ -329,7 +329,7 @@ static void test_forward_reference(const Fixture *fx) {
         compare_with_reference(&g, fx->corpus.tokens + 5000, Ts[i], "default config");
     free_gpt(&g);
 
-    Config odd = {2, 2, 6, 5, 7};
+    Config odd = {2, 2, 6, 5, 7, 24};
     if (!check(build_gpt(&g, &odd) == 0, "build the odd-config model")) {
         free_gpt(&g);
         return;
@@ -478,7 +478,7 @@ static size_t rows_differ(const float *cache, const float *want, int L, int S, i
 // those floats, after one S-token pass and after chunks (rows past kv_len stay zero).
 // Then the model's last attention is recomputed from its query and the cache in double.
 static void test_kv_layout(const Fixture *fx) {
-    Config c = {4, 4, 64, 32, fx->vocab.size};
+    Config c = {4, 4, 64, 32, fx->vocab.size, 256};
     GPT g;
     if (!check(build_gpt(&g, &c) == 0, "build a model for the cache-layout test")) {
         free_gpt(&g);
@@ -1149,6 +1149,93 @@ static void test_greedy_equivalence(Fixture *fx) {
     free_bigram_draft(&dself);
     free(self);
     free(p);
+}
+
+// ----------------------------------------------------------------------------
+// 11b. --ffn-width: a wider MLP of zeros computes the same function, bit for bit
+
+// Decodes n tokens after the blog's prompt with speculative (K > 0) or plain decoding
+// (K = 0) at temperature t and seed; out receives prompt + text.
+static void widen_decode(GPT *g, const BigramDraft *d, const Vocab *v, int K, float t,
+                         uint64_t seed, int n, int *out) {
+    int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
+    DecodeOptions o = {.temperature = t, .K = K > 0 ? K : 1, .vocab = v};
+    Stats st;
+    memset(&st, 0, sizeof(st));
+    Rng r;
+    rng_seed(&r, seed);
+    float p[256];
+    if (K == 0) { generate(g, prompt, np, n, &o, &r, out, p, &st); return; }
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, v->size) != 0) return;
+    speculative_generate(g, d, &b, prompt, np, n, &o, &r, out, &st);
+    free_spec_buffers(&b);
+}
+
+// The shipped model and the same model widened with widen_ffn to H hidden units give
+// identical logits and identical text: greedy and sampled, three seeds, K = 1..8 and plain
+// decoding. A widening with one non-zero in a new unit's weights must be caught.
+static void test_ffn_width(const Fixture *fx) {
+    GPT narrow, wide;
+    Vocab v;
+    char err[512];
+    if (!check(load_checkpoint("tinyshakespeare/model.bin", &narrow, &v, err, sizeof(err)) == 0 &&
+               load_checkpoint("tinyshakespeare/model.bin", &wide, &v, err, sizeof(err)) == 0,
+               "widen: load the shipped model twice (%s)", err)) return;
+    const int H = 1024, N = 120, L = narrow.config.n_layer, C = narrow.config.n_embd;
+    int rc = widen_ffn(&wide, H); // before the check: its arguments read wide.n_params
+    check(rc == 0 && wide.config.ffn_width == H &&
+          wide.n_params == narrow.n_params + (size_t)(H - 256) * (2 * L * C + L),
+          "widen: 256 -> %d hidden units adds 2LC + L = %d parameters per unit (%zu -> %zu)",
+          H, 2 * L * C + L, narrow.n_params, wide.n_params);
+    // the new units' weights are zero and the old ones are where they were
+    size_t CH = (size_t)C * H, bad = 0;
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < H; j++) {
+            float up_b = wide.w.ffwd_up_bias[l * H + j], old_b = j < 256 ? narrow.w.ffwd_up_bias[l * 256 + j] : 0.0f;
+            bad += memcmp(&up_b, &old_b, sizeof(float)) != 0;
+            for (int i = 0; i < C; i++) {
+                float up = wide.w.ffwd_up_weight[l * CH + (size_t)i * H + j];
+                float dn = wide.w.ffwd_down_weight[l * CH + (size_t)j * C + i];
+                float up0 = j < 256 ? narrow.w.ffwd_up_weight[l * 256 * C + i * 256 + j] : 0.0f;
+                float dn0 = j < 256 ? narrow.w.ffwd_down_weight[l * 256 * C + j * C + i] : 0.0f;
+                bad += memcmp(&up, &up0, sizeof(float)) != 0 || memcmp(&dn, &dn0, sizeof(float)) != 0;
+            }
+        }
+    check(bad == 0, "widen: every real weight is in its place and every new one is +0.0 "
+          "(%zu wrong of the MLP's)", bad);
+    // logits of a prefill and a 5-token pass on top of it, bit for bit
+    int tok[40], n = encode_str(&v, "ROMEO:\nWhat light through yonder", tok);
+    float *ln = malloc(5 * 65 * sizeof(float)), *lw = malloc(5 * 65 * sizeof(float));
+    narrow.state.kv_len = wide.state.kv_len = 0;
+    forward(&narrow, tok, n - 5); forward(&wide, tok, n - 5);
+    memcpy(ln, forward(&narrow, tok + n - 5, 5), 5 * 65 * sizeof(float));
+    memcpy(lw, forward(&wide, tok + n - 5, 5), 5 * 65 * sizeof(float));
+    check(memcmp(ln, lw, 5 * 65 * sizeof(float)) == 0, "widen: the logits of a 5-token pass "
+          "are bit-identical (max |diff| %g)", max_abs_diff(ln, lw, 5 * 65));
+    // the text: every decoder, K and temperature, three seeds
+    int *a = malloc(200 * sizeof(int)), *b = malloc(200 * sizeof(int)), cases = 0, same = 0;
+    for (int K = 0; K <= 8; K++)
+        for (int ti = 0; ti < 2; ti++)
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                widen_decode(&narrow, &fx->draft, &v, K, ti ? 1.0f : 0.0f, seed, N, a);
+                widen_decode(&wide, &fx->draft, &v, K, ti ? 1.0f : 0.0f, seed, N, b);
+                cases++;
+                same += memcmp(a, b, (32 + N) * sizeof(int)) == 0;
+            }
+    check(same == cases, "widen: %d of %d runs (plain and K = 1..8, t = 0 and 1, seeds 1-3, "
+          "%d tokens) give identical text at H = %d", same, cases, N, H);
+    // the check can fail: one new unit that is not silent changes the logits
+    wide.w.ffwd_up_bias[300] = 1.0f;                   // layer 0's unit 300 fires ...
+    wide.w.ffwd_down_weight[(size_t)300 * C] = 1e-3f;  // ... and writes to feature 0
+    narrow.state.kv_len = wide.state.kv_len = 0;
+    forward(&narrow, tok, n); forward(&wide, tok, n);
+    check(memcmp(narrow.state.logits, wide.state.logits, 65 * sizeof(float)) != 0,
+          "widen: a new unit with one non-zero weight changes the logits (max |diff| %g): "
+          "the checks above can fail", max_abs_diff(narrow.state.logits, wide.state.logits, 65));
+    free(a); free(b); free(ln); free(lw);
+    free_gpt(&narrow);
+    free_gpt(&wide);
 }
 
 // ----------------------------------------------------------------------------
@@ -1896,7 +1983,7 @@ int main(void) {
         check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
         return 1;
     }
-    Config c = {4, 4, 64, 32, fx.vocab.size};
+    Config c = {4, 4, 64, 32, fx.vocab.size, 256};
     if (build_gpt(&fx.model, &c) != 0 ||
         BigramDraftModel(&fx.draft, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
         check(0, "build the shared model and draft: out of memory");
@@ -1923,6 +2010,7 @@ int main(void) {
     TIMED(test_probs(&fx));
     TIMED(test_accept_reject());
     TIMED(test_greedy_equivalence(&fx));
+    TIMED(test_ffn_width(&fx));
     TIMED(test_stats(&fx));
     TIMED(test_alpha_formulas());
     TIMED(test_print_stats());

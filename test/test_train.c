@@ -148,7 +148,7 @@ static void test_learns(void) {
                "load tinyshakespeare/input.txt for the learning test%s%s", err[0] ? ": " : "",
                err))
         return;
-    Config c = {2, 2, 32, 16, v.size};
+    Config c = {2, 2, 32, 16, v.size, 128};
     enum { B = 16, STEPS = 300 };
     GPT g;
     TrainState ts;
@@ -187,7 +187,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     // a tiny, odd config: every tensor small enough to difference every entry, and no
     // size equal to another, so a transposed index cannot go unnoticed
-    Config c = {2, 2, 8, 6, 7};
+    Config c = {2, 2, 8, 6, 7, 32};
     enum { B = 2 };
     GPT g;
     TrainState ts;
