@@ -292,8 +292,7 @@ int sample_from(const float *probs, int n, double u) { return sample_weights(pro
 // Index of the largest entry; ties go to the lowest index, in every decoder alike.
 int argmax(const float *x, int n) {
     int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
     return best;
 }
 
@@ -330,14 +329,12 @@ int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     d->probs = malloc((size_t)V * V * sizeof(float)); // (V, V): 16.9 KB for V = 65
     double *counts = calloc((size_t)V * V, sizeof(double));
     if (!d->probs || !counts) { // out of memory: leave d as free_bigram_draft expects it
-        free(counts); free(d->probs); d->probs = NULL;
-        return -1;
+        free(counts); free(d->probs); d->probs = NULL; return -1;
     }
     // counts[a][b] = how often b follows a; in double, because a float would stop
     // counting exactly past 2^24 pairs
     for (size_t i = 0; i + 1 < n; i++) counts[(size_t)train[i] * V + train[i + 1]] += 1.0;
-    // +1 on every cell, then each row divided by its total
-    for (int a = 0; a < V; a++) {
+    for (int a = 0; a < V; a++) { // +1 on every cell, then each row divided by its total
         double *row = counts + (size_t)a * V;
         double total = 0.0;
         for (int b = 0; b < V; b++) total += row[b] + 1.0;
@@ -459,8 +456,7 @@ void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
 // rounding) it draws from p instead. residual: (V) receives max(0, p - q) as floats for
 // the trace and a debugger; the draw itself uses the exact differences (sample_weights).
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
-    // the residual stays unnormalised: the draw scales by its total anyway
-    double mass = 0.0;
+    double mass = 0.0; // the residual stays unnormalised: the draw scales by its total anyway
     for (int j = 0; j < V; j++) {
         residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f; // float copy: trace, debugger
         mass += fmax(0.0, (double)p[j] - q[j]); // in double, as the draw will sum it
@@ -483,10 +479,8 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
         double q = q_draft[(size_t)i * V + tok]; // > 0: tok was sampled from this row
         double p = p_target[(size_t)i * V + tok]; // the target's chance of the same token
         u[i] = rng_uniform(rng); // kept in u, so the trace can print it
-        if (u[i] < fmin(1.0, p / q)) {
-            accepted[i] = tok; // the target agrees often enough: keep the draft's token
-            continue;
-        }
+        // the target agrees often enough: keep the draft's token
+        if (u[i] < fmin(1.0, p / q)) { accepted[i] = tok; continue; }
         // rejected: this position is drawn again from the mass the draft under-covered
         *rejected_at = i;
         accepted[i] = sample_residual(p_target + (size_t)i * V, q_draft + (size_t)i * V, V,
@@ -506,8 +500,7 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
 // So the invariant holds: the newest token is never in the cache. The discarded positions
 // are zeroed, so a debugger shows them gone; the next pass overwrites them anyway.
 void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
-    RunState *s = &g->state;
-    const Config *c = &g->config;
+    RunState *s = &g->state; const Config *c = &g->config;
     // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
     int keep = cache_len_before + num_accepted;
     size_t C = c->n_embd, S = c->block_size, dropped = (size_t)(s->kv_len - keep);
@@ -581,8 +574,7 @@ struct DecodeOptions {
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
 static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -601,10 +593,8 @@ void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *s
     for (int i = 0; i < n; i++) {
         unsigned char ch = decode(v, toks[i]);
         int want = color && source && ch != '\n' ? source[i] : -1; // newlines stay uncoloured
-        if (want != current) {
-            fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
-            current = want;
-        }
+        if (want != current) fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
+        current = want;
         fputc(ch, f);
     }
     if (current >= 0) fputs("\033[0m", f);
@@ -642,8 +632,7 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.kv_len = 0;
     const float *logits = forward(g, seq + n_seq - n, n);
-    if (is_refill) st->refill_passes++;
-    else st->prefill_passes++;
+    if (is_refill) st->refill_passes++; else st->prefill_passes++;
     return logits + (size_t)(n - 1) * g->config.vocab_size; // the blog's logits[0, -1, :]
 }
 
@@ -681,10 +670,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
         if (n_seq - first == n_new) break; // the last token needs no pass
         // feed it back: one token on top of the cache, or a refill when the cache is full
         if (g->state.kv_len == S) logits = prefill(g, seq, n_seq, S / 2, st, 1);
-        else {
-            logits = forward(g, &seq[n_seq - 1], 1);
-            st->decode_passes++;
-        }
+        else { logits = forward(g, &seq[n_seq - 1], 1); st->decode_passes++; }
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
@@ -708,10 +694,8 @@ static void count_round(Stats *st, const SpecBuffers *b, int k, int n) {
     // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
     if (b->rejected_at >= 0) st->resampled++;
     if (n == k + 1) st->bonus++; // k+1 tokens only when all k passed
-    st->rounds++;
-    st->verify_passes++;
-    st->drafted += k;
-    st->judged += judged;
+    st->rounds++; st->verify_passes++;
+    st->drafted += k; st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += n;
 }
@@ -730,8 +714,7 @@ static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at); // 3. ACCEPT/REJECT
     trim_kv_cache(g, n, cache_len); // 4. TRIM: back to cache_len + n
-    // count and show what happened
-    count_round(st, b, k, n);
+    count_round(st, b, k, n); // count and show what happened
     if (o->trace)
         trace_round(o, st->rounds, current_token, k, b, n, cache_len, cache_verified,
                     g->state.kv_len);
@@ -744,17 +727,12 @@ static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k
 static int single_pass_step(GPT *g, SpecBuffers *b, const DecodeOptions *o, Rng *rng,
                             int *seq, int n_seq, Stats *st) {
     int S = g->config.block_size, pos0 = g->state.kv_len, n_pass = 1;
-    const char *what = "STEP";
-    const float *logits;
+    const char *what = "STEP"; const float *logits;
     if (pos0 == S) { // full: the refill plain decoding makes here too
         logits = prefill(g, seq, n_seq, S / 2, st, 1);
         what = "REFILL";
-        n_pass = S / 2; // the refill reran S/2 tokens from position 0
-        pos0 = 0;
-    } else {
-        logits = forward(g, &seq[n_seq - 1], 1);
-        st->decode_passes++;
-    }
+        n_pass = S / 2; pos0 = 0; // the refill reran S/2 tokens from position 0
+    } else { logits = forward(g, &seq[n_seq - 1], 1); st->decode_passes++; }
     seq[n_seq] = sample_target(logits, g->config.vocab_size, o->temperature, b->p_next, rng);
     mark_source(o, n_seq, 1, FROM_TARGET);
     if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
@@ -817,8 +795,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
 // cache edge): what it ran, where, and the token sampled from its last row.
 static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
                        int kv_len, int sampled) {
-    char vis[8];
-    visible_char(vis, decode(o->vocab, sampled));
+    char vis[8]; visible_char(vis, decode(o->vocab, sampled));
     if (!strcmp(what, "REFILL")) // why this pass is not a round
         fprintf(stderr, "cache full (cache_len = block_size): keep the last %d tokens\n", n_tokens);
     if (!strcmp(what, "STEP"))
@@ -843,8 +820,7 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
                         int cache_verified, int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V;
-    char vis[8];
-    visible_char(vis, decode(v, current));
+    char vis[8]; visible_char(vis, decode(v, current));
     fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
             cache_before, k);
     // DRAFT: the chain current -> c0 -> c1 ..., with the q of each guess
@@ -907,8 +883,7 @@ double expected_tokens_per_pass(double alpha, int K) {
 void print_stats(const char *title, const Stats *s, int speculative, int K) {
     fprintf(stderr, "\n%s\n", title);
     fprintf(stderr, "  tokens emitted          %ld\n", s->emitted);
-    // speculation's own counters: how much was guessed, kept and paid for
-    if (speculative) {
+    if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
         fprintf(stderr, "  drafted                 %ld   (judged %ld: the rest followed a "
@@ -1008,8 +983,7 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 void free_block_acts(BlockActs *a) {
     free(a->ln1); free(a->q); free(a->att); free(a->att_out); free(a->attn); free(a->ln2);
-    free(a->hidden); free(a->ffwd);
-    memset(a, 0, sizeof(*a));
+    free(a->hidden); free(a->ffwd); memset(a, 0, sizeof(*a));
 }
 
 // Allocates the activations and the KV cache for a config; 0 on success.
@@ -1036,8 +1010,7 @@ void free_run_state(RunState *s) {
 int build_gpt(GPT *g, const Config *c) {
     memset(g, 0, sizeof(*g));
     g->config = *c;
-    size_t sizes[N_TENSORS];
-    g->n_params = weight_sizes(c, sizes);
+    size_t sizes[N_TENSORS]; g->n_params = weight_sizes(c, sizes);
     // one allocation for all parameters: one copy in, one copy out, one free
     g->params = alloc_floats(g->n_params);
     if (!g->params) return -1;
@@ -1056,10 +1029,8 @@ void free_gpt(GPT *g) {
 void layernorm(float *out, const float *in, const float *weight, const float *bias, int T,
                int C) {
     for (int t = 0; t < T; t++) {
-        const float *x = in + (size_t)t * C;
-        float *o = out + (size_t)t * C;
-        // the row's mean and variance
-        float mean = 0.0f, var = 0.0f;
+        const float *x = in + (size_t)t * C; float *o = out + (size_t)t * C;
+        float mean = 0.0f, var = 0.0f; // the row's mean and variance
         for (int i = 0; i < C; i++) mean += x[i];
         mean /= C;
         for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
@@ -1117,7 +1088,7 @@ void attention(float *out, float *att, const float *q, const float *key_cache,
                const float *value_cache, int T, int pos0, int C, int NH, int S) {
     int HS = C / NH; // each head sees its own HS-wide slice of q, k and v
     float scale = 1.0f / sqrtf((float)HS); // 1/4 for HS = 16
-    for (int h = 0; h < NH; h++) {
+    for (int h = 0; h < NH; h++)
         for (int t = 0; t < T; t++) {
             int n = pos0 + t + 1; // this token sees positions 0 .. pos0+t, never later ones
             const float *qh = q + (size_t)t * C + h * HS; // (HS) head h's query of token t
@@ -1139,7 +1110,6 @@ void attention(float *out, float *att, const float *q, const float *key_cache,
                 for (int i = 0; i < HS; i++) oh[i] += a[s] * vh[i];
             }
         }
-    }
 }
 
 // x = max(0, x), elementwise over n floats.
@@ -1190,8 +1160,7 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float
 // new tokens at positions kv_len .., run the L blocks (each appends its keys and values to
 // its layer of the cache), then ln_f and lm_head. Returns the (T, V) logits.
 float *forward(GPT *g, const int *tokens, int T) {
-    const Config *c = &g->config;
-    RunState *s = &g->state;
+    const Config *c = &g->config; RunState *s = &g->state;
     int C = c->n_embd, pos0 = s->kv_len;
     // the new tokens go right after the cached ones, and must fit the context
     if (T < 1 || pos0 + T > c->block_size) {
@@ -1294,16 +1263,14 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     // a byte the model has no token for cannot be counted in the bigram table
     long bad = encode(vocab, c->bytes, c->n, c->tokens);
     if (bad >= 0) {
-        char vis[8];
-        visible_char(vis, c->bytes[bad]);
+        char vis[8]; visible_char(vis, c->bytes[bad]);
         snprintf(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, which is not "
                  "in the model's vocabulary (use the corpus the model was built with)",
                  path, vis, c->bytes[bad], bad);
         free_corpus(c); return -1;
     }
     // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
-    c->n_train = (size_t)(0.9 * (double)c->n);
-    c->n_val = c->n - c->n_train;
+    c->n_train = (size_t)(0.9 * (double)c->n); c->n_val = c->n - c->n_train;
     return 0;
 }
 
@@ -1362,14 +1329,12 @@ int validate_config(const Config *c, char *err, size_t errlen) {
 // checked before it is used; fills err and returns -1 on the first problem.
 int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                      char *err, size_t errlen) {
-    // header: magic, version, config
-    if (n < CKPT_HEADER) {
+    if (n < CKPT_HEADER) { // header: magic, version, config
         snprintf(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n, CKPT_HEADER);
         return -1;
     }
     if (memcmp(buf, CKPT_MAGIC, 4) != 0) {
-        snprintf(err, errlen, "wrong magic (not a specdec checkpoint)");
-        return -1;
+        snprintf(err, errlen, "wrong magic (not a specdec checkpoint)"); return -1;
     }
     uint32_t version = get_u32(buf + 4);
     if (version != CKPT_VERSION) {
@@ -1383,8 +1348,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
     for (int i = 0; i < 5; i++)
         if (f[i] > 4096) {
-            snprintf(err, errlen, "config out of range (%s %u)", field[i], f[i]);
-            return -1;
+            snprintf(err, errlen, "config out of range (%s %u)", field[i], f[i]); return -1;
         }
     c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2]; // each <= 4096 now
     c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
@@ -1405,18 +1369,15 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     }
     // checksum: the last 8 bytes, little-endian, over everything before them
     if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8)) {
-        snprintf(err, errlen, "checksum mismatch: the file is corrupted");
-        return -1;
+        snprintf(err, errlen, "checksum mismatch: the file is corrupted"); return -1;
     }
-    // vocabulary: strictly ascending bytes
-    const unsigned char *vb = buf + CKPT_HEADER;
+    const unsigned char *vb = buf + CKPT_HEADER; // vocabulary: strictly ascending bytes
     for (size_t i = 1; i < V; i++)
         if (vb[i] <= vb[i - 1]) { // else two tokens would share a byte, or decode out of order
             snprintf(err, errlen, "vocabulary bytes are not distinct and ascending at entry %zu", i);
             return -1;
         }
-    // parameters: copied out, and every one must be a finite number
-    if (build_gpt(g, &c) != 0) {
+    if (build_gpt(g, &c) != 0) { // parameters: copied out, and every one must be a finite number
         snprintf(err, errlen, "out of memory for %zu parameters and the activations of a "
                  "%d-token context", P, c.block_size);
         free_gpt(g); return -1;
@@ -1434,8 +1395,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
             free_gpt(g); return -1; // the caller gets no half-loaded model
         }
     }
-    // vocabulary: token i is the i-th byte; every other byte maps to -1
-    vocab->size = (int)V;
+    vocab->size = (int)V; // vocabulary: token i is the i-th byte; every other byte maps to -1
     for (int b = 0; b < 256; b++) vocab->id[b] = -1;
     for (size_t i = 0; i < V; i++) { vocab->chars[i] = vb[i]; vocab->id[vb[i]] = (int)i; }
     return 0;
@@ -1473,10 +1433,8 @@ static void init_uniform(float *x, size_t n, double bound, Rng *r) {
 // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Embedding N(0, 1), LayerNorm weight 1, bias 0.
 void init_gpt_random(GPT *g, uint64_t seed) {
     // its own generator, so the model does not depend on the sampling seed
-    Rng r;
-    rng_seed(&r, seed);
-    const Config *c = &g->config;
-    Weights *w = &g->w;
+    Rng r; rng_seed(&r, seed);
+    const Config *c = &g->config; Weights *w = &g->w;
     size_t sizes[N_TENSORS]; // indexed like TENSOR_NAMES: sizes[4] is query's, and so on
     weight_sizes(c, sizes);
     size_t L = c->n_layer, C = c->n_embd;
@@ -1484,8 +1442,7 @@ void init_gpt_random(GPT *g, uint64_t seed) {
     // embeddings
     for (size_t i = 0; i < sizes[0]; i++) w->token_embedding[i] = (float)rng_normal(&r);
     for (size_t i = 0; i < sizes[1]; i++) w->position_embedding[i] = (float)rng_normal(&r);
-    // LayerNorms start as the identity
-    for (size_t i = 0; i < L * C; i++) {
+    for (size_t i = 0; i < L * C; i++) { // LayerNorms start as the identity
         w->ln1_weight[i] = 1.0f; w->ln1_bias[i] = 0.0f;
         w->ln2_weight[i] = 1.0f; w->ln2_bias[i] = 0.0f;
     }
@@ -1544,9 +1501,8 @@ static int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label,
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    SpecBuffers b;
+    SpecBuffers b; Stats ss = {0}, sp = {0};
     DecodeOptions o = {.temperature = 0.0f, .K = K}; // t = 0: greedy; no echo, no trace
-    Stats ss = {0}, sp = {0};
     Rng r1, r2; // different streams: greedy decoding must not depend on them
     rng_seed(&r1, 1); rng_seed(&r2, 2);
     int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
@@ -1573,8 +1529,7 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
     size_t n = (size_t)T * g->config.vocab_size; // T rows of logits
     float *multi = malloc(n * sizeof(float)), *single = malloc(n * sizeof(float));
     int same = multi && single;
-    if (same) {
-        // the same T tokens twice from an empty cache: once as one pass, once one by one
+    if (same) { // the same T tokens twice from an empty cache: once as one pass, once one by one
         g->state.kv_len = 0;
         memcpy(multi, forward(g, tokens, T), n * sizeof(float));
         g->state.kv_len = 0;
@@ -1608,15 +1563,13 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
             // a vocabulary without these bytes cannot run the required prompts: a failure
             printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
                    "(use Tiny Shakespeare)\n", labels[c]);
-            failures++, cases++;
-            continue;
+            failures++, cases++; continue;
         }
         // K = 1..8: short and long drafts; 300 tokens is several refills of the cache
         for (int K = 1; K <= 8 && K < S; K++, cases++)
             failures += !selftest_greedy_case(g, d, labels[c], tokens, n_prompt, K, 300);
     }
-    // one pass vs one token at a time, for several pass lengths
-    int T[] = {2, 5, 9, S};
+    int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
     for (int i = 0; tokens && i < 4; i++, cases++)
         failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
@@ -1635,8 +1588,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
 __attribute__((format(printf, 1, 2)))
 void error_line(const char *fmt, ...) {
     char msg[1536];
-    va_list ap;
-    va_start(ap, fmt);
+    va_list ap; va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap); // a longer message is cut, never overrun
     va_end(ap);
     fputs("specdec: ", stderr);
@@ -1707,8 +1659,7 @@ void usage(FILE *f) {
 static int parse_int(const char *s, long lo, long hi, long *out) {
     // strtol alone accepts "", " 5" and "5x"; demand digits from the first to the last byte
     if (!*s || isspace((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
+    char *end; errno = 0;
     long v = strtol(s, &end, 10);
     if (*end || errno || v < lo || v > hi) return -1;
     *out = v;
@@ -1719,8 +1670,7 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 static int parse_seed(const char *s, uint64_t *out) {
     // strtoull would quietly turn "-1" into 2^64-1; a seed must start with a digit
     if (!isdigit((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
+    char *end; errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno) return -1;
     *out = (uint64_t)v;
@@ -1746,13 +1696,11 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                           !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
                           !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width");
         if (!takes_value) { // neither a flag nor an option: a typo
-            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a);
-            return -1;
+            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a); return -1;
         }
         // the value is the next word, whatever it looks like ("-p -x" is a prompt)
         if (i + 1 >= argc) {
-            snprintf(err, errlen, "option %s needs a value (see ./specdec -h)", a);
-            return -1;
+            snprintf(err, errlen, "option %s needs a value (see ./specdec -h)", a); return -1;
         }
         const char *val = argv[++i]; // consumed: the loop goes on after it
         long v; // parse_int's result, range-checked before any cast
@@ -1763,44 +1711,37 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         else if (!strcmp(a, "-n")) {
             if (parse_int(val, 1, MAX_NEW_TOKENS, &v) != 0) {
                 snprintf(err, errlen, "-n must be a whole number of tokens from 1 to %d, got '%s'",
-                         MAX_NEW_TOKENS, val);
-                return -1;
+                         MAX_NEW_TOKENS, val); return -1;
             }
             o->n_new = (int)v;
         } else if (!strcmp(a, "-k")) {
             // the upper bound depends on the model's block_size, checked once it is loaded
             if (parse_int(val, 1, 4096, &v) != 0) {
-                snprintf(err, errlen, "-k must be a whole number from 1 to block_size-1, got '%s'",
-                         val);
-                return -1;
+                snprintf(err, errlen, "-k must be a whole number from 1 to block_size-1, "
+                         "got '%s'", val); return -1;
             }
             o->K = (int)v;
         } else if (!strcmp(a, "-t")) {
             // strtod happily reads "nan" and "inf": a temperature must be finite and >= 0
-            char *end;
-            errno = 0;
+            char *end; errno = 0;
             double t = strtod(val, &end);
             if (!*val || *end || errno || !isfinite(t) || t < 0.0 || t > 1e6) {
                 snprintf(err, errlen, "-t must be a finite temperature from 0 (greedy) to 1e6, "
-                         "got '%s'", val);
-                return -1;
+                         "got '%s'", val); return -1;
             }
             // a temperature float cannot hold would become 0, greedy, without a word
             if (t > 0.0 && (float)t < FLT_MIN) {
                 snprintf(err, errlen, "-t %s is too small to be a temperature; use -t 0 for "
-                         "greedy decoding", val);
-                return -1;
+                         "greedy decoding", val); return -1;
             }
             o->temperature = (float)t;
         } else if (!strcmp(a, "-s") && parse_seed(val, &o->seed) != 0) {
-            snprintf(err, errlen, "-s must be a non-negative whole number below 2^64, got '%s'",
-                     val);
-            return -1;
+            snprintf(err, errlen, "-s must be a non-negative whole number below 2^64, "
+                     "got '%s'", val); return -1;
         } else if (!strcmp(a, "--init")) {
             if (parse_seed(val, &o->init_seed) != 0) {
                 snprintf(err, errlen, "--init must be a non-negative whole number below 2^64, "
-                         "got '%s'", val);
-                return -1;
+                         "got '%s'", val); return -1;
             }
             o->init = 1; // -m beside it is refused below
         } else if (!strcmp(a, "--ffn-width")) {
@@ -1835,10 +1776,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
 int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, size_t errlen) {
     size_t n = strlen(prompt);
     long bad = encode(v, (const unsigned char *)prompt, n, tokens);
-    // name the byte, visibly, and where it is: the user can find it and fix it
-    if (bad >= 0) {
-        char vis[8];
-        visible_char(vis, (unsigned char)prompt[bad]);
+    if (bad >= 0) { // name the byte, visibly, and where it is: the user can find it and fix it
+        char vis[8]; visible_char(vis, (unsigned char)prompt[bad]);
         snprintf(err, errlen, "prompt character %s (byte 0x%02x) at position %ld is not in the "
                  "model's vocabulary of %d characters; remove or replace it", vis,
                  (unsigned char)prompt[bad], bad, v->size);
@@ -1899,8 +1838,7 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
         Config c = DEFAULT_CONFIG;
         c.vocab_size = v->size; // the corpus decides V: 65 for Tiny Shakespeare
         if (build_gpt(g, &c) != 0) {
-            snprintf(err, errlen, "out of memory building the model");
-            return -1;
+            snprintf(err, errlen, "out of memory building the model"); return -1;
         }
         init_gpt_random(g, init_seed); // fills the zeroed parameters of build_gpt
         snprintf(source, srclen, "random initialisation, --init %llu%s",
@@ -1917,10 +1855,8 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr.
 int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *v,
                           const int *prompt, int n_prompt) {
-    int V = g->config.vocab_size;
-    int cap = (n_prompt > 0 ? n_prompt : 1) + o->n_new, start = n_prompt > 0 ? n_prompt : 1;
-    int *seq = malloc((size_t)cap * sizeof(int));
-    int *seq_plain = malloc((size_t)cap * sizeof(int));
+    int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
+    int *seq = malloc((size_t)cap * sizeof(int)), *seq_plain = malloc((size_t)cap * sizeof(int));
     unsigned char *source = calloc((size_t)cap, 1), *source_plain = calloc((size_t)cap, 1);
     float *p = malloc((size_t)V * sizeof(float));
     // seq holds prompt + output for refills; the plain run keeps its own for the comparison
@@ -1944,15 +1880,13 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
-    if (color) {
-        // the legend, one line, each name in its own colour
+    if (color) { // the legend, one line, each name in its own colour
         fputs("colours:", stderr);
         for (int i = 0; i < N_SOURCES; i++)
             fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
         fputc('\n', stderr);
     }
-    if (!o->plain) {
-        // stdout carries the prompt and the text; everything else goes to stderr
+    if (!o->plain) { // stdout carries the prompt and the text; everything else goes to stderr
         fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
@@ -1965,28 +1899,24 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
         // the same seed, so that in greedy mode the two texts can be compared byte for byte
         fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
-        opt.trace = 0;
-        opt.source = source_plain; // its own colours: the texts may differ
+        opt.trace = 0; opt.source = source_plain; // its own colours: the texts may differ
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
         if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
         print_stats("plain decoding", &plain, 0, o->K);
     }
-    if (o->compare) {
-        // equal texts are required at t = 0 and merely possible at t > 0
+    if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
         print_comparison(&spec, &plain, o->temperature == 0.0f, same);
     }
-    free(seq); free(seq_plain); free(source); free(source_plain); free(p);
-    free_spec_buffers(&b);
+    free(seq); free(seq_plain); free(source); free(source_plain); free(p); free_spec_buffers(&b);
     return 0;
 }
 
 #ifndef TESTING
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
-    char err[512];
-    Options o;
+    char err[512]; Options o;
     // the tools that live beside this file: say where, for a reader of older notes
     const char *tools[][2] = {{"train", "tinyshakespeare/train (make train)"},
                               {"eval", "tinyshakespeare/train eval"},
@@ -2003,14 +1933,11 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
     err[0] = '\0'; // empty until a check fails; done: prints it only then
     // 2. the model and the corpus (zeroed first, so the frees after done: are always safe)
-    GPT g;
-    Vocab v;
-    Corpus corpus;
+    GPT g; Vocab v; Corpus corpus;
     BigramDraft d = {0, NULL};
     int rc = 1, *prompt = NULL; // rc stays 1 until an action has run and succeeded
     char source[256]; // the "model:" line, printed once every check has passed
-    memset(&g, 0, sizeof(g));
-    memset(&corpus, 0, sizeof(corpus));
+    memset(&g, 0, sizeof(g)); memset(&corpus, 0, sizeof(corpus));
     if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0)
         goto done;
     // 3. checks that need the model, then the one action asked for
@@ -2026,21 +1953,17 @@ int main(int argc, char **argv) {
     if (o.run_selftest && corpus.n < selftest_min_corpus(S)) {
         snprintf(err, sizeof(err), "the self-test takes prompts of up to %zu tokens from the "
                  "corpus, which has %zu; use Tiny Shakespeare (make data)",
-                 selftest_min_corpus(S), corpus.n);
-        goto done;
+                 selftest_min_corpus(S), corpus.n); goto done;
     }
     if (!o.run_selftest && o.K >= S) { // K+1 tokens must fit: K <= S-1
         snprintf(err, sizeof(err), "-k %d is too large: a verify pass of K+1 tokens must fit "
-                 "block_size %d; use -k 1..%d", o.K, S, S - 1);
-        goto done;
+                 "block_size %d; use -k 1..%d", o.K, S, S - 1); goto done;
     }
     if (!o.run_selftest && encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
     if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
-        snprintf(err, sizeof(err), "out of memory building the bigram table");
-        goto done;
+        snprintf(err, sizeof(err), "out of memory building the bigram table"); goto done;
     }
-    // every input is good: say what runs, then run it
-    print_config(&g, source);
+    print_config(&g, source); // every input is good: say what runs, then run it
     if (o.run_selftest) rc = selftest(&g, &d, &v, &corpus) != 0; // exit 1 on any failed case
     else {
         rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
@@ -2050,10 +1973,7 @@ int main(int argc, char **argv) {
 done:
     // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) error_line("%s", err);
-    free(prompt);
-    free_bigram_draft(&d);
-    free_corpus(&corpus);
-    free_gpt(&g);
+    free(prompt); free_bigram_draft(&d); free_corpus(&corpus); free_gpt(&g);
     return rc;
 }
 #endif
