@@ -5,7 +5,8 @@
 #   make run      fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
-#   make bench    the speed of both decoders, K = 1..8 (test/bench.c, notes/speed.md)
+#   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
+#                 notes/speed.md; writes notes/speed.svg)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
 #   make valgrind the demo under valgrind memcheck
 
@@ -35,7 +36,7 @@ CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 .PHONY: all debug data run test train clean valgrind fuzz bench explain
 
 # The tools beside the lesson: each includes specdec.c whole.
-TOOLS = tinyshakespeare/train test/bench test/explain
+TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms
 
 # Build the release binary ./specdec and the tools (default target).
 all: specdec $(TOOLS)
@@ -51,6 +52,8 @@ test/bench: test/bench.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/bench.c $(LDFLAGS) $(LDLIBS)
 test/explain: test/explain.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/explain.c $(LDFLAGS) $(LDLIBS)
+test/ffn_forms: test/ffn_forms.c test/bench.c specdec.c
+	$(CC) $(CFLAGS) -o $@ test/ffn_forms.c $(LDFLAGS) $(LDLIBS)
 
 # Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
 debug: specdec_debug
@@ -137,10 +140,11 @@ train: tinyshakespeare/train data
 test: all debug data
 	CC="$(CC)" bash test/run_tests.sh
 
-# Measure speed: c(T), the K sweep beside the speedup model, a chart (notes/speed.md);
-# the 101 MB random model of --big shows where verifying T tokens is nearly free.
+# Measure speed: c(T), the K sweep beside the speedup model, a chart, then the same model
+# padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
+# limit, with the crossover and its chart in notes/speed.svg (notes/speed.md).
 bench: test/bench data
-	test/bench --big
+	test/bench --svg notes/speed.svg
 
 # Seed 004's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
 explain: test/explain

@@ -8,11 +8,15 @@
  *      alpha (the papers' expected acceptance, E[sum min(p, q)]), tokens per verify pass
  *      beside (1 - alpha^(K+1)) / (1 - alpha), passes per token, time per token for both
  *      decoders and the wall speedup beside the model's prediction, then a text chart;
- *   3. with --big, c(T) of a random model too large for the caches.
+ *   3. the size sweep: the same model with its MLP padded by zeros (widen_ffn) from
+ *      0.84 MB to 134 MB of weights: this machine's streaming bandwidth, and per size c(T),
+ *      both decoders side by side at K = 1, 2, 4, 8 and t = 0, 1 beside the model, plain
+ *      decoding against the bandwidth limit, the crossover, a text chart and an SVG.
  *
- *   test/bench [-m PATH] [-i PATH] [--csv] [--big] [--quick]
- *     --csv    the sweep as CSV on stdout (the report stays on stderr)
- *     --quick  the same report on 100 tokens per prompt and 1 timed run per cell (tests)
+ *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--quick]
+ *     --csv    every cell as CSV on stdout (the report stays on stderr)
+ *     --svg    the size sweep's chart as an SVG file (make bench: notes/speed.svg)
+ *     --quick  the same report on fewer tokens, repeats and sizes (the tests)
  * notes/speed.md reads the numbers.
  */
 #ifndef TESTING
@@ -34,9 +38,8 @@ static const char *BENCH_PROMPTS[] = {"To be or not to be, that is the ", "ROMEO
 // How long the bench runs: the full measurement, or --quick for the tests (the same
 // code and the same report, on fewer tokens and fewer repeats).
 static int BENCH_TOKENS = BENCH_MAX_TOKENS; // tokens per prompt and cell
-static int BENCH_REPEATS = 5;               // timed runs per cell after one warm-up
+static int BENCH_REPEATS = 3;               // timed runs per cell after one warm-up
 static int CURVE_REPS = 2000;               // calls per timing of c(T), this model
-static int BIG_REPS = 3;                    // the same for the --big model
 
 // One cell of the sweep: K and t, and what the runs measured.
 typedef struct {
@@ -144,10 +147,12 @@ static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *
         plain[rep] = bench_plain_pass(g, v, c->t, p);
         ratio[rep] = plain[rep] / spec[rep];
     }
-    // pass 0 was the warm-up (and ran the hook); the medians of the others
-    c->sec_spec = median(spec + 1, BENCH_REPEATS);
-    c->sec_plain = median(plain + 1, BENCH_REPEATS);
-    c->speedup = median(ratio + 1, BENCH_REPEATS);
+    // pass 0 was the warm-up (and ran the hook); the medians of the others, or pass 0
+    // itself when there are none (the sweep of wide models, where one pass takes seconds)
+    int first = BENCH_REPEATS > 0, n = BENCH_REPEATS > 0 ? BENCH_REPEATS : 1;
+    c->sec_spec = median(spec + first, n);
+    c->sec_plain = median(plain + first, n);
+    c->speedup = median(ratio + first, n);
     free_spec_buffers(&b);
     free(p);
 }
@@ -170,8 +175,8 @@ static double time_matmuls(GPT *g, int T, int reps) {
     const Config *c = &g->config;
     const Weights *w = &g->w;
     BlockActs *a = &g->state.block;
-    int C = c->n_embd;
-    size_t CC = (size_t)C * C;
+    int C = c->n_embd, H = c->ffn_width;
+    size_t CC = (size_t)C * C, CH = (size_t)C * H;
     double t0 = now_seconds();
     for (int i = 0; i < reps; i++) {
         for (int l = 0; l < c->n_layer; l++) {
@@ -180,10 +185,10 @@ static double time_matmuls(GPT *g, int T, int reps) {
             matmul(a->q, a->ln1, w->key + l * CC, NULL, T, C, C);
             matmul(a->q, a->ln1, w->value + l * CC, NULL, T, C, C);
             matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
-            matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * 4 * CC,
-                   w->ffwd_up_bias + l * 4 * C, T, C, 4 * C);
-            matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * 4 * CC,
-                   w->ffwd_down_bias + l * C, T, 4 * C, C);
+            matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H,
+                   T, C, H);
+            matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C,
+                   T, H, C);
         }
         matmul(g->state.logits, g->state.ln_f, w->lm_head_weight, w->lm_head_bias, T, C,
                c->vocab_size);
@@ -194,8 +199,8 @@ static double time_matmuls(GPT *g, int T, int reps) {
 // Floating-point operations (2 per multiply-add) of the matmuls of one forward over T
 // tokens: every weight once per token.
 static double matmul_flops(const Config *c, int T) {
-    double C = c->n_embd, L = c->n_layer, V = c->vocab_size;
-    return 2.0 * T * (L * (4 * C * C + 8 * C * C) + C * V); // q k v proj, ffwd, lm_head
+    double C = c->n_embd, L = c->n_layer, V = c->vocab_size, H = c->ffn_width;
+    return 2.0 * T * (L * (4 * C * C + 2 * C * H) + C * V); // q k v proj, ffwd, lm_head
 }
 
 // ... and of the whole forward over T tokens after kv cached ones: the matmuls, and
@@ -317,10 +322,243 @@ static void bar(double x, double max, int width) {
     for (int i = n; i < width; i++) fputc(' ', stderr);
 }
 
-// ./specdec bench: the sweep, the curve, the predictions beside the measurements, a
-// chart; csv also writes the sweep as CSV on stdout; big adds a cache-busting model.
-int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, char *err,
-              size_t errlen) {
+// ----------------------------------------------------------------------------
+// The memory-bound sweep: the same model with its MLP padded by zeros (--ffn-width)
+//
+// widen_ffn keeps the function and the text exactly and adds 2 KB of weights per hidden
+// unit, so one model, one draft and one acceptance rate are measured from 0.84 MB of
+// weights (they sit in the 1 MB L2) to 134 MB (four times the 32 MB L3): only the bytes
+// a pass streams change. Each size reports c(T), both decoders side by side at K = 1, 2,
+// 4, 8 and t = 0 and 1, the speedup model, and plain decoding against the bandwidth limit.
+
+static int SWEEP_WIDTHS[] = {256, 1024, 4096, 16384, 65536};
+static int SWEEP_N_WIDTHS = 5;      // --quick: the first 3
+static int SWEEP_TOKENS = 40;       // tokens per prompt and cell: 160 per cell
+static size_t STREAM_MB = 512;      // the bandwidth probe's buffer, 16x the L3
+static int SWEEP_K[] = {1, 2, 4, 8};
+#define SWEEP_NK 4
+
+// What the sweep measured at one width.
+typedef struct {
+    int H;              // ffn_width
+    double mb;          // weights in MB (10^6 bytes)
+    double c[10];       // c[0] = seconds of a one-token pass; c[T] for T = 1..9
+    double limit;       // tokens/s at which plain decoding would stream the weights once per token
+    BenchCell cell[2][SWEEP_NK]; // [t = 0, 1][K index]
+} SweepRow;
+
+// This machine's single-thread streaming-read bandwidth, bytes/s: the best of 5 sums
+// over a buffer far larger than the caches (integer adds, which the compiler may
+// vectorise freely: unlike float sums, their order does not change the result).
+static double stream_bandwidth(size_t bytes) {
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(n * sizeof(uint64_t));
+    if (!buf) return 0.0;
+    for (size_t i = 0; i < n; i++) buf[i] = i; // written: real pages, not the zero page
+    double best = 1e30;
+    volatile uint64_t sink = 0; // the sums are used, so the loops are not optimised away
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_seconds();
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++) sum += buf[i];
+        double dt = now_seconds() - t0;
+        sink += sum;
+        if (dt < best) best = dt;
+    }
+    free(buf);
+    return (double)(n * sizeof(uint64_t)) / best;
+}
+
+// A copy of g (parameters and config) widened to H hidden units; 0 on success.
+static int widened_copy(const GPT *g, int H, GPT *out) {
+    if (build_gpt(out, &g->config) != 0) { free_gpt(out); return -1; }
+    memcpy(out->params, g->params, g->n_params * sizeof(float));
+    return H > g->config.ffn_width ? widen_ffn(out, H) : 0;
+}
+
+// The speedup model of run_bench for one cell: E[tokens per pass] / (c(K+1) + K c_draft).
+static double predicted_speedup(const BenchCell *x, const double c[10], double c_draft) {
+    double alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
+    return expected_tokens_per_pass(alpha, x->K) / (c[x->K + 1] + x->K * c_draft);
+}
+
+// One width: c(T), then every (t, K) cell, plain and speculative alternating.
+static int sweep_width(const GPT *g, const BigramDraft *d, const Vocab *v, double bw,
+                       double c_draft, int csv, SweepRow *row) {
+    double t0 = now_seconds();
+    GPT w;
+    if (widened_copy(g, row->H, &w) != 0) return -1;
+    row->mb = w.n_params * 4.0 / 1e6;
+    row->limit = bw / (w.n_params * 4.0); // one pass streams every weight once
+    char what[160];
+    snprintf(what, sizeof(what), "ffn_width %d: %.2f MB of weights", row->H, row->mb);
+    int reps = 65536 / row->H > 0 ? 65536 / row->H : 1; // about 5 s of timing per width
+    bench_curve(&w, what, row->c, BENCH_REPEATS > 0 ? reps : (reps + 7) / 8);
+    fprintf(stderr, "   t  K  alpha  tok/verify  plain tok/s  spec tok/s  speedup  model"
+            "   plain/limit  spec/limit   (limit %.0f tokens/s)\n", row->limit);
+    for (int ti = 0; ti < 2; ti++)
+        for (int k = 0; k < SWEEP_NK; k++) {
+            BenchCell *x = &row->cell[ti][k];
+            memset(x, 0, sizeof(*x));
+            x->K = SWEEP_K[k];
+            x->t = (float)ti;
+            bench_cell(&w, d, v, x);
+            double n = (double)x->emitted, alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
+            double plain = n / x->sec_plain, spec = n / x->sec_spec;
+            double tpv = x->rounds ? (double)x->round_tokens / x->rounds : 0.0;
+            double model = predicted_speedup(x, row->c, c_draft);
+            fprintf(stderr, "  %2d %2d  %.3f  %10.3f  %11.1f  %10.1f  %7.2f  %5.2f   %10.2f"
+                    "  %10.2f%s\n", ti, x->K, alpha, tpv, plain, spec, x->speedup, model,
+                    plain / row->limit, spec / row->limit,
+                    spec > row->limit ? "  above the limit" : "");
+            if (csv) printf("%d,%.2f,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n",
+                            row->H, row->mb, ti, x->K, x->drafted ? (double)x->accepted /
+                            x->drafted : 0.0, alpha, tpv, expected_tokens_per_pass(alpha, x->K),
+                            (double)x->passes / n, 1e6 / plain, 1e6 / spec, x->speedup, model);
+        }
+    free_gpt(&w);
+    fprintf(stderr, "  (ffn_width %d: %.1f s)\n", row->H, now_seconds() - t0);
+    return 0;
+}
+
+// Text chart: one row per K, the wall speedup at each width, '|' marking 1.0.
+static void sweep_chart(const SweepRow *rows, int n, int ti) {
+    fprintf(stderr, "\nwall speedup against weight size at t = %d (each bar 0 .. 2x, '|' = 1.0)\n"
+            "   K", ti);
+    for (int i = 0; i < n; i++) fprintf(stderr, "  %8.2f MB    ", rows[i].mb);
+    fputc('\n', stderr);
+    for (int k = 0; k < SWEEP_NK; k++) {
+        fprintf(stderr, "  %2d", SWEEP_K[k]);
+        for (int i = 0; i < n; i++) {
+            double sp = rows[i].cell[ti][k].speedup;
+            int nb = (int)(sp / 2.0 * 10 + 0.5);
+            fputs("  ", stderr);
+            for (int j = 0; j < 10; j++) fputc(j == 5 ? '|' : j < nb ? '#' : ' ', stderr);
+            fprintf(stderr, " %4.2f", sp);
+        }
+        fputc('\n', stderr);
+    }
+}
+
+// Writes the sweep's chart as an SVG file (libc only): wall speedup against weight size
+// on a log scale, one line per K (solid t = 1, dashed t = 0), the 1.0 line. Written to
+// PATH.tmp, then renamed over PATH: a failed write leaves PATH as it was. 0 on success.
+static int write_svg(const char *path, const SweepRow *rows, int n, char *err, size_t errlen) {
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+        snprintf(err, errlen, "--svg path is too long");
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write the chart to '%s': %s (choose a writable --svg "
+                 "path)", tmp, strerror(errno));
+        return -1;
+    }
+    static const char *color[SWEEP_NK] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a"};
+    const double W = 640, Hh = 400, x0 = 70, y0 = 340, xw = 520, yh = 290;
+    double ymax = 2.0, lx0 = log10(rows[0].mb), lx1 = log10(rows[n - 1].mb);
+    for (int i = 0; i < n; i++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int k = 0; k < SWEEP_NK; k++) ymax = fmax(ymax, rows[i].cell[ti][k].speedup);
+    ymax = ceil(ymax * 2) / 2; // the y axis runs to the next half
+#define SX(mb) (x0 + (lx1 > lx0 ? (log10(mb) - lx0) / (lx1 - lx0) : 0.5) * xw)
+#define SY(s) (y0 - (s) / ymax * yh)
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+            "fill=\"white\"/>\n", W, Hh);
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"14\">Speculative decoding's wall speedup "
+            "against weight size (test/bench)</text>\n", x0);
+    // axes, ticks at each measured size and every half on y, the 1.0 line
+    fprintf(f, "<path d=\"M%.1f %.1f V%.1f H%.1f\" stroke=\"black\" fill=\"none\"/>\n", x0, y0 - yh, y0, x0 + xw);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.3g</text>\n",
+                SX(rows[i].mb), y0 + 18, rows[i].mb);
+    for (double s = 0; s <= ymax + 1e-9; s += 0.5)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", x0 - 6, SY(s) + 4, s);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"gray\" "
+            "stroke-dasharray=\"2 3\"/>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"gray\">1.0: "
+            "break-even</text>\n", x0, SY(1.0), x0 + xw, SY(1.0), x0 + 6, SY(1.0) - 5);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">weights streamed per pass, MB "
+            "(log scale)</text>\n", x0 + xw / 2, Hh - 22);
+    fprintf(f, "<text transform=\"translate(18 %.1f) rotate(-90)\" text-anchor=\"middle\">wall "
+            "speedup, speculative / plain</text>\n", y0 - yh / 2);
+    // one polyline per K and temperature, and the legend
+    for (int ti = 0; ti < 2; ti++)
+        for (int k = 0; k < SWEEP_NK; k++) {
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+                    color[k], ti == 0 ? " stroke-dasharray=\"6 4\"" : "");
+            for (int i = 0; i < n; i++)
+                fprintf(f, "%.1f,%.1f ", SX(rows[i].mb), SY(rows[i].cell[ti][k].speedup));
+            fprintf(f, "\"/>\n");
+        }
+    for (int k = 0; k < SWEEP_NK; k++)
+        fprintf(f, "<text x=\"%.0f\" y=\"%d\" fill=\"%s\">K = %d</text>\n", x0 + 10,
+                56 + 16 * k, color[k], SWEEP_K[k]);
+    fprintf(f, "<text x=\"%.0f\" y=\"%d\">solid: t = 1, dashed: t = 0</text>\n</svg>\n", x0 + 80, 56);
+#undef SX
+#undef SY
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "writing the chart to '%s' failed: %s (check the disk and the "
+                 "--svg path)", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+// The sweep: bandwidth, every width, the crossover, the charts. 0 on success.
+static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double c_draft,
+                     int csv, const char *svg_path, char *err, size_t errlen) {
+    double bw = stream_bandwidth(STREAM_MB << 20);
+    fprintf(stderr, "\nthe same model, its MLP padded with zeros (--ffn-width): identical text, "
+            "more bytes per pass\nstreaming-read bandwidth, one thread, %zu MB buffer: %.2f GB/s"
+            "\n", STREAM_MB, bw / 1e9);
+    SweepRow rows[5];
+    int saved = BENCH_TOKENS, saved_reps = BENCH_REPEATS;
+    BENCH_TOKENS = SWEEP_TOKENS; // a pass of the widest model takes milliseconds per token
+    BENCH_REPEATS = 0;           // one timed pass per cell, plain and speculative side by side
+    int rc = 0;
+    for (int i = 0; i < SWEEP_N_WIDTHS && rc == 0; i++) {
+        rows[i].H = SWEEP_WIDTHS[i];
+        if (sweep_width(g, d, v, bw, c_draft, csv, &rows[i]) != 0) {
+            snprintf(err, errlen, "out of memory for the model padded to %d units", rows[i].H);
+            rc = -1;
+        }
+    }
+    BENCH_TOKENS = saved;
+    BENCH_REPEATS = saved_reps;
+    if (rc) return rc;
+    // the crossover: the smallest size at which the best K beats plain decoding
+    for (int ti = 0; ti < 2; ti++) {
+        sweep_chart(rows, SWEEP_N_WIDTHS, ti);
+        int at = -1, best_k = 0;
+        for (int i = 0; i < SWEEP_N_WIDTHS && at < 0; i++)
+            for (int k = 0; k < SWEEP_NK; k++)
+                if (rows[i].cell[ti][k].speedup > 1.0 &&
+                    (at < 0 || rows[i].cell[ti][k].speedup > rows[i].cell[ti][best_k].speedup)) {
+                    at = i;
+                    best_k = k;
+                }
+        if (at < 0)
+            fprintf(stderr, "crossover at t = %d: none up to %.1f MB; plain decoding wins at "
+                    "every size and K here\n", ti, rows[SWEEP_N_WIDTHS - 1].mb);
+        else
+            fprintf(stderr, "crossover at t = %d: %.2f MB (ffn_width %d), where K = %d runs "
+                    "%.2fx plain decoding\n", ti, rows[at].mb, rows[at].H, SWEEP_K[best_k],
+                    rows[at].cell[ti][best_k].speedup);
+    }
+    if (svg_path && write_svg(svg_path, rows, SWEEP_N_WIDTHS, err, errlen) != 0) return -1;
+    if (svg_path) fprintf(stderr, "chart written to %s\n", svg_path);
+    return 0;
+}
+
+// ./specdec bench: the curve, the K sweep, the predictions beside the measurements, a
+// chart, then the same model padded until its weights outgrow the caches (run_sweep);
+// csv also writes every cell as CSV on stdout, svg_path the sweep's chart.
+int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, const char *svg_path,
+              char *err, size_t errlen) {
     double t_start = now_seconds();
     // 1. the verify-cost curve and the draft's cost, on this model
     double c[10] = {0};
@@ -339,7 +577,7 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
     BenchCell cells[2 * BENCH_MAX_K];
     memset(cells, 0, sizeof(cells));
     float temps[2] = {0.0f, 1.0f};
-    if (csv) printf("t,K,acceptance_rate,alpha,tokens_per_verify,"
+    if (csv) printf("ffn_width,weight_mb,t,K,acceptance_rate,alpha,tokens_per_verify,"
                     "predicted_tokens_per_verify,passes_per_token,us_per_token_plain,"
                     "us_per_token_spec,speedup,predicted_speedup\n");
     for (int ti = 0; ti < 2; ti++) {
@@ -373,9 +611,10 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
                 fprintf(stderr, " %.2f", x->pos_judged[i] ? (double)x->pos_accepted[i] /
                                                             x->pos_judged[i] : 0.0);
             fputc('\n', stderr);
-            if (csv) printf("%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n", temps[ti],
-                            K, rate, alpha, tpv, model, (double)x->passes / n, us_plain, us_spec,
-                            speed, model_speed);
+            if (csv) printf("%d,%.2f,%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f\n",
+                            g->config.ffn_width, g->n_params * 4.0 / 1e6, temps[ti], K, rate,
+                            alpha, tpv, model, (double)x->passes / n, us_plain, us_spec, speed,
+                            model_speed);
         }
         // 3. the chart: tokens per verify pass and wall speedup against K
         double max_tpv = 2.5, max_sp = 1.5;
@@ -399,23 +638,8 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, int big, ch
     }
     // 4. why the draft row is tempered like the target
     bench_tempering(g, d, v);
-    // 5. a model too large for the caches, where one token is memory-bound
-    if (big) {
-        Config bc = {8, 8, 512, 32, g->config.vocab_size};
-        GPT bg;
-        if (build_gpt(&bg, &bc) != 0) {
-            free_gpt(&bg);
-            snprintf(err, errlen, "out of memory for the --big model (8 layers, n_embd 512)");
-            return 1;
-        }
-        init_gpt_random(&bg, 7);
-        double bcurve[10] = {0};
-        char what[128];
-        snprintf(what, sizeof(what), "a random model too large for the caches (L=8, C=512, "
-                 "%zu parameters, %.0f MB)", bg.n_params, bg.n_params * 4.0 / 1e6);
-        bench_curve(&bg, what, bcurve, BIG_REPS);
-        free_gpt(&bg);
-    }
+    // 5. the same model, padded until a one-token pass is bound by memory
+    if (run_sweep(g, d, v, c_draft, csv, svg_path, err, errlen) != 0) return 1;
     fprintf(stderr, "\nbench: %.1f s\n", now_seconds() - t_start);
     return 0;
 }
@@ -430,28 +654,32 @@ int main(int argc, char **argv) {
     Options o;
     memset(&o, 0, sizeof(o));
     o.corpus_path = DEFAULT_CORPUS;
-    int csv = 0, big = 0;
+    int csv = 0;
+    const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--big] "
-                   "[--quick]\n  c(T), then K = 1..8 at t = 0 and 1 beside the speedup model "
+            printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--svg PATH] "
+                   "[--quick]\n  c(T), then K = 1..8 at t = 0 and 1 beside the speedup model, "
+                   "then the model\n  padded to 134 MB against the bandwidth limit "
                    "(see test/bench.c)\n");
             return 0;
         }
         if (!strcmp(a, "--csv")) { csv = 1; continue; }
-        if (!strcmp(a, "--big")) { big = 1; continue; }
+
         if (!strcmp(a, "--quick")) {
             // the same code on less: what the tests run
             BENCH_TOKENS = 100;
             BENCH_REPEATS = 1;
             CURVE_REPS = 200;
-            BIG_REPS = 1;
+            SWEEP_N_WIDTHS = 3; // up to 8.8 MB
+            SWEEP_TOKENS = 20;
+            STREAM_MB = 128;
             continue;
         }
         // what is left must be -m PATH or -i PATH, the model and corpus as ./specdec takes them
-        if (strcmp(a, "-m") && strcmp(a, "-i")) {
-            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --big and "
+        if (strcmp(a, "-m") && strcmp(a, "-i") && strcmp(a, "--svg")) {
+            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --svg and "
                        "--quick)", a);
             return 1;
         }
@@ -459,9 +687,22 @@ int main(int argc, char **argv) {
             error_line("option %s needs a value (see -h)", a);
             return 1;
         }
-        *(a[1] == 'm' ? &o.model_path : &o.corpus_path) = argv[++i];
+        const char *val = argv[++i];
+        *(!strcmp(a, "--svg") ? &svg : a[1] == 'm' ? &o.model_path : &o.corpus_path) = val;
     }
     char err[512], source[256];
+    // the chart's path is checked before minutes of measuring: can its .tmp be created?
+    if (svg) {
+        char tmp[4096];
+        FILE *f = snprintf(tmp, sizeof(tmp), "%s.tmp", svg) < (int)sizeof(tmp) ? fopen(tmp, "w") : NULL;
+        if (!f) {
+            error_line("cannot write the chart to '%s': %s (choose a writable --svg path)", tmp,
+                       strerror(errno ? errno : ENAMETOOLONG));
+            return 1;
+        }
+        fclose(f);
+        remove(tmp); // write_svg makes it again at the end
+    }
     GPT g;
     Vocab v;
     Corpus corpus;
@@ -481,7 +722,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     print_config(&g, source);
-    rc = run_bench(&g, &d, &v, csv, big, err, sizeof(err));
+    rc = run_bench(&g, &d, &v, csv, svg, err, sizeof(err));
 done:
     if (rc != 0) error_line("%s", err);
     free_bigram_draft(&d);

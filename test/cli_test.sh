@@ -572,19 +572,40 @@ check "explain exits 0, stdout empty, and prints acceptance = sum min(p, q) = 0.
 check "explain: for A, B, C, D the exact P(emit) is p (0.0500, 0.1000, 0.6000, 0.2500), measured within 4.5 se" \
     eval '[[ $(grep -cE "^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+][0-3]\.[0-9] se\)$|^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+]4\.[0-4] se\)$" "$T/err") == 4 ]]'
 
-# The benchmark, --quick: the full report on fewer tokens, about 8 s here (43 s was the
-# full bench's on a slower machine), so 120 s. Release build only: sanitized, even
-# --quick takes over 4 minutes.
+# The benchmark, --quick: the full report on fewer tokens, repeats and sizes, about 10 s
+# here, so 120 s. Release build only: sanitized, even --quick takes over 4 minutes.
 if [[ -z ${SPECDEC_BIN:-} ]]; then
     start=$SECONDS
-    LIMIT=120 run_bench --quick --csv
+    LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
-    check "bench --quick --csv exits 0 with a CSV header and 16 rows (K = 1..8 at t = 0 and 1) on stdout" \
-        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == t,K,* && $(wc -l <"$T/out") == 17 ]]'
+    check "bench --quick --csv exits 0 with a CSV header and 40 rows on stdout (K = 1..8 at t = 0 and 1, then K = 1, 2, 4, 8 at t = 0 and 1 for 3 widths)" \
+        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 41 ]] &&
+              [[ $(grep -c "^4096,8.76,[01],[1248]," "$T/out") == 8 ]]'
     check "bench prints c(T) for T = 1..9, the refill's cost, both sweeps and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
-              [[ $(grep -c "wall speedup" "$T/err") == 2 ]]'
+              [[ $(grep -c "wall speedup (.|. = 1.0)" "$T/err") == 2 ]]'
+    check "bench measures the bandwidth, c(T) at each width, plain decoding against the limit, and the crossover at t = 0 and 1" \
+        eval 'err_has "streaming-read bandwidth, one thread" && err_has "ffn_width 4096: 8.76 MB of weights" &&
+              err_has "plain/limit" && err_has "crossover at t = 0: " && err_has "crossover at t = 1: " &&
+              [[ $(grep -c "wall speedup against weight size" "$T/err") == 2 ]]'
+    check "bench --svg writes a whole SVG: axes, the 1.0 line, 8 lines (K = 1, 2, 4, 8 at two temperatures), no .tmp left" \
+        eval '[[ -s $T/sweep.svg && ! -e $T/sweep.svg.tmp ]] && grep -q "^<svg xmlns" "$T/sweep.svg" &&
+              [[ $(tail -n 1 "$T/sweep.svg") == "</svg>" && $(grep -c "<polyline" "$T/sweep.svg") == 8 ]] &&
+              grep -q "1.0: break-even" "$T/sweep.svg" && grep -q ">K = 8<" "$T/sweep.svg"'
+fi
+
+# --ffn-width 65536: the shipped model padded to 136 MB of weights writes the same text as
+# plain decoding, and as the unpadded model (about 10 s of decoding, under 60).
+if [[ -z ${SPECDEC_BIN:-} ]]; then
+    run --compare -t 0 --ffn-width 65536 -n 300
+    half=$(( $(size_of "$T/out") / 2 ))
+    check "--compare -t 0 --ffn-width 65536 -n 300: exit 0, the two texts on stdout identical, 'byte-identical' on stderr" \
+        eval '[[ $rc == 0 ]] && cmp -s <(head -c $half "$T/out") <(tail -c $half "$T/out") &&
+              err_has "greedy outputs are byte-identical" && err_has "MLP padded with zeros to 65536 units"'
+    head -c $half "$T/out" >"$T/wide_text"
+    run --plain -t 0 -n 300
+    check "... and that text is the unpadded model's, byte for byte" eval '[[ $rc == 0 ]] && cmp -s "$T/out" "$T/wide_text"'
 fi
 
 # train init -o over an existing checkpoint with a different seed replaces it whole.

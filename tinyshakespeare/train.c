@@ -1026,6 +1026,7 @@ int main_train(int argc, char **argv) {
         goto run;
     }
     c.vocab_size = v.size;
+    c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
     if (validate_config(&c, err, sizeof(err)) != 0) goto done;
     if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
