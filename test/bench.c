@@ -39,7 +39,7 @@ static const char *BENCH_PROMPTS[] = {"To be or not to be, that is the ", "ROMEO
 // code and the same report, on fewer tokens and fewer repeats).
 static int BENCH_TOKENS = BENCH_MAX_TOKENS; // tokens per prompt and cell
 static int BENCH_REPEATS = 3;               // timed runs per cell after one warm-up
-static int CURVE_REPS = 2000;               // calls per timing of c(T), this model
+static int CURVE_REPS = 1000;               // calls per timing of c(T), this model
 
 // One cell of the sweep: K and t, and what the runs measured.
 typedef struct {
@@ -376,15 +376,16 @@ static int widened_copy(const GPT *g, int H, GPT *out) {
     return H > g->config.ffn_width ? widen_ffn(out, H) : 0;
 }
 
-// The speedup model of run_bench for one cell: E[tokens per pass] / (c(K+1) + K c_draft).
-static double predicted_speedup(const BenchCell *x, const double c[10], double c_draft) {
+// The speedup model of run_bench for one cell: E[tokens per pass] / (c(K+1) + K c_draft),
+// with c_draft = one draft step's seconds over this width's one-token pass (c[0]).
+static double predicted_speedup(const BenchCell *x, const double c[10], double draft_sec) {
     double alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
-    return expected_tokens_per_pass(alpha, x->K) / (c[x->K + 1] + x->K * c_draft);
+    return expected_tokens_per_pass(alpha, x->K) / (c[x->K + 1] + x->K * draft_sec / c[0]);
 }
 
 // One width: c(T), then every (t, K) cell, plain and speculative alternating.
 static int sweep_width(const GPT *g, const BigramDraft *d, const Vocab *v, double bw,
-                       double c_draft, int csv, SweepRow *row) {
+                       double draft_sec, int csv, SweepRow *row) {
     double t0 = now_seconds();
     GPT w;
     if (widened_copy(g, row->H, &w) != 0) return -1;
@@ -406,7 +407,7 @@ static int sweep_width(const GPT *g, const BigramDraft *d, const Vocab *v, doubl
             double n = (double)x->emitted, alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
             double plain = n / x->sec_plain, spec = n / x->sec_spec;
             double tpv = x->rounds ? (double)x->round_tokens / x->rounds : 0.0;
-            double model = predicted_speedup(x, row->c, c_draft);
+            double model = predicted_speedup(x, row->c, draft_sec);
             fprintf(stderr, "  %2d %2d  %.3f  %10.3f  %11.1f  %10.1f  %7.2f  %5.2f   %10.2f"
                     "  %10.2f%s\n", ti, x->K, alpha, tpv, plain, spec, x->speedup, model,
                     plain / row->limit, spec / row->limit,
@@ -509,7 +510,7 @@ static int write_svg(const char *path, const SweepRow *rows, int n, char *err, s
 }
 
 // The sweep: bandwidth, every width, the crossover, the charts. 0 on success.
-static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double c_draft,
+static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double draft_sec,
                      int csv, const char *svg_path, char *err, size_t errlen) {
     double bw = stream_bandwidth(STREAM_MB << 20);
     fprintf(stderr, "\nthe same model, its MLP padded with zeros (--ffn-width): identical text, "
@@ -522,7 +523,7 @@ static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double 
     int rc = 0;
     for (int i = 0; i < SWEEP_N_WIDTHS && rc == 0; i++) {
         rows[i].H = SWEEP_WIDTHS[i];
-        if (sweep_width(g, d, v, bw, c_draft, csv, &rows[i]) != 0) {
+        if (sweep_width(g, d, v, bw, draft_sec, csv, &rows[i]) != 0) {
             snprintf(err, errlen, "out of memory for the model padded to %d units", rows[i].H);
             rc = -1;
         }
@@ -639,7 +640,7 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, const char 
     // 4. why the draft row is tempered like the target
     bench_tempering(g, d, v);
     // 5. the same model, padded until a one-token pass is bound by memory
-    if (run_sweep(g, d, v, c_draft, csv, svg_path, err, errlen) != 0) return 1;
+    if (run_sweep(g, d, v, c_draft * c[0], csv, svg_path, err, errlen) != 0) return 1;
     fprintf(stderr, "\nbench: %.1f s\n", now_seconds() - t_start);
     return 0;
 }
