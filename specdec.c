@@ -1467,6 +1467,7 @@ void init_gpt_random(GPT *g, uint64_t seed) {
 // computes the same logits, bit for bit, but every pass streams H2/H times the MLP's
 // weights, and the weights outgrow the caches (notes/speed.md: where speculation pays).
 int widen_ffn(GPT *g, int H2) {
+    if (H2 < g->config.ffn_width) return -1; // narrower would cut real units: another model
     Config c = g->config;
     c.ffn_width = H2;
     GPT wide;
@@ -1480,9 +1481,10 @@ int widen_ffn(GPT *g, int H2) {
     const float *src = g->params;
     float *dst = wide.params;
     for (int i = 0; i < N_TENSORS; i++) {
-        // up weight (L, C, H): L*C rows of H; up bias (L, H), down weight (L, H, C): L rows
+        // up weight (L, C, H): L*C rows of H; up bias (L, H): L rows of H; down weight
+        // (L, H, C): L layers of H*C, each unit's row of C, new units' rows after the old
         size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
-        for (size_t r = 0; r < rows; r++) // a row's H real values first, then H2-H zeros
+        for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
         src += from[i]; dst += to[i];
     }
@@ -1638,7 +1640,7 @@ void usage(FILE *f) {
         "  --init SEED a seeded random model instead of a checkpoint (the mechanics are\n"
         "              real, the text is noise)\n"
         "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
-        "              2 KB of weights per unit to stream (65536: 134 MB; notes/speed.md)\n"
+        "              2 KB of weights per unit to stream (65536: 136 MB; notes/speed.md)\n"
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
@@ -1747,8 +1749,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         } else if (!strcmp(a, "--ffn-width")) {
             // at least the model's own width and within memory: checked once it is loaded
             if (parse_int(val, 1, MAX_FFN_WIDTH, &v) != 0) {
-                snprintf(err, errlen, "--ffn-width must be a whole number of hidden units from "
-                         "the model's own (256) to %d, got '%s'", MAX_FFN_WIDTH, val);
+                snprintf(err, errlen, "--ffn-width must be a whole number of hidden units up "
+                         "to %d, at least the model's own (256 here), got '%s'", MAX_FFN_WIDTH, val);
                 return -1;
             }
             o->ffn_width = (int)v;

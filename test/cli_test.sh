@@ -579,8 +579,8 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
     check "bench --quick --csv exits 0 with a CSV header and 40 rows on stdout (K = 1..8 at t = 0 and 1, then K = 1, 2, 4, 8 at t = 0 and 1 for 3 widths)" \
-        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 41 ]] &&
-              [[ $(grep -c "^4096,8.76,[01],[1248]," "$T/out") == 8 ]]'
+        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 41 ]] &&
+              [[ $(grep -c "^k,256,0.84,[01],[1-8]," "$T/out") == 16 && $(grep -c "^size,4096,8.76,[01],[1248]," "$T/out") == 8 ]]'
     check "bench prints c(T) for T = 1..9, the refill's cost, both sweeps and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
