@@ -607,6 +607,9 @@ static void echo_tokens(const DecodeOptions *o, const int *seq, int from, int n)
     fflush(o->echo); // each token shows as it is decided
 }
 
+// True once the echo stream failed (a closed pipe, a full disk): the loops stop there.
+static int echo_failed(const DecodeOptions *o) { return o->echo && ferror(o->echo); }
+
 // Records where seq[from .. from+n-1] came from, if the caller asked (o->source).
 static void mark_source(const DecodeOptions *o, int from, int n, TokenSource src) {
     if (o->source) memset(o->source + from, src, (size_t)n);
@@ -661,7 +664,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     // seq[first..] is the generated part; seq[n_seq-1] is always the current token
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
-    while (n_seq - first < n_new) {
+    while (n_seq - first < n_new && !echo_failed(o)) {
         // sample the next token from the logits of the current token
         seq[n_seq] = sample_target(logits, V, o->temperature, p, rng);
         mark_source(o, n_seq, 1, FROM_TARGET);
@@ -760,7 +763,7 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
         n_seq++;
     }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
-    while (n_seq - first < n_new) {
+    while (n_seq - first < n_new && !echo_failed(o)) {
         int remaining = n_new - (n_seq - first); // >= 1: the loop's condition
         // a verify pass writes k+1 positions from kv_len, so k <= S-1-kv_len keeps it
         // inside the cache; a round needs room for at least one draft
@@ -1585,8 +1588,8 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
 // CLI: ./specdec [options], in the manner of llama2.c's run
 
 // Prints "specdec: MESSAGE" and a newline on stderr, as one line whatever the message
-// holds: a command-line word or a path may contain a newline or other control bytes,
-// which are shown escaped (\n, \xNN) so every bad input still ends in exactly one line.
+// holds: a word, a path or a junk corpus may hold a newline, control bytes or bytes past
+// ASCII, which are shown escaped (\n, \xNN) so every bad input ends in exactly one line.
 __attribute__((format(printf, 1, 2)))
 void error_line(const char *fmt, ...) {
     char msg[1536];
@@ -1596,10 +1599,19 @@ void error_line(const char *fmt, ...) {
     fputs("specdec: ", stderr);
     for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
         if (*c == '\n') fputs("\\n", stderr);
-        else if (*c < 0x20 || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+        else if (*c < 0x20 || *c >= 0x7f) fprintf(stderr, "\\x%02x", *c); // raw bytes too
         else fputc(*c, stderr);
     }
     fputc('\n', stderr);
+}
+
+// Closes stdout; a write that failed on the way there (a full disk, a closed pipe)
+// becomes one line on stderr. Returns the exit status: 0, or 1 if anything was lost.
+int close_stdout(void) {
+    int failed = ferror(stdout);
+    if (fclose(stdout) == 0 && !failed) return 0;
+    error_line("cannot write to stdout: %s (a full disk or a closed pipe)", strerror(errno));
+    return 1;
 }
 
 // What the command line asked for.
@@ -1617,6 +1629,7 @@ typedef struct {
     int color;               // --color 1, --no-color 0; -1 (unset): on when stdout is a
                              // terminal and NO_COLOR is unset or empty
     int ffn_width;           // --ffn-width H; 0: the model's own width
+    int no_prompt;           // --no-prompt: stdout gets the generated text only
 } Options;
 
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
@@ -1648,13 +1661,13 @@ void usage(FILE *f) {
         "              draft, resampled, bonus, target sample), legend on stderr; the\n"
         "              default when stdout is a terminal and NO_COLOR is unset or empty\n"
         "  --no-color  plain text even on a terminal\n"
+        "  --no-prompt print only the generated text, not the prompt before it\n"
         "  --selftest  greedy equivalence and KV-cache checks, one PASS/FAIL line per case\n"
         "              on stdout; exit 1 on any failure\n"
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr.\n"
         "Beside it: make train (tinyshakespeare/train), make bench (test/bench),\n"
-        "make explain (test/explain); each has -h.\n",
-        MAX_NEW_TOKENS);
+        "make explain (test/explain); each has -h.\n", MAX_NEW_TOKENS);
 }
 
 // Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
@@ -1683,7 +1696,7 @@ static int parse_seed(const char *s, uint64_t *out) {
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0,
-                   0, 0, 0, 0, 0, -1, 0};
+                   0, 0, 0, 0, 0, -1, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         // flags without a value; a later error still wins over -h, so no typo goes unseen
@@ -1694,11 +1707,13 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         if (!strcmp(a, "--selftest")) { o->run_selftest = 1; continue; }
         if (!strcmp(a, "--color")) { o->color = 1; continue; }
         if (!strcmp(a, "--no-color")) { o->color = 0; continue; }
+        if (!strcmp(a, "--no-prompt")) { o->no_prompt = 1; continue; }
         int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
                           !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
                           !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width");
         if (!takes_value) { // neither a flag nor an option: a typo
-            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h)", a); return -1;
+            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h; the tools beside it are "
+                     "tinyshakespeare/train, test/bench and test/explain)", a); return -1;
         }
         // the value is the next word, whatever it looks like ("-p -x" is a prompt)
         if (i + 1 >= argc) {
@@ -1736,7 +1751,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                 snprintf(err, errlen, "-t %s is too small to be a temperature; use -t 0 for "
                          "greedy decoding", val); return -1;
             }
-            o->temperature = (float)t;
+            o->temperature = t == 0.0 ? 0.0f : (float)t; // -0 is greedy too, and says 0
         } else if (!strcmp(a, "-s") && parse_seed(val, &o->seed) != 0) {
             snprintf(err, errlen, "-s must be a non-negative whole number below 2^64, "
                      "got '%s'", val); return -1;
@@ -1878,6 +1893,7 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     DecodeOptions opt = {.temperature = o->temperature, .K = o->K, .trace = o->trace,
                          .echo = stream, .vocab = v, .source = source, .color = color};
     Stats spec = {0}, plain = {0};
+    int rc = 0; // 2: stdout failed (a closed pipe, a full disk); decoding stopped there
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
@@ -1889,30 +1905,33 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
         fputc('\n', stderr);
     }
     if (!o->plain) { // stdout carries the prompt and the text; everything else goes to stderr
-        fputs(o->prompt, stdout);
+        if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
         if (!stream) write_text(stdout, v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) { rc = 2; goto out; } // main says why
         print_stats("speculative decoding", &spec, 1, o->K);
     }
     if (o->plain || o->compare) {
         if (o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         // the same seed, so that in greedy mode the two texts can be compared byte for byte
-        fputs(o->prompt, stdout);
+        if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
         opt.trace = 0; opt.source = source_plain; // its own colours: the texts may differ
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
         if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
+        if (fflush(stdout) != 0 || ferror(stdout)) { rc = 2; goto out; }
         print_stats("plain decoding", &plain, 0, o->K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
         print_comparison(&spec, &plain, o->temperature == 0.0f, same);
     }
+out:
     free(seq); free(seq_plain); free(source); free(source_plain); free(p); free_spec_buffers(&b);
-    return 0;
+    return rc;
 }
 
 #ifndef TESTING
@@ -1921,9 +1940,8 @@ int main(int argc, char **argv) {
     char err[512]; Options o;
     // the tools that live beside this file: say where, for a reader of older notes
     const char *tools[][2] = {{"train", "tinyshakespeare/train (make train)"},
-                              {"eval", "tinyshakespeare/train eval"},
-                              {"bench", "test/bench (make bench)"},
-                              {"explain", "test/explain (make explain)"}};
+        {"eval", "tinyshakespeare/train eval"}, {"bench", "test/bench (make bench)"},
+        {"explain", "test/explain (make explain)"}};
     for (int i = 0; argc > 1 && i < 4; i++)
         if (!strcmp(argv[1], tools[i][0])) {
             error_line("'%s' is not part of ./specdec; it is %s", tools[i][0], tools[i][1]);
@@ -1931,7 +1949,7 @@ int main(int argc, char **argv) {
         }
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) { error_line("%s", err); return 1; }
-    if (o.help) { usage(stdout); return 0; } // only now: a bad flag beside -h still fails
+    if (o.help) { usage(stdout); return close_stdout(); } // a bad flag beside -h still fails
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
     err[0] = '\0'; // empty until a check fails; done: prints it only then
     // 2. the model and the corpus (zeroed first, so the frees after done: are always safe)
@@ -1969,13 +1987,13 @@ int main(int argc, char **argv) {
     if (o.run_selftest) rc = selftest(&g, &d, &v, &corpus) != 0; // exit 1 on any failed case
     else {
         rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
-        if (rc) snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
+        if (rc == 1) snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
     }
-    if (rc == 0) err[0] = '\0';
+    if (rc == 0 || rc == 2) err[0] = '\0'; // 2: stdout failed, and close_stdout says so
 done:
     // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) error_line("%s", err);
     free(prompt); free_bigram_draft(&d); free_corpus(&corpus); free_gpt(&g);
-    return rc;
+    return (rc == 0 || rc == 2) ? close_stdout() : rc;
 }
 #endif

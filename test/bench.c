@@ -665,7 +665,7 @@ int main(int argc, char **argv) {
                    "[--quick]\n  c(T), then K = 1..8 at t = 0 and 1 beside the speedup model, "
                    "then the model\n  padded to 136 MB against the bandwidth limit "
                    "(see test/bench.c)\n");
-            return 0;
+            return close_stdout();
         }
         if (!strcmp(a, "--csv")) { csv = 1; continue; }
 
@@ -732,6 +732,10 @@ int main(int argc, char **argv) {
     }
     print_config(&g, source);
     rc = run_bench(&g, &d, &v, csv, svg, err, sizeof(err));
+    if (rc == 0) { // the CSV went to stdout: a failed write of it is one line, exit 1
+        free_bigram_draft(&d); free_corpus(&corpus); free_gpt(&g);
+        return close_stdout();
+    }
 done:
     if (rc != 0) error_line("%s", err);
     free_bigram_draft(&d);

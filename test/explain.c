@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
         printf("usage: test/explain\n  seed 004's A/B/C/D example: the exact chance of each "
                "token beside %d runs\n  of draft_tokens + accept_reject, at t = 1 and t = 0 "
                "(see test/explain.c)\n", EXPLAIN_ROUNDS);
-        return 0;
+        return close_stdout(); // a failed write of the usage is one line and exit 1
     }
     if (argc > 1) {
         error_line("explain takes no options, got '%s' (it prints seed 004's table; see "
@@ -122,6 +122,6 @@ int main(int argc, char **argv) {
     explain_position(stderr, "the same rows, greedy: both become one-hot at their argmax",
                      EXPLAIN_Q, EXPLAIN_P, EXPLAIN_NAMES, EXPLAIN_V, 0.0f, EXPLAIN_ROUNDS, 1,
                      exact, &beta, counts, &n_acc);
-    return 0;
+    return close_stdout(); // the table went to stderr; stdout must still close cleanly
 }
 #endif

@@ -141,7 +141,31 @@ compile_and_run() {
 
 # Units run in the background; unit i writes $work/i.log, then $work/i.rc.
 unit_names=()
+unit_starts=()
 n_shown=0
+
+# Progress, printed as it happens (the full logs follow in order, and a slow unit
+# would otherwise hold back every line after it): one line when a unit starts, one
+# when it ends, with its counts and the running totals.
+noted=()
+so_far_pass=0
+so_far_fail=0
+n_noted=0
+note_progress() {
+    local id np nf
+    for ((id = 0; id < ${#unit_names[@]}; id++)); do
+        [[ -n ${noted[id]:-} || ! -f $work/$id.rc ]] && continue
+        noted[id]=1
+        np=$(grep -c '^PASS ' "$work/$id.log")
+        nf=$(grep -c '^FAIL ' "$work/$id.log")
+        so_far_pass=$((so_far_pass + np))
+        so_far_fail=$((so_far_fail + nf))
+        n_noted=$((n_noted + 1))
+        echo "[$((SECONDS - t_start)) s] done: ${unit_names[id]} in $((SECONDS - unit_starts[id])) s," \
+             "$np passed, $nf failed; so far $so_far_pass passed, $so_far_fail failed" \
+             "(units done: $n_noted of ${#unit_names[@]} started)"
+    done
+}
 
 # show_finished: print, in order, every finished unit not yet shown, counting its
 # PASS/FAIL lines and adding one failure if it exited non-zero without a FAIL.
@@ -177,9 +201,12 @@ unit() {
     # poll rather than `wait -n`, which older bash versions can miss a job with
     while (($(jobs -rp | wc -l) >= JOBS)); do
         sleep 0.2
+        note_progress
         show_finished
     done
     unit_names+=("$name")
+    unit_starts+=("$SECONDS")
+    echo "[$((SECONDS - t_start)) s] start: $name"
     ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
 }
 
@@ -246,9 +273,11 @@ done
 
 while (($(jobs -rp | wc -l) > 0)); do
     sleep 0.2
+    note_progress
     show_finished
 done
 wait
+note_progress
 show_finished
 
 echo

@@ -28,6 +28,8 @@
 #endif
 #include "../specdec.c"
 
+#include <signal.h> // sigaction: Ctrl-C ends training at a clean, resumable step
+
 // ----------------------------------------------------------------------------
 // A training pass: every activation of B windows, and the gradients
 
@@ -495,11 +497,34 @@ static void put_u64(unsigned char *p, uint64_t v) {
     put_u32(p + 4, (uint32_t)(v >> 32));
 }
 
+// Refuses a path the writer must not replace: an empty one, a symbolic link, or anything
+// that is not a regular file (a directory, a device such as /dev/full, a FIFO). The
+// rename that publishes a finished file would replace the node itself: a device would
+// become a plain file, a link would be cut from its target. 0 if path is free to write.
+static int check_target(const char *path, const char *what, char *err, size_t errlen) {
+    struct stat st;
+    if (!*path) {
+        snprintf(err, errlen, "the %s path is empty; give -o the path of a file", what);
+        return -1;
+    }
+    if (lstat(path, &st) != 0) return 0; // nothing there yet (or unreachable: the write says)
+    if (S_ISLNK(st.st_mode))
+        snprintf(err, errlen, "%s '%s' is a symbolic link; train writes only regular files "
+                 "(give -o the path the link points to)", what, path);
+    else if (!S_ISREG(st.st_mode))
+        snprintf(err, errlen, "%s '%s' is not a regular file (a directory, device or FIFO); "
+                 "train replaces only regular files: give -o another path", what, path);
+    else
+        return 0;
+    return -1;
+}
+
 // Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
 // them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
 // nothing left behind. what names the kind of file ("checkpoint", "training state").
 static char *write_temp(const char *path, const unsigned char *buf, size_t n,
                         const char *what, char *err, size_t errlen) {
+    if (check_target(path, what, err, errlen) != 0) return NULL; // never over a device
     // the temporary file lives in the same directory, so the rename after it is atomic
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -833,24 +858,26 @@ static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
         free(state);
         return -1;
     }
-    // a directory in the way would only fail at its rename, after the other one's
+    // both targets checked before either temporary file is made (write_temp checks each)
     char *tmp_ckpt = NULL, *tmp_state = NULL;
-    struct stat st;
-    const char *paths[2] = {path, state_path}, *whats[2] = {"checkpoint", "training state"};
-    for (int i = 0; i < 2; i++)
-        if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists and "
-                     "is writable)", whats[i], paths[i], strerror(EISDIR));
-            goto done;
-        }
+    if (check_target(path, "checkpoint", err, errlen) != 0 ||
+        check_target(state_path, "training state", err, errlen) != 0) goto done;
     // both files whole on disk before either name changes
     tmp_ckpt = write_temp(path, ckpt, n_ckpt, "checkpoint", err, errlen);
     if (tmp_ckpt) tmp_state = write_temp(state_path, state, n_state, "training state", err, errlen);
     if (!tmp_state) goto done;
     // the state first: if the checkpoint's rename then failed, the old checkpoint would
-    // stay, and --resume would refuse the new state beside it (checksum mismatch)
-    if (publish_temp(tmp_state, state_path, "training state", err, errlen) != 0) goto done;
-    int rc = publish_temp(tmp_ckpt, path, "checkpoint", err, errlen); // frees tmp_ckpt
+    // stay, and --resume would refuse the new state beside it (checksum mismatch). A
+    // second Ctrl-C, which stops the trainer at once, waits until both names have moved.
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stops, &old);
+    int rc = publish_temp(tmp_state, state_path, "training state", err, errlen);
+    if (rc == 0) rc = publish_temp(tmp_ckpt, path, "checkpoint", err, errlen); // frees it
+    else { unlink(tmp_ckpt); free(tmp_ckpt); }
+    sigprocmask(SIG_SETMASK, &old, NULL); // a signal that came meanwhile lands here
     free(ckpt);
     free(state);
     return rc;
@@ -861,9 +888,45 @@ done:
     return -1;
 }
 
+// SIGINT and SIGTERM seen during training. The first asks train() to stop after the
+// step it is in, with a checkpoint to resume from; the second stops the program at once
+// (the files on disk are the last good pair: every write is to a temporary file first).
+static volatile sig_atomic_t stop_signals;
+
+// The handler of both signals: count the first (and say so: write is safe in a
+// handler, stdio is not), die of the second.
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\ntrain: stopping after this step, with a checkpoint "
+                              "(Ctrl-C again stops at once)\n";
+    if (stop_signals++ == 0) {
+        ssize_t ignored = write(2, msg, sizeof(msg) - 1); // nothing to do if it fails
+        (void)ignored;
+        return;
+    }
+    signal(sig, SIG_DFL); // the default action, death by this signal, ...
+    raise(sig);           // ... now, whatever the trainer was doing
+}
+
+// Checks that the checkpoint and its .state can be written at path (not a device, a
+// link, a directory; the directory writable) by making and removing a temporary file
+// beside each, so a bad -o is one line before any work. 0 on success.
+static int probe_outputs(const char *path, char *err, size_t errlen) {
+    char state_path[4096];
+    if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    const char *paths[2] = {path, state_path}, *whats[2] = {"checkpoint", "training state"};
+    for (int i = 0; i < 2; i++) {
+        char *tmp = write_temp(paths[i], (const unsigned char *)"", 0, whats[i], err, errlen);
+        if (!tmp) return -1;
+        unlink(tmp); // nothing is published: the old files, if any, stay as they were
+        free(tmp);
+    }
+    return 0;
+}
+
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
 // steps, printing progress on stderr and writing a checkpoint and its training state
-// (atomically) at every evaluation and at the end. 0 on success.
+// (atomically) at every evaluation after step 0 and at the end. 0 on success; 2 when a
+// signal stopped it early, after a whole step and a checkpoint of it (stop_signals).
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
           TrainProgress *p, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
@@ -882,9 +945,11 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
             double t0 = now_seconds();
             double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
-            if (save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
-            fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); "
-                    "checkpoint written to %s\n", it, val, now_seconds() - t0, to->out);
+            // step 0's random weights are never saved: they must not replace a model
+            if (it > 0 && save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
+            fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); %s%s\n",
+                    it, val, now_seconds() - t0, it > 0 ? "checkpoint written to " :
+                    "the random start, not saved", it > 0 ? to->out : "");
             t_log += now_seconds() - t0; // evaluation time is not training time
         }
         if (it == to->iters) break;
@@ -903,6 +968,13 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
             recent = 0.0;
             recent_n = 0;
             t_log = now;
+        }
+        // Ctrl-C or SIGTERM: stop after this whole step, saved so that --resume goes on
+        // exactly as if nothing had happened (the state holds the moments and the sampler)
+        if (stop_signals && it + 1 < to->iters) {
+            if (save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
+            rc = 2;
+            goto done;
         }
     }
     fprintf(stderr, "trained %d steps in %.1f s\n", to->iters - first, now_seconds() - t_start);
@@ -953,10 +1025,14 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     return 0;
 }
 
+// Where training writes without -o: beside the shipped model, never over it. Replacing
+// tinyshakespeare/model.bin takes -o tinyshakespeare/model.bin, which make train gives.
+#define TRAIN_OUT "tinyshakespeare/retrained.bin"
+
 // `tinyshakespeare/train [flags]`: trains a model from a seeded initialisation, or goes
 // on with --resume. Returns the exit status; every bad flag is one line on stderr.
 int main_train(int argc, char **argv) {
-    TrainOptions to = {5000, 16, 500, 100, 2, DEFAULT_MODEL, 0}; // seed 2: notes/training.md
+    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0}; // seed 2: notes/training.md
     Config c = DEFAULT_CONFIG;
     const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL;
     char err[512];
@@ -1022,7 +1098,8 @@ int main_train(int argc, char **argv) {
     }
     int rc = 1;
     if (to.resume) {
-        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0) goto done;
+        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0 ||
+            probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
         goto run;
     }
     c.vocab_size = v.size;
@@ -1037,20 +1114,42 @@ int main_train(int argc, char **argv) {
         snprintf(err, sizeof(err), "out of memory for the model");
         goto done;
     }
-    // PyTorch's default initialisation, from the seed; saved once before anything is
-    // printed, so that an unwritable -o is one line of error, not a failure at step 0
+    // PyTorch's default initialisation, from the seed; both output paths are checked
+    // before anything is printed, so that a bad -o is one line of error (nothing is
+    // written until step 500, the end, or a Ctrl-C: step 0's random weights never are)
     init_gpt_random(&g, to.seed);
     if (build_train_progress(&p, g.n_params, to.batch, to.seed) != 0) {
         snprintf(err, sizeof(err), "out of memory for the optimiser");
         goto done;
     }
-    if (save_training(&g, &v, &p, to.out, err, sizeof(err)) != 0) goto done;
+    if (probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
     print_config(&g, "training from a random initialisation");
     fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
             "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
             c.block_size, (unsigned long long)to.seed);
-run:
-    if (train(&g, &v, &corpus, &to, &p, err, sizeof(err)) != 0) goto done;
+run:; // (a declaration cannot follow a label in C11)
+    // say what will be replaced, and how a run can be stopped without losing it
+    struct stat st;
+    fprintf(stderr, "writes %s and %s.state every %d steps, at the end and on Ctrl-C%s\n",
+            to.out, to.out, to.eval_interval, stat(to.out, &st) != 0 ? "" :
+            strcmp(to.out, DEFAULT_MODEL) ? ", replacing the files there" :
+            ", replacing the shipped model (git checkout " DEFAULT_MODEL " restores it)");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    int trc = train(&g, &v, &corpus, &to, &p, err, sizeof(err));
+    if (trc == 2) { // stopped by a signal, after a whole step that is saved
+        snprintf(err, sizeof(err), "interrupted after step %ld of %d; the checkpoint and its "
+                 "state are in %s and %s.state: go on with tinyshakespeare/train --resume "
+                 "--iters %d -o %s%s%s", p.opt.step, to.iters, to.out, to.out, to.iters, to.out,
+                 strcmp(corpus_path, DEFAULT_CORPUS) ? " -i " : "",
+                 strcmp(corpus_path, DEFAULT_CORPUS) ? corpus_path : "");
+        rc = 130; // as a shell reports a run that Ctrl-C ended
+        goto done;
+    }
+    if (trc != 0) goto done;
     rc = 0;
     err[0] = '\0';
 done:
@@ -1175,12 +1274,14 @@ int main_init(int argc, char **argv) {
 #ifdef TRAIN_MAIN
 // The help text of -h.
 static void train_usage(void) {
-    printf("usage: tinyshakespeare/train [--iters 5000] [--seed 2] [-o " DEFAULT_MODEL "]\n"
+    printf("usage: tinyshakespeare/train [--iters 5000] [--seed 2] [-o " TRAIN_OUT "]\n"
            "           [--layers 4] [--heads 4] [--embd 64] [--block 32] [--batch 16] [-i corpus]\n"
-           "       tinyshakespeare/train --resume [--iters 5000] [-o " DEFAULT_MODEL "] [-i corpus]\n"
+           "       tinyshakespeare/train --resume [--iters 5000] [-o " TRAIN_OUT "] [-i corpus]\n"
            "  trains the target with the lecture's recipe (AdamW, lr 1e-3); the checkpoint and\n"
            "  PATH.state (optimiser and sampler, for --resume) are written atomically every 500\n"
-           "  steps and at the end; --resume continues exactly where they were written\n"
+           "  steps, at the end, and after the step a Ctrl-C interrupts (a second one stops at\n"
+           "  once); --resume continues exactly where they were written. Without -o nothing\n"
+           "  replaces the shipped model; make train gives -o " DEFAULT_MODEL ".\n"
            "usage: tinyshakespeare/train eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
            "  mean cross-entropy over the whole validation and training splits\n"
            "usage: tinyshakespeare/train init [--seed 1337] -o PATH [-i corpus]\n"
@@ -1191,7 +1292,7 @@ static void train_usage(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         train_usage();
-        return 0;
+        return close_stdout(); // a failed write of the usage is one line and exit 1
     }
     if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "init")) return main_init(argc, argv);
