@@ -745,7 +745,10 @@ train_until_line() {
     return 1
 }
 train_until_line "train loss" "${TINYT[@]}" --iters 1000000 -o "$T/ctrlc.bin"
+[[ -e $T/ctrlc.bin || -e $T/ctrlc.bin.state ]] && early=yes || early=no # step 100: nothing saved yet
 kill -INT "$tpid"; wait "$tpid"; rc=$?
+check "training saves nothing before its first checkpoint (step 0's random weights are never written): $early" \
+    eval '[[ $early == no ]]'
 stopped_at=$(sed -n 's/.*interrupted after step \([0-9]*\) of.*/\1/p' "$T/err")
 check "SIGINT during training: exit 130, 'interrupted after step $stopped_at', the --resume command, both files written" \
     eval '[[ $rc == 130 && -n $stopped_at && -f $T/ctrlc.bin && -f $T/ctrlc.bin.state ]] &&
