@@ -732,15 +732,12 @@ int main(int argc, char **argv) {
     }
     print_config(&g, source);
     rc = run_bench(&g, &d, &v, csv, svg, err, sizeof(err));
-    if (rc == 0) { // the CSV went to stdout: a failed write of it is one line, exit 1
-        free_bigram_draft(&d); free_corpus(&corpus); free_gpt(&g);
-        return close_stdout();
-    }
 done:
     if (rc != 0) error_line("%s", err);
     free_bigram_draft(&d);
     free_corpus(&corpus);
     free_gpt(&g);
-    return rc;
+    // the CSV went to stdout: a failed write of it is one line on stderr and exit 1
+    return rc == 0 ? close_stdout() : rc;
 }
 #endif
