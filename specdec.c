@@ -313,6 +313,54 @@ void target_probs(float *p, const float *logits, int V, float temperature) {
     for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum); // divide in double, round once
 }
 
+// The served distribution: what a token is really sampled from. Speculative decoding must
+// apply it to BOTH sides, the target's p and the draft's q, because the acceptance test
+// u < p/q is only exact for the rows actually served and the row the guess was drawn from.
+typedef struct {
+    float temperature; // softmax(logits / t), the draft's row tempered alike; 0 = greedy
+    int top_k;         // then keep the top_k most likely tokens; 0 = off
+    float top_p;       // then keep the fewest most likely tokens whose mass reaches top_p;
+                       // 0 (or 1) = off
+} Sampler;
+
+// Keeps the most likely entries of a probability row and renormalises it: first the top_k
+// (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
+// in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
+void apply_top_k_top_p(float *p, int V, const Sampler *s) {
+    int use_k = s->top_k > 0 && s->top_k < V;
+    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
+    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
+    int order[256]; // V <= 256 (validate_config)
+    for (int i = 0; i < V; i++) {
+        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
+        for (int j = 0; j < V; j++)
+            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
+        order[rank] = i;
+    }
+    // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
+    int keep = use_k ? s->top_k : V;
+    double top_k_mass = 0.0;
+    for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
+    // walk down the ranking until top-p's share of that mass is reached
+    double mass = 0.0; // of the tokens kept so far
+    int kept = 0;
+    while (kept < keep) {
+        mass += p[order[kept]];
+        kept++;
+        if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
+    }
+    // zero everything past the cut, then rescale the kept tokens to sum to 1
+    for (int r = kept; r < V; r++) p[order[r]] = 0.0f;
+    for (int r = 0; r < kept; r++) p[order[r]] = (float)(p[order[r]] / mass);
+}
+
+// p = the served distribution of a row of target logits: temperature, top-k, top-p.
+void served_probs(float *p, const float *logits, int V, const Sampler *s) {
+    target_probs(p, logits, V, s->temperature);
+    apply_top_k_top_p(p, V, s);
+}
+
 // ----------------------------------------------------------------------------
 // The draft model: a bigram table, P(next | current), counted from the training split
 
@@ -354,32 +402,129 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
     return d->probs + (size_t)token * d->V; // a view into the table, not a copy
 }
 
-// q = the draft's row after token, tempered like the target: q^(1/t), renormalised.
+// q = the draft's row after token, served like the target: tempered, q^(1/t) renormalised,
+// then cut by top-k and top-p as the target's row is (apply_top_k_top_p).
 // Why temper at all: exactness holds for ANY draft q (accept/reject corrects whatever the
 // draft proposes; notes/math.md), so this is a design choice, made for acceptance. The
 // target is sampled from softmax(logits / t); a bigram row raised to 1/t moves the same
 // way, sharper for t < 1 and flatter for t > 1, so it stays closer to p and more guesses
 // pass. At t = 1 the row is the table's, unchanged. At t = 0 it is one-hot at the row's
 // argmax, like greedy's one-hot p: a guess then passes exactly when it is the target's argmax.
-void draft_probs(float *q, const BigramDraft *d, int token, float temperature) {
+void draft_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
-    if (temperature == 0.0f) { one_hot(q, V, argmax(row, V)); return; } // as target_probs does
-    // t = 1 must give the table's row exactly, not a re-rounded copy of it
-    if (temperature == 1.0f) { memcpy(q, row, (size_t)V * sizeof(float)); return; }
-    // q_i^(1/t) = exp(log q_i / t), taken relative to the largest entry
-    double logmax = log((double)row[argmax(row, V)]), sum = 0.0;
-    for (int i = 0; i < V; i++) sum += exp((log((double)row[i]) - logmax) / temperature);
-    for (int i = 0; i < V; i++)
-        q[i] = (float)(exp((log((double)row[i]) - logmax) / temperature) / sum);
+    float t = s->temperature;
+    if (t == 0.0f) { one_hot(q, V, argmax(row, V)); return; } // as target_probs does
+    if (t == 1.0f) {
+        memcpy(q, row, (size_t)V * sizeof(float)); // t = 1: the table's row exactly
+    } else {
+        // q_i^(1/t) = exp(log q_i / t), taken relative to the largest entry
+        double logmax = log((double)row[argmax(row, V)]), sum = 0.0;
+        for (int i = 0; i < V; i++) sum += exp((log((double)row[i]) - logmax) / t);
+        for (int i = 0; i < V; i++)
+            q[i] = (float)(exp((log((double)row[i]) - logmax) / t) / sum);
+    }
+    apply_top_k_top_p(q, V, s); // the same cut as the target's row
 }
 
 // Draws one token after `token` from the draft, and returns the row q it was drawn
 // from: the blog's BigramDraftModel.sample, which returns (token, probs) for the
 // same reason: accept_reject needs q of the guess. q: (V).
-int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, float *q) {
-    draft_probs(q, d, token, temperature); // the row the ratio will use is the row we sample
+int bigram_sample(const BigramDraft *d, int token, const Sampler *s, Rng *rng, float *q) {
+    draft_probs(q, d, token, s); // the row the ratio will use is the row we sample
     return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess
+}
+
+// ----------------------------------------------------------------------------
+// Beyond the blog: a small GPT as the draft, and prompt lookup
+//
+// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
+// draft with a smaller transformer of the target's family, and serving engines also offer
+// prompt lookup, which copies what followed the last earlier occurrence of the text's
+// ending. Accept/reject, verify and trim do not care which: any q is exact (notes/math.md).
+
+// Which draft proposes the guesses (--draft).
+typedef enum {
+    DRAFT_BIGRAM, // the blog's table (the default)
+    DRAFT_GPT,    // a small GPT trained like the target, with a KV cache of its own
+    DRAFT_LOOKUP  // prompt lookup: copies earlier text; q is one-hot at each guess
+} DraftKind;
+
+// A draft: its kind, and what that kind needs.
+typedef struct {
+    DraftKind kind;
+    const char *name;   // for the trace and the stats, e.g. "bigram"
+    int V;              // vocabulary size, the target's
+    BigramDraft bigram; // DRAFT_BIGRAM: the table
+    GPT model;          // DRAFT_GPT: its weights and its own KV cache (model.state)
+    int match_n;        // DRAFT_LOOKUP: the n-gram length the last round matched
+    int match_end;      //   and the index in seq where that earlier occurrence ended
+} Draft;
+
+// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
+// LOOKUP_MAX_N down to LOOKUP_MIN_N (notes/speed.md measures these lengths).
+#define LOOKUP_MAX_N 8
+#define LOOKUP_MIN_N 2
+
+// Prompt lookup: finds the most recent earlier occurrence of the last n tokens of seq
+// (prompt and generated text together), longest n first, and proposes up to k of the
+// tokens that followed it, each with a one-hot q. Returns how many: 0 if nothing matched.
+static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *candidates,
+                               float *q_draft) {
+    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
+        if (n > n_seq - 1) continue; // too short a text for an earlier occurrence this long
+        const int *tail = seq + n_seq - n; // the last n tokens, current_token last
+        // end = the index of an earlier occurrence's last token, newest first; it must have
+        // a next token to propose, so end <= n_seq - 2
+        for (int end = n_seq - 2; end >= n - 1; end--) {
+            if (memcmp(seq + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
+            // a match: propose what followed it, as far as the text goes
+            d->match_n = n; // for the trace
+            d->match_end = end;
+            int m = 0;
+            while (m < k && end + 1 + m < n_seq) {
+                candidates[m] = seq[end + 1 + m];
+                one_hot(q_draft + (size_t)m * d->V, d->V, candidates[m]); // deterministic: q = 1
+                m++;
+            }
+            return m;
+        }
+    }
+    return 0; // no earlier occurrence of even the shortest n-gram
+}
+
+// The model draft's guesses: k passes of the draft model on its own KV cache, one guess
+// each, every q served like the target's row. Its cache must hold what the target's holds,
+// the tokens before current_token. It may lag by `lag` tokens: the last guess of a round
+// that ended in a bonus (never run through the draft), or a whole window after a prefill or
+// refill emptied it. The first pass runs those with current_token: one rule for all three
+// cases, and one pass of lag+1 tokens costs less than lag+1 passes (c(T), notes/speed.md).
+static int gpt_draft_tokens(GPT *m, const int *seq, int n_seq, int cache_len, int k,
+                            const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+    int V = m->config.vocab_size;
+    int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
+    if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
+        fprintf(stderr, "specdec: internal error: the draft's cache (%d) is ahead of the "
+                "target's (%d)\n", m->state.kv_len, cache_len);
+        abort();
+    }
+    const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
+    int n = lag + 1;
+    for (int i = 0; i < k; i++) {
+        const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
+        float *q = q_draft + (size_t)i * V;
+        served_probs(q, logits + (size_t)(n - 1) * V, V, s); // the last row: after next
+        candidates[i] = sample_from(q, V, rng_uniform(rng)); // one uniform per guess
+        next = &candidates[i]; // each later pass runs the previous guess alone
+        n = 1;
+    }
+    return k;
+}
+
+// Empties the model draft's cache when the target's is refilled: the next draft pass
+// catches up on the new window, so both caches restart at the same sequence index.
+static void restart_draft_cache(Draft *d) {
+    if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -397,6 +542,8 @@ typedef struct {
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
     int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
     int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
+    int drafted;      //           k: the guesses draft_tokens proposed this round (<= K)
+    int draft_lag;    //           tokens a model draft's first pass caught up on (trace)
     float *p_next;    // (V)       the target's distribution from a pass outside a round
 } SpecBuffers;
 
@@ -422,17 +569,25 @@ void free_spec_buffers(SpecBuffers *b) {
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
-// Phase 1, DRAFT: samples k tokens from the bigram table, each conditioned on the one
-// before, starting from current_token. Keeps every q row: accept_reject needs q(c_i)
-// and the whole row for the residual.
-void draft_tokens(const BigramDraft *d, int current_token, int k, float temperature,
-                  Rng *rng, int *candidates, float *q_draft) {
-    int tok = current_token; // a bigram's whole context is one token
+// Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
+// conditioned on the one before, and keeps every q row: accept_reject needs q(c_i) and the
+// whole row for the residual. cache_len is the target's kv_len (the model draft's cache
+// must catch up to it). Returns how many it proposed: k, but prompt lookup may find fewer,
+// or none, and then the round is one plain step.
+int draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k, const Sampler *s,
+                 Rng *rng, int *candidates, float *q_draft) {
+    if (d->kind == DRAFT_GPT)
+        return gpt_draft_tokens(&d->model, seq, n_seq, cache_len, k, s, rng, candidates, q_draft);
+    if (d->kind == DRAFT_LOOKUP)
+        return lookup_draft_tokens(d, seq, n_seq, k, candidates, q_draft);
+    // the blog's bigram: a table row per guess
+    int tok = seq[n_seq - 1]; // current_token: a bigram's whole context is one token
     for (int i = 0; i < k; i++) {
         // each guess is conditioned on the previous guess, not on the target's view
-        candidates[i] = bigram_sample(d, tok, temperature, rng, q_draft + (size_t)i * d->V);
+        candidates[i] = bigram_sample(&d->bigram, tok, s, rng, q_draft + (size_t)i * d->V);
         tok = candidates[i];
     }
+    return k;
 }
 
 // Phase 2, VERIFY: ONE target forward over [current_token, c0 .. c(k-1)] at positions
@@ -440,15 +595,15 @@ void draft_tokens(const BigramDraft *d, int current_token, int k, float temperat
 // after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
 // all_tokens: (k+1) receives the pass's input, so a debugger can show it.
 void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
-                       float temperature, int *all_tokens, float *p_target) {
+                       const Sampler *s, int *all_tokens, float *p_target) {
     // the blog's all_tokens = [current_token] + candidates
     int V = g->config.vocab_size;
     all_tokens[0] = current_token;
     for (int i = 0; i < k; i++) all_tokens[i + 1] = candidates[i];
     const float *logits = forward(g, all_tokens, k + 1); // the single pass
-    // softmax each row at the decoding temperature, as the blog's F.softmax loop does
+    // each row as served: the blog's F.softmax, at the temperature, then top-k and top-p
     for (int i = 0; i <= k; i++) // k+1 rows: the bonus row k too
-        target_probs(p_target + (size_t)i * V, logits + (size_t)i * V, V, temperature);
+        served_probs(p_target + (size_t)i * V, logits + (size_t)i * V, V, s);
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
@@ -493,16 +648,11 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
     return k + 1;
 }
 
-// Phase 4, TRIM: keeps cache_len_before + num_accepted positions: current_token and
-// every token the round emitted but the last. num_accepted = len(accepted)
-// counts that last token too (a resample, a bonus, or in a final round without bonus
-// the last accepted draft), and it is NOT cached: it becomes the next current_token.
-// So the invariant holds: the newest token is never in the cache. The discarded positions
-// are zeroed, so a debugger shows them gone; the next pass overwrites them anyway.
-void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
-    RunState *s = &g->state; const Config *c = &g->config;
-    // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
-    int keep = cache_len_before + num_accepted;
+// Lowers a model's kv_len to keep (<= kv_len). The dropped positions are zeroed, so a
+// debugger shows them gone; the next pass would overwrite them anyway.
+static void roll_back_cache(GPT *g, int keep) {
+    RunState *s = &g->state;
+    const Config *c = &g->config;
     size_t C = c->n_embd, S = c->block_size, dropped = (size_t)(s->kv_len - keep);
     for (int l = 0; l < c->n_layer; l++) {
         // rows keep .. kv_len-1 of this layer's keys and values: the rejected guesses
@@ -512,10 +662,27 @@ void trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
     s->kv_len = keep; // the whole rollback: the next pass writes from here
 }
 
+// Phase 4, TRIM: keeps cache_len_before + num_accepted positions: current_token and
+// every token the round emitted but the last. num_accepted = len(accepted)
+// counts that last token too (a resample, a bonus, or in a final round without bonus
+// the last accepted draft), and it is NOT cached: it becomes the next current_token.
+// THE INVARIANT, for the target's cache and the model draft's alike: each cache holds
+// every token before current_token, and never current_token itself.
+// draft is the model draft (NULL for a table or lookup). It ran current_token and every
+// guess but the last, so it keeps the same positions; after a bonus it holds one fewer
+// (it never ran the last guess), and draft_tokens catches it up in the next round.
+void trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
+    // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
+    int keep = cache_len_before + num_accepted;
+    roll_back_cache(g, keep);
+    if (draft && draft->state.kv_len > keep) roll_back_cache(draft, keep);
+}
+
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding, and plain decoding, the baseline it must match
 
 // Counters of one generation; the trace-and-stats section prints them.
+#define POSITIONS 16 // guesses whose acceptance is counted one by one
 typedef struct {
     long rounds;          // speculative rounds (one verify pass each)
     long drafted;         // candidates drafted, the sum of k
@@ -532,6 +699,14 @@ typedef struct {
                           // speculative decoding's steps when one cache slot is left
     long emitted;         // tokens generated
     long round_tokens;    // tokens emitted by speculative rounds
+    long empty_rounds;    // rounds whose draft proposed nothing (lookup found no match):
+                          // the verify pass of current_token alone is a plain step
+    long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
+    long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
+    long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
+    double draft_seconds; // wall time spent drafting
+    double verify_seconds; // wall time of the verify passes
+    double step_seconds;  // wall time of plain decoding's one-token passes (its unit of cost)
     double seconds;       // wall time of the whole generation
 } Stats;
 
@@ -552,10 +727,10 @@ typedef enum {
 // How a generation is run: shared by generate and speculative_generate.
 typedef struct DecodeOptions DecodeOptions;
 // One speculative round on top of the cache; returns how many tokens it emits.
-typedef int (*RoundFn)(GPT *g, const BigramDraft *d, SpecBuffers *b, int k, int allow_bonus,
-                       const DecodeOptions *o, Rng *rng, int current_token, Stats *st);
+typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
+                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st);
 struct DecodeOptions {
-    float temperature;   // e.g. 1.0; 0 = greedy
+    Sampler sampler;     // the served distribution: temperature (0 = greedy), top-k, top-p
     int K;               // draft length, e.g. 4
     int trace;           // print each speculative round and (re)prefill on stderr
     FILE *echo;          // where emitted text is written as it appears, or NULL
@@ -618,8 +793,8 @@ static void mark_source(const DecodeOptions *o, int from, int n, TokenSource src
 // The trace printers live in the trace-and-stats section below.
 static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
                        int kv_len, int sampled);
-static void trace_round(const DecodeOptions *o, long round, int current, int k,
-                        const SpecBuffers *b, int n_out, int cache_before,
+static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
+                        int k, const SpecBuffers *b, int n_out, int cache_before,
                         int cache_verified, int cache_after);
 
 // The context policy, one rule for both decoders. The cache holds at most S positions.
@@ -648,9 +823,9 @@ static int start_sequence(int *seq, const int *prompt, int n_prompt) {
     return n_prompt;
 }
 
-// Samples one token from a row of target logits at the decoding temperature; p: (V).
-static int sample_target(const float *logits, int V, float temperature, float *p, Rng *rng) {
-    target_probs(p, logits, V, temperature);
+// Samples one token from a row of target logits as served (sampler); p: (V).
+static int sample_target(const float *logits, int V, const Sampler *s, float *p, Rng *rng) {
+    served_probs(p, logits, V, s);
     return sample_from(p, V, rng_uniform(rng));
 }
 
@@ -666,14 +841,20 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     while (n_seq - first < n_new && !echo_failed(o)) {
         // sample the next token from the logits of the current token
-        seq[n_seq] = sample_target(logits, V, o->temperature, p, rng);
+        seq[n_seq] = sample_target(logits, V, &o->sampler, p, rng);
         mark_source(o, n_seq, 1, FROM_TARGET);
         echo_tokens(o, seq, n_seq, 1);
         n_seq++;
         if (n_seq - first == n_new) break; // the last token needs no pass
         // feed it back: one token on top of the cache, or a refill when the cache is full
-        if (g->state.kv_len == S) logits = prefill(g, seq, n_seq, S / 2, st, 1);
-        else { logits = forward(g, &seq[n_seq - 1], 1); st->decode_passes++; }
+        if (g->state.kv_len == S) {
+            logits = prefill(g, seq, n_seq, S / 2, st, 1);
+            continue;
+        }
+        double t1 = now_seconds(); // one-token passes are timed: the unit of cost
+        logits = forward(g, &seq[n_seq - 1], 1);
+        st->step_seconds += now_seconds() - t1;
+        st->decode_passes++;
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
@@ -691,35 +872,54 @@ double expected_acceptance(const float *p, const float *q, int V) {
 static void count_round(Stats *st, const SpecBuffers *b, int k, int n) {
     // the candidates that were looked at: up to and including a rejected one
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
-    for (int i = 0; i < judged; i++)
+    for (int i = 0; i < judged; i++) {
         st->alpha_sum += expected_acceptance(b->p_target + (size_t)i * b->V,
                                              b->q_draft + (size_t)i * b->V, b->V);
+        int slot = i < POSITIONS ? i : POSITIONS - 1; // acceptance by position
+        st->judged_at[slot]++;
+        st->accepted_at[slot] += i != b->rejected_at;
+    }
     // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
     if (b->rejected_at >= 0) st->resampled++;
-    if (n == k + 1) st->bonus++; // k+1 tokens only when all k passed
-    st->rounds++; st->verify_passes++;
-    st->drafted += k; st->judged += judged;
+    if (n == k + 1 && k > 0) st->bonus++; // k+1 tokens only when all k passed
+    if (k == 0) st->empty_rounds++; // nothing drafted: the pass was a plain step
+    st->rounds++;
+    st->verify_passes++;
+    st->drafted += k;
+    st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += n;
 }
 
 // One speculative round on top of the cache: the four phases, the blog's loop body.
+// seq[n_seq-1] is current_token; k guesses at most, remaining tokens still wanted.
 // Returns the number of tokens it appends to seq (1 .. k+1), which are in b->accepted.
-static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k,
-                             int allow_bonus, const DecodeOptions *o, Rng *rng,
-                             int current_token, Stats *st) {
-    int V = g->config.vocab_size;
+static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq,
+                             int k, int remaining, const DecodeOptions *o, Rng *rng,
+                             Stats *st) {
+    int V = g->config.vocab_size, current_token = seq[n_seq - 1];
     int cache_len = g->state.kv_len; // the blog's cache_len, before the round
-    draft_tokens(d, current_token, k, o->temperature, rng, b->candidates, b->q_draft); // 1. DRAFT
-    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->all_tokens,
+    GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL; // a second cache to keep
+    b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0; // for the trace
+    double t0 = now_seconds();
+    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates,
+                     b->q_draft); // 1. DRAFT: k guesses, or fewer from lookup
+    b->drafted = k;
+    double t1 = now_seconds();
+    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
                       b->p_target); // 2. VERIFY: one pass
     int cache_verified = g->state.kv_len; // cache_len + k + 1, for the trace
+    int allow_bonus = k < remaining; // never emit more than was asked for
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at); // 3. ACCEPT/REJECT
-    trim_kv_cache(g, n, cache_len); // 4. TRIM: back to cache_len + n
-    count_round(st, b, k, n); // count and show what happened
+    trim_kv_cache(g, draft_model, n, cache_len); // 4. TRIM: both caches to cache_len + n
+    // count and show what happened; a model draft ran one pass per guess
+    st->draft_seconds += t1 - t0;
+    st->verify_seconds += now_seconds() - t1;
+    if (draft_model) st->draft_passes += k;
+    count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, st->rounds, current_token, k, b, n, cache_len, cache_verified,
+        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, cache_verified,
                     g->state.kv_len);
     return n;
 }
@@ -727,16 +927,22 @@ static int speculative_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k
 // Appends one token sampled from a single target pass: when the cache has no room for a
 // draft, exactly the pass plain decoding makes at this point of the text (a refill when
 // the cache is full, else the current token alone in its last free slot).
-static int single_pass_step(GPT *g, SpecBuffers *b, const DecodeOptions *o, Rng *rng,
-                            int *seq, int n_seq, Stats *st) {
+static int single_pass_step(GPT *g, Draft *d, SpecBuffers *b, const DecodeOptions *o,
+                            Rng *rng, int *seq, int n_seq, Stats *st) {
     int S = g->config.block_size, pos0 = g->state.kv_len, n_pass = 1;
-    const char *what = "STEP"; const float *logits;
+    const char *what = "STEP";
+    const float *logits;
     if (pos0 == S) { // full: the refill plain decoding makes here too
         logits = prefill(g, seq, n_seq, S / 2, st, 1);
+        restart_draft_cache(d); // the same window for the draft, caught up in its next pass
         what = "REFILL";
-        n_pass = S / 2; pos0 = 0; // the refill reran S/2 tokens from position 0
-    } else { logits = forward(g, &seq[n_seq - 1], 1); st->decode_passes++; }
-    seq[n_seq] = sample_target(logits, g->config.vocab_size, o->temperature, b->p_next, rng);
+        n_pass = S / 2; // the refill reran S/2 tokens from position 0
+        pos0 = 0;
+    } else {
+        logits = forward(g, &seq[n_seq - 1], 1);
+        st->decode_passes++;
+    }
+    seq[n_seq] = sample_target(logits, g->config.vocab_size, &o->sampler, b->p_next, rng);
     mark_source(o, n_seq, 1, FROM_TARGET);
     if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
     echo_tokens(o, seq, n_seq, 1);
@@ -746,17 +952,19 @@ static int single_pass_step(GPT *g, SpecBuffers *b, const DecodeOptions *o, Rng 
 // Speculative decoding: prefill, then rounds until n_new tokens exist. Each round
 // drafts k = min(K, tokens still needed, room left in the cache) tokens, so a round
 // never verifies past the end of the cache. seq: room for max(n_prompt,1) + n_new.
-void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
+void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
                           int n_prompt, int n_new, const DecodeOptions *o, Rng *rng,
                           int *seq, Stats *st) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     RoundFn round = o->round ? o->round : speculative_round;
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    // 1. prefill, and the first token sampled straight from it (if any is wanted at all)
+    // 1. prefill, and the first token sampled straight from it (if any is wanted at all);
+    // a model draft runs the same window in its first pass (restart_draft_cache)
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
+    restart_draft_cache(d);
     if (n_new > 0) {
-        seq[n_seq] = sample_target(logits, V, o->temperature, b->p_next, rng);
+        seq[n_seq] = sample_target(logits, V, &o->sampler, b->p_next, rng);
         mark_source(o, n_seq, 1, FROM_TARGET);
         if (o->trace) trace_pass(o, "PREFILL", g->state.kv_len, 0, g->state.kv_len, seq[n_seq]);
         echo_tokens(o, seq, n_seq, 1);
@@ -769,19 +977,19 @@ void speculative_generate(GPT *g, const BigramDraft *d, SpecBuffers *b, const in
         // inside the cache; a round needs room for at least one draft
         int room = S - 1 - g->state.kv_len;
         if (room < 1) { // kv_len is S-1 or S: not even one guess fits
-            n_seq = single_pass_step(g, b, o, rng, seq, n_seq, st);
+            n_seq = single_pass_step(g, d, b, o, rng, seq, n_seq, st);
         } else {
             int k = o->K < remaining ? o->K : remaining; // K, or fewer if fewer are needed
             if (k > room) k = room; // and no more than the cache has room to verify
-            int allow_bonus = k < remaining; // never emit more than was asked for
-            int n = round(g, d, b, k, allow_bonus, o, rng, seq[n_seq - 1], st);
+            int n = round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
             memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
             // the round's tokens: the drafts that passed, then a resample or a bonus (or
             // neither, when all k passed and no bonus was allowed)
-            int n_acc = b->rejected_at >= 0 ? b->rejected_at : k;
+            int n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
+            TokenSource last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
+            if (b->drafted == 0) last = FROM_TARGET; // nothing drafted: a plain step
             mark_source(o, n_seq, n_acc, FROM_ACCEPTED);
-            if (n > n_acc)
-                mark_source(o, n_seq + n_acc, 1, b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS);
+            if (n > n_acc) mark_source(o, n_seq + n_acc, 1, last);
             echo_tokens(o, seq, n_seq, n);
             n_seq += n;
         }
@@ -817,25 +1025,49 @@ static void trace_text(const Vocab *v, const int *toks, int n) {
     }
 }
 
+// Prints the DRAFT lines of a round: the bigram's chain, the model draft's passes, or
+// what prompt lookup matched and copied; each guess with its q.
+static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
+                        const SpecBuffers *b, int cache_before) {
+    char vis[8];
+    visible_char(vis, decode(v, current));
+    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", vis); // current -> c0 -> ..
+    if (d->kind == DRAFT_LOOKUP && k == 0)
+        fprintf(stderr, "  DRAFT   lookup: no earlier occurrence of the last %d tokens: "
+                "nothing to guess, so the verify pass is a plain step", LOOKUP_MIN_N);
+    if (d->kind == DRAFT_LOOKUP && k > 0)
+        fprintf(stderr, "  DRAFT   lookup: the last %d tokens occurred before, ending at "
+                "index %d; copy what followed", d->match_n, d->match_end);
+    if (d->kind == DRAFT_GPT)
+        fprintf(stderr, "  DRAFT   %d passes of the draft model on its own cache "
+                "(draft cache_len %d -> %d)", k, cache_before - b->draft_lag, cache_before + k);
+    for (int i = 0; i < k; i++) {
+        float q = b->q_draft[(size_t)i * b->V + b->candidates[i]];
+        if (d->kind == DRAFT_GPT) { // one pass per guess; the first catches up, if it lags
+            int pos0 = i == 0 ? cache_before - b->draft_lag : cache_before + i;
+            fprintf(stderr, "\n    pass %d over %d token%s at positions %d..%d", i + 1,
+                    pos0 == cache_before + i ? 1 : cache_before + 1 - pos0,
+                    pos0 == cache_before + i ? "" : "s", pos0, cache_before + i);
+        }
+        visible_char(vis, decode(v, b->candidates[i]));
+        fprintf(stderr, " -> %s (q=%.3f)", vis, q);
+    }
+    fputc('\n', stderr);
+}
+
 // Prints one round the way the blog's worked example reads, with real numbers.
-static void trace_round(const DecodeOptions *o, long round, int current, int k,
-                        const SpecBuffers *b, int n_out, int cache_before,
+static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
+                        int k, const SpecBuffers *b, int n_out, int cache_before,
                         int cache_verified, int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V;
     char vis[8]; visible_char(vis, decode(v, current));
     fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
             cache_before, k);
-    // DRAFT: the chain current -> c0 -> c1 ..., with the q of each guess
-    fprintf(stderr, "  DRAFT   %s", vis);
-    for (int i = 0; i < k; i++) {
-        visible_char(vis, decode(v, b->candidates[i]));
-        fprintf(stderr, " -> %s (q=%.3f)", vis, b->q_draft[(size_t)i * V + b->candidates[i]]);
-    }
-    fputc('\n', stderr);
+    trace_draft(d, v, current, k, b, cache_before);
     // VERIFY: the one pass, and which positions it scored
-    fprintf(stderr, "  VERIFY  one target pass over %d tokens at positions %d..%d\n", k + 1,
-            cache_before, cache_before + k);
+    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
+            k ? "s" : "", cache_before, cache_before + k);
     // ACCEPT/REJECT: one line per candidate that was checked
     int checked = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // count_round's judged
     if (checked > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
@@ -853,6 +1085,10 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
         visible_char(vis, decode(v, b->accepted[b->rejected_at]));
         fprintf(stderr, "    resample from norm(max(0, p-q)) -> %s; discard the "
                 "remaining %d candidate%s\n", vis, left, left == 1 ? "" : "s");
+    } else if (k == 0) { // nothing was drafted
+        visible_char(vis, decode(v, b->accepted[0]));
+        fprintf(stderr, "  STEP    one token from p_target[0] -> %s, as plain decoding "
+                "samples it\n", vis);
     } else if (n_out == k + 1) {
         visible_char(vis, decode(v, b->accepted[k]));
         fprintf(stderr, "  BONUS   all %d passed: one more token from p_target[%d] -> %s\n",
@@ -867,9 +1103,12 @@ static void trace_round(const DecodeOptions *o, long round, int current, int k,
     fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
     // the last emitted token is not cached: it is the next round's current_token
     visible_char(vis, decode(v, b->accepted[n_out - 1]));
-    fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d accepted, dropped %d); "
-            "%s is the new current_token\n", cache_verified, cache_after,
-            cache_after - cache_before - 1, cache_verified - cache_after, vis);
+    fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d accepted, dropped %d); ",
+            cache_verified, cache_after, cache_after - cache_before - 1,
+            cache_verified - cache_after);
+    if (d->kind == DRAFT_GPT) // the draft's cache: the same positions, or one short after a bonus
+        fprintf(stderr, "draft cache_len %d -> %d; ", cache_before + k, d->model.state.kv_len);
+    fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
 // The papers' alpha (Leviathan et al.): the expected acceptance E[sum min(p, q)], here
@@ -880,6 +1119,18 @@ double stats_alpha(const Stats *s) { return s->judged ? s->alpha_sum / s->judged
 // with chance alpha independently: (1 - alpha^(K+1)) / (1 - alpha) (Leviathan et al.).
 double expected_tokens_per_pass(double alpha, int K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
+}
+
+// Prints acceptance by position: the rate at which guess i passed among the rounds that
+// judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest).
+static void print_by_position(const Stats *s, int K) {
+    fprintf(stderr, "  acceptance by position ");
+    for (int i = 0; i < K && i < POSITIONS; i++) {
+        long judged = s->judged_at[i];
+        if (judged == 0) fprintf(stderr, " %d:-", i + 1); // never reached
+        else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / judged);
+    }
+    fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
 }
 
 // Prints the counters of one generation, one per line, on stderr.
@@ -897,12 +1148,21 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
                 "sum min(p, q) over the judged candidates)\n", alpha);
         fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
                 s->resampled, s->bonus);
-        fprintf(stderr, "  tokens per verify pass  %.3f   (1 - alpha^(K+1)) / (1 - alpha) "
-                "at K=%d: %.3f\n", s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
+        // vLLM's mean acceptance length: the tokens a verify pass yields, the bonus counted
+        fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length; "
+                "(1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f)\n",
+                s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
                 expected_tokens_per_pass(alpha, K));
+        print_by_position(s, K);
+        fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: a "
+                "plain step)\n", s->empty_rounds);
         fprintf(stderr, "  target passes           %ld   (prefill %ld, refill %ld, verify %ld, "
                 "one-token steps at the cache edge %ld)\n", target_passes(s), s->prefill_passes,
                 s->refill_passes, s->verify_passes, s->decode_passes);
+        // what the draft cost: a model draft's passes, and any draft's share of the time
+        fprintf(stderr, "  draft passes            %ld   drafting took %.3f ms, %.1f%% of the "
+                "wall time\n", s->draft_passes, 1e3 * s->draft_seconds,
+                s->seconds > 0 ? 100.0 * s->draft_seconds / s->seconds : 0.0);
     } else { // plain decoding: no rounds, only passes
         fprintf(stderr, "  target passes           %ld   (prefill %ld, refill %ld, decode %ld)\n",
                 target_passes(s), s->prefill_passes, s->refill_passes, s->decode_passes);
@@ -913,14 +1173,31 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
             s->seconds > 0 ? s->emitted / s->seconds : 0.0);
 }
 
-// Prints speculative and plain side by side, with the ratios speculation is about.
-void print_comparison(const Stats *spec, const Stats *plain, int greedy, int identical) {
+// The speedup model with the draft's cost: the tokens a verify pass yields,
+// (1 - alpha^(K+1)) / (1 - alpha), over what a round costs in one-token target passes,
+// c(K+1) + K * c_draft. With c(K+1) = 1 and c_draft = 0 it is the papers' count of passes.
+double predicted_speedup(double alpha, int K, double c_verify, double c_draft) {
+    return expected_tokens_per_pass(alpha, K) / (c_verify + K * c_draft);
+}
+
+// Prints speculative and plain side by side, with the ratios speculation is about, and
+// the speedup model with c(K+1) and c_draft measured in these two runs.
+void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, int identical) {
     // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
     fprintf(stderr, "  target passes        %11ld  %11ld  %11.3f\n", target_passes(spec),
             target_passes(plain), (double)target_passes(spec) / target_passes(plain));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
+    // the unit of cost: one one-token pass of plain decoding; a verify pass and a guess in it
+    double pass = plain->decode_passes ? plain->step_seconds / plain->decode_passes : 0.0;
+    double c_verify = spec->verify_passes && pass > 0 ? spec->verify_seconds /
+                      spec->verify_passes / pass : 0.0;
+    double c_draft = spec->drafted && pass > 0 ? spec->draft_seconds / spec->drafted / pass : 0.0;
+    fprintf(stderr, "  speedup model        c(K+1) %.2f and c_draft %.3f one-token passes: "
+            "predicted %.3f, measured %.3f (plain/spec wall time)\n", c_verify, c_draft,
+            c_verify > 0 ? predicted_speedup(stats_alpha(spec), K, c_verify, c_draft) : 0.0,
+            spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0);
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy)
         fprintf(stderr, "  greedy outputs are %s\n", identical ? "byte-identical" : "DIFFERENT (a bug)");
@@ -1500,14 +1777,14 @@ int widen_ffn(GPT *g, int H2) {
 // Self-test: speculative greedy decoding is plain greedy decoding, bit for bit
 
 // Greedy speculative vs greedy plain on one prompt and one K: the texts must be equal.
-static int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label,
+static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
                                 const int *prompt, int n_prompt, int K, int n_new) {
     int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1; // seq[start..]: new text
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b; Stats ss = {0}, sp = {0};
-    DecodeOptions o = {.temperature = 0.0f, .K = K}; // t = 0: greedy; no echo, no trace
+    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = K}; // t = 0: greedy; no echo, no trace
     Rng r1, r2; // different streams: greedy decoding must not depend on them
     rng_seed(&r1, 1); rng_seed(&r2, 2);
     int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
@@ -1520,8 +1797,8 @@ static int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label,
         same = ss.emitted == n_new && sp.emitted == n_new &&
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
     }
-    printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld refills, "
-           "alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n_new,
+    printf("%s greedy %-6s %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld refills, "
+           "alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", d->name, label, K, n_new,
            same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.refill_passes,
            stats_alpha(&ss), target_passes(&sp));
     free(seq_spec); free(seq_plain); free(p);
@@ -1552,8 +1829,8 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
 // The corpus length the self-test needs: its longest prompt, 2S+7 tokens, comes from it.
 size_t selftest_min_corpus(int S) { return (size_t)2 * S + 7; }
 
-// Runs every self-test case, one line each; returns the number of failures.
-int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus) {
+// Runs every self-test case, for each of the n_drafts drafts; returns the number of failures.
+int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *corpus) {
     int S = g->config.block_size, failures = 0, cases = 0;
     // prompts: empty, one char, the blog's, exactly S, longer than S (the last two are
     // cut from the corpus, so every byte is in the vocabulary), and a name line
@@ -1570,9 +1847,11 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
                    "(use Tiny Shakespeare)\n", labels[c]);
             failures++, cases++; continue;
         }
-        // K = 1..8: short and long drafts; 300 tokens is several refills of the cache
-        for (int K = 1; K <= 8 && K < S; K++, cases++)
-            failures += !selftest_greedy_case(g, d, labels[c], tokens, n_prompt, K, 300);
+        // every draft, K = 1..8: short and long drafts; 300 tokens is several refills
+        for (int d = 0; d < n_drafts; d++)
+            for (int K = 1; K <= 8 && K < S; K++, cases++)
+                failures += !selftest_greedy_case(g, &drafts[d], labels[c], tokens, n_prompt,
+                                                  K, 300);
     }
     int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
     for (int i = 0; tokens && i < 4; i++, cases++)
@@ -1630,11 +1909,15 @@ typedef struct {
                              // terminal and NO_COLOR is unset or empty
     int ffn_width;           // --ffn-width H; 0: the model's own width
     int no_prompt;           // --no-prompt: stdout gets the generated text only
+    const char *draft;       // --draft: bigram, gpt, lookup, or a checkpoint's path
+    int top_k;               // --top-k N; 0: off
+    float top_p;             // --top-p P; 0: off
 } Options;
 
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
 #define DEFAULT_CORPUS "tinyshakespeare/input.txt"
 #define DEFAULT_PROMPT "To be or not to be, that is the "
+#define DEFAULT_DRAFT "tinyshakespeare/draft.bin" // --draft gpt
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
 #define MAX_FFN_WIDTH 16777216  // 2^24 hidden units: 32 GiB of weights for the lecture's model
 
@@ -1650,6 +1933,12 @@ void usage(FILE *f) {
         "  -k K        draft length, 1..block_size-1 (default 4)\n"
         "  -t T        temperature >= 0; 0 = greedy (default 1.0)\n"
         "  -s SEED     sampling seed, a non-negative integer (default 42)\n"
+        "  --draft D   bigram (default: the blog's table), gpt (" DEFAULT_DRAFT ",\n"
+        "              a small GPT with its own KV cache), lookup (copies earlier text),\n"
+        "              or the path of a checkpoint with the target's vocabulary\n"
+        "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
+        "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
+        "              both filter after the temperature; at -t 0 they change nothing\n"
         "  --init SEED a seeded random model instead of a checkpoint (the mechanics are\n"
         "              real, the text is noise)\n"
         "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
@@ -1696,7 +1985,7 @@ static int parse_seed(const char *s, uint64_t *out) {
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0,
-                   0, 0, 0, 0, 0, -1, 0, 0};
+                   0, 0, 0, 0, 0, -1, 0, 0, "bigram", 0, 0.0f};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         // flags without a value; a later error still wins over -h, so no typo goes unseen
@@ -1710,7 +1999,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         if (!strcmp(a, "--no-prompt")) { o->no_prompt = 1; continue; }
         int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
                           !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
-                          !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width");
+                          !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width") ||
+                          !strcmp(a, "--draft") || !strcmp(a, "--top-k") || !strcmp(a, "--top-p");
         if (!takes_value) { // neither a flag nor an option: a typo
             snprintf(err, errlen, "unknown option '%s' (see ./specdec -h; the tools beside it are "
                      "tinyshakespeare/train, test/bench and test/explain)", a); return -1;
@@ -1725,6 +2015,26 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         if (!strcmp(a, "-m")) o->model_path = val;
         else if (!strcmp(a, "-i")) o->corpus_path = val;
         else if (!strcmp(a, "-p")) o->prompt = val; // encode_prompt checks it once V is known
+        else if (!strcmp(a, "--draft")) o->draft = val; // setup_draft checks it
+        else if (!strcmp(a, "--top-k")) {
+            // at most V: checked once the model is loaded
+            if (parse_int(val, 1, 256, &v) != 0) {
+                snprintf(err, errlen, "--top-k must be a whole number of tokens from 1 to the "
+                         "vocabulary's size, got '%s'", val);
+                return -1;
+            }
+            o->top_k = (int)v;
+        } else if (!strcmp(a, "--top-p")) {
+            char *end;
+            errno = 0;
+            double p = strtod(val, &end); // nan fails both comparisons, and so is refused
+            if (!*val || *end || errno || !(p > 0.0 && p <= 1.0)) {
+                snprintf(err, errlen, "--top-p must be a probability mass above 0 and at most "
+                         "1, got '%s'", val);
+                return -1;
+            }
+            o->top_p = (float)p;
+        }
         else if (!strcmp(a, "-n")) {
             if (parse_int(val, 1, MAX_NEW_TOKENS, &v) != 0) {
                 snprintf(err, errlen, "-n must be a whole number of tokens from 1 to %d, got '%s'",
@@ -1869,8 +2179,57 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
     return o->ffn_width ? widen_model(o->ffn_width, g, source, srclen, err, errlen) : 0;
 }
 
+// Builds the draft that `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's
+// path. A model draft must share the target's vocabulary byte for byte (a draft trained on
+// other text proposes ids that mean other characters), and its block size: both caches
+// restart at the same sequence index, so a different one is refused, not adapted.
+int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
+                Draft *d, char *err, size_t errlen) {
+    memset(d, 0, sizeof(*d)); // free_draft is safe on it from here on
+    d->V = v->size;
+    d->name = kind;
+    if (!strcmp(kind, "lookup")) d->kind = DRAFT_LOOKUP;
+    if (!strcmp(kind, "lookup")) return 0;
+    if (!strcmp(kind, "bigram")) { // counted from the training split, as the blog does
+        if (BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0) return 0;
+        snprintf(err, errlen, "out of memory building the bigram table");
+        return -1;
+    }
+    d->kind = DRAFT_GPT;
+    d->name = "gpt";
+    const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "draft checkpoint", "--draft takes bigram, gpt, "
+                                   "lookup or a checkpoint's path; make train-draft writes "
+                                   DEFAULT_DRAFT, err, errlen);
+    char why[256];
+    Vocab dv;
+    int rc = buf ? parse_checkpoint(buf, n, &d->model, &dv, why, sizeof(why)) : -1;
+    free(buf);
+    if (buf && rc != 0)
+        snprintf(err, errlen, "draft checkpoint '%s': %s (make train-draft writes %s)", path,
+                 why, DEFAULT_DRAFT);
+    else if (buf && (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0))
+        snprintf(err, errlen, "draft '%s' has another vocabulary than the target's (%d and %d "
+                 "characters): its token ids would mean other characters; train the draft "
+                 "on the target's corpus", path, dv.size, v->size);
+    else if (buf && d->model.config.block_size != block_size)
+        snprintf(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
+                 "restart together; train the draft with --block %d", path,
+                 d->model.config.block_size, block_size, block_size);
+    else if (buf)
+        return 0;
+    return -1;
+}
+
+// Frees what setup_draft built.
+void free_draft(Draft *d) {
+    free_bigram_draft(&d->bigram);
+    free_gpt(&d->model);
+}
+
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr.
-int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *v,
+int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
                           const int *prompt, int n_prompt) {
     int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
     int *seq = malloc((size_t)cap * sizeof(int)), *seq_plain = malloc((size_t)cap * sizeof(int));
@@ -1890,14 +2249,21 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     // stage) and --compare (so that both wall times measure decoding, not printing);
     // then it is printed whole afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
-    DecodeOptions opt = {.temperature = o->temperature, .K = o->K, .trace = o->trace,
-                         .echo = stream, .vocab = v, .source = source, .color = color};
+    DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = o->K,
+                         .trace = o->trace, .echo = stream, .vocab = v, .source = source,
+                         .color = color};
     Stats spec = {0}, plain = {0};
     int rc = 0; // 2: stdout failed (a closed pipe, a full disk); decoding stopped there
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
+    if (o->top_k || o->top_p) // the served distribution, on both sides
+        fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
+                "draft\n", o->top_k, o->top_p);
+    if (!o->plain) // which draft proposes the guesses
+        fprintf(stderr, "draft: %s%s%s\n", d->name, d->kind == DRAFT_GPT ? ", " : "",
+                d->kind == DRAFT_GPT ? o->draft : "");
     if (color) { // the legend, one line, each name in its own colour
         fputs("colours:", stderr);
         for (int i = 0; i < N_SOURCES; i++)
@@ -1927,7 +2293,7 @@ int run_generation(const Options *o, GPT *g, const BigramDraft *d, const Vocab *
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
-        print_comparison(&spec, &plain, o->temperature == 0.0f, same);
+        print_comparison(&spec, &plain, o->K, o->temperature == 0.0f, same);
     }
 out:
     free(seq); free(seq_plain); free(source); free(source_plain); free(p); free_spec_buffers(&b);
@@ -1954,7 +2320,8 @@ int main(int argc, char **argv) {
     err[0] = '\0'; // empty until a check fails; done: prints it only then
     // 2. the model and the corpus (zeroed first, so the frees after done: are always safe)
     GPT g; Vocab v; Corpus corpus;
-    BigramDraft d = {0, NULL};
+    Draft drafts[3]; // the one --draft names; the self-test takes every kind
+    memset(drafts, 0, sizeof(drafts));
     int rc = 1, *prompt = NULL; // rc stays 1 until an action has run and succeeded
     char source[256]; // the "model:" line, printed once every check has passed
     memset(&g, 0, sizeof(g)); memset(&corpus, 0, sizeof(corpus));
@@ -1980,20 +2347,43 @@ int main(int argc, char **argv) {
                  "block_size %d; use -k 1..%d", o.K, S, S - 1); goto done;
     }
     if (!o.run_selftest && encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
-    if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
-        snprintf(err, sizeof(err), "out of memory building the bigram table"); goto done;
+    if (o.top_k > v.size) {
+        snprintf(err, sizeof(err), "--top-k %d is more than the vocabulary's %d tokens; use "
+                 "--top-k 1..%d", o.top_k, v.size, v.size);
+        goto done;
     }
+    if (!o.run_selftest && !strcmp(o.draft, "lookup") && strlen(o.prompt) <= LOOKUP_MIN_N) {
+        snprintf(err, sizeof(err), "--draft lookup copies from earlier text, and a prompt of "
+                 "%zu characters has no %d-gram to find again; give -p at least %d "
+                 "characters", strlen(o.prompt), LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
+        goto done;
+    }
+    // the drafts: --draft's; the self-test runs the bigram, lookup, and a model draft
+    // (--draft's, or the shipped one if it is there)
+    struct stat st;
+    const char *kinds[3] = {o.draft, NULL, NULL};
+    int n_drafts = 1;
+    if (o.run_selftest) {
+        int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup");
+        kinds[0] = "bigram";
+        kinds[1] = "lookup";
+        kinds[2] = named_model ? o.draft : stat(DEFAULT_DRAFT, &st) == 0 ? "gpt" : NULL;
+        n_drafts = kinds[2] ? 3 : 2;
+    }
+    for (int i = 0; i < n_drafts; i++)
+        if (setup_draft(kinds[i], &v, &corpus, S, &drafts[i], err, sizeof(err)) != 0) goto done;
     print_config(&g, source); // every input is good: say what runs, then run it
-    if (o.run_selftest) rc = selftest(&g, &d, &v, &corpus) != 0; // exit 1 on any failed case
+    if (o.run_selftest) rc = selftest(&g, drafts, n_drafts, &v, &corpus) != 0; // 1 on any failure
     else {
-        rc = run_generation(&o, &g, &d, &v, prompt, (int)strlen(o.prompt));
+        rc = run_generation(&o, &g, &drafts[0], &v, prompt, (int)strlen(o.prompt));
         if (rc == 1) snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
     }
     if (rc == 0 || rc == 2) err[0] = '\0'; // 2: stdout failed, and close_stdout says so
 done:
     // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) error_line("%s", err);
-    free(prompt); free_bigram_draft(&d); free_corpus(&corpus); free_gpt(&g);
+    for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
+    free(prompt); free_corpus(&corpus); free_gpt(&g);
     return (rc == 0 || rc == 2) ? close_stdout() : rc;
 }
 #endif
