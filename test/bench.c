@@ -93,7 +93,7 @@ static double median(double *x, int n) {
 static double bench_plain_pass(GPT *g, const Vocab *v, float t, float *p) {
     int prompt[64], seq[64 + BENCH_MAX_TOKENS];
     double sec = 0.0;
-    DecodeOptions o = {.temperature = t, .K = 1, .vocab = v};
+    DecodeOptions o = {.sampler.temperature = t, .K = 1, .vocab = v};
     for (int i = 0; i < BENCH_N_PROMPTS; i++) {
         int np = (int)strlen(BENCH_PROMPTS[i]);
         encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
@@ -111,7 +111,7 @@ static double bench_plain_pass(GPT *g, const Vocab *v, float t, float *p) {
 // warm-up and BENCH_REPEATS timed passes of each. The two alternate, so a machine that
 // speeds up or slows down meanwhile moves both; the speedup is the median of the
 // per-pass ratios. The counters come from the warm-up pass.
-static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *c) {
+static void bench_cell(GPT *g, Draft *d, const Vocab *v, BenchCell *c) {
     int V = g->config.vocab_size, prompt[64], seq[64 + BENCH_MAX_TOKENS];
     SpecBuffers b;
     float *p = malloc((size_t)V * sizeof(float));
@@ -126,7 +126,7 @@ static void bench_cell(GPT *g, const BigramDraft *d, const Vocab *v, BenchCell *
             memset(&st, 0, sizeof(st));
             BenchWatch w = {&b, &st, c, 0, 0};
             // only the first pass counts positions; the timed ones run without the hook
-            DecodeOptions o = {.temperature = c->t, .K = c->K, .vocab = v,
+            DecodeOptions o = {.sampler.temperature = c->t, .K = c->K, .vocab = v,
                                .after_step = rep == 0 ? bench_watch : NULL, .ctx = &w};
             Rng r;
             rng_seed(&r, 1000 + (uint64_t)i);
@@ -258,7 +258,7 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps) {
 // What the tempering hook sees: the round's buffers, and the untempered draft's sum.
 typedef struct {
     const SpecBuffers *b;
-    const BigramDraft *d;
+    Draft *d;
     const Stats *st;
     long last_rounds;      // st->rounds at the last call: a new round if it grew
     int last_n_seq;        // the text's length at the last call: seq[last_n_seq-1] was current
@@ -274,7 +274,7 @@ static void temper_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
     if (w->st->rounds > w->last_rounds) { // a round, not a single target pass
         int current = seq[w->last_n_seq - 1]; // the token the round drafted from
         w->untempered_sum += expected_acceptance(w->b->p_target,
-                                                 bigram_get_probs(w->d, current), w->d->V);
+                                                 bigram_get_probs(&w->d->bigram, current), w->d->V);
         w->n++;
     }
     w->last_rounds = w->st->rounds;
@@ -284,7 +284,7 @@ static void temper_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
 // Why specdec.c tempers the draft (draft_probs): alpha of a round's first guess, with the
 // draft row raised to 1/t like the target (what specdec.c does) and with the table's row
 // as it is, at the same positions: K = 1 rounds over every prompt, at five temperatures.
-static void bench_tempering(GPT *g, const BigramDraft *d, const Vocab *v) {
+static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
     float temps[5] = {0.0f, 0.5f, 0.7f, 1.0f, 1.5f};
     int prompt[64], seq[64 + BENCH_MAX_TOKENS];
     SpecBuffers b;
@@ -299,7 +299,7 @@ static void bench_tempering(GPT *g, const BigramDraft *d, const Vocab *v) {
         for (int i = 0; i < BENCH_N_PROMPTS; i++) {
             int np = (int)strlen(BENCH_PROMPTS[i]);
             encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
-            DecodeOptions o = {.temperature = temps[ti], .K = 1, .vocab = v,
+            DecodeOptions o = {.sampler.temperature = temps[ti], .K = 1, .vocab = v,
                                .after_step = temper_watch, .ctx = &w};
             Rng r;
             rng_seed(&r, 1000 + (uint64_t)i);
@@ -379,13 +379,13 @@ static int widened_copy(const GPT *g, int H, GPT *out) {
 
 // The speedup model of run_bench for one cell: E[tokens per pass] / (c(K+1) + K c_draft),
 // with c_draft = one draft step's seconds over this width's one-token pass (c[0]).
-static double predicted_speedup(const BenchCell *x, const double c[10], double draft_sec) {
+static double cell_predicted_speedup(const BenchCell *x, const double c[10], double draft_sec) {
     double alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
     return expected_tokens_per_pass(alpha, x->K) / (c[x->K + 1] + x->K * draft_sec / c[0]);
 }
 
 // One width: c(T), then every (t, K) cell, plain and speculative alternating.
-static int sweep_width(const GPT *g, const BigramDraft *d, const Vocab *v, double bw,
+static int sweep_width(const GPT *g, Draft *d, const Vocab *v, double bw,
                        double draft_sec, int csv, SweepRow *row) {
     double t0 = now_seconds();
     GPT w;
@@ -408,7 +408,7 @@ static int sweep_width(const GPT *g, const BigramDraft *d, const Vocab *v, doubl
             double n = (double)x->emitted, alpha = x->judged ? x->alpha_sum / x->judged : 0.0;
             double plain = n / x->sec_plain, spec = n / x->sec_spec;
             double tpv = x->rounds ? (double)x->round_tokens / x->rounds : 0.0;
-            double model = predicted_speedup(x, row->c, draft_sec);
+            double model = cell_predicted_speedup(x, row->c, draft_sec);
             fprintf(stderr, "  %2d %2d  %.3f  %10.3f  %11.1f  %10.1f  %7.2f  %5.2f   %10.2f"
                     "  %10.2f%s\n", ti, x->K, alpha, tpv, plain, spec, x->speedup, model,
                     plain / row->limit, spec / row->limit,
@@ -511,7 +511,7 @@ static int write_svg(const char *path, const SweepRow *rows, int n, char *err, s
 }
 
 // The sweep: bandwidth, every width, the crossover, the charts. 0 on success.
-static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double draft_sec,
+static int run_sweep(const GPT *g, Draft *d, const Vocab *v, double draft_sec,
                      int csv, const char *svg_path, char *err, size_t errlen) {
     double bw = stream_bandwidth(STREAM_MB << 20);
     fprintf(stderr, "\nthe same model, its MLP padded with zeros (--ffn-width): identical text, "
@@ -559,7 +559,7 @@ static int run_sweep(const GPT *g, const BigramDraft *d, const Vocab *v, double 
 // ./specdec bench: the curve, the K sweep, the predictions beside the measurements, a
 // chart, then the same model padded until its weights outgrow the caches (run_sweep);
 // csv also writes every cell as CSV on stdout, svg_path the sweep's chart.
-int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, const char *svg_path,
+int run_bench(GPT *g, Draft *d, const Vocab *v, int csv, const char *svg_path,
               char *err, size_t errlen) {
     double t_start = now_seconds();
     // 1. the verify-cost curve and the draft's cost, on this model
@@ -570,7 +570,8 @@ int run_bench(GPT *g, const BigramDraft *d, const Vocab *v, int csv, const char 
     rng_seed(&r, 1);
     int tok = 0, n_draft = 200000;
     double t0 = now_seconds();
-    for (int i = 0; i < n_draft; i++) tok = bigram_sample(d, tok, 1.0f, &r, q);
+    Sampler t1 = {1.0f, 0, 0.0f};
+    for (int i = 0; i < n_draft; i++) tok = bigram_sample(&d->bigram, tok, &t1, &r, q);
     double c_draft = (now_seconds() - t0) / n_draft / c[0];
     free(q);
     fprintf(stderr, "  one draft step (bigram_sample): c_draft = %.4f of a one-token forward\n",
@@ -715,7 +716,8 @@ int main(int argc, char **argv) {
     GPT g;
     Vocab v;
     Corpus corpus;
-    BigramDraft d = {0, NULL};
+    Draft d;
+    memset(&d, 0, sizeof(d));
     memset(&g, 0, sizeof(g));
     memset(&corpus, 0, sizeof(corpus));
     int rc = 1;
@@ -726,15 +728,13 @@ int main(int argc, char **argv) {
         int tokens[64];
         if (encode_prompt(&v, BENCH_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
     }
-    if (BigramDraftModel(&d, corpus.tokens, corpus.n_train, v.size) != 0) {
-        snprintf(err, sizeof(err), "out of memory building the bigram table");
+    if (setup_draft("bigram", &v, &corpus, g.config.block_size, &d, err, sizeof(err)) != 0)
         goto done;
-    }
     print_config(&g, source);
     rc = run_bench(&g, &d, &v, csv, svg, err, sizeof(err));
 done:
     if (rc != 0) error_line("%s", err);
-    free_bigram_draft(&d);
+    free_draft(&d);
     free_corpus(&corpus);
     free_gpt(&g);
     // the CSV went to stdout: a failed write of it is one line on stderr and exit 1

@@ -41,8 +41,9 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     // target's softmax would give it at this temperature
     float table[EXPLAIN_V * EXPLAIN_V], q_used[EXPLAIN_V], p_used[EXPLAIN_V];
     for (int a = 0; a < V; a++) memcpy(table + a * V, q, (size_t)V * sizeof(float));
-    BigramDraft d = {V, table};
-    draft_probs(q_used, &d, 0, temperature);
+    Draft d = {.kind = DRAFT_BIGRAM, .name = "bigram", .V = V, .bigram = {V, table}};
+    Sampler sampler = {temperature, 0, 0.0f}; // no top-k or top-p here
+    draft_probs(q_used, &d.bigram, 0, &sampler);
     if (temperature == 0.0f) one_hot(p_used, V, argmax(p, V));
     else memcpy(p_used, p, (size_t)V * sizeof(float));
     // 1. exactly: the accept path and the residual path, in double precision
@@ -58,7 +59,7 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     // 2. by sampling: the draft proposes, accept_reject decides (k = 1, no bonus)
     Rng rng;
     rng_seed(&rng, seed);
-    int cand[1], out[2], rejected_at;
+    int cand[1] = {0}, out[2], rejected_at;
     float q_draft[EXPLAIN_V], p_target[2 * EXPLAIN_V], residual[EXPLAIN_V];
     double u[1];
     memcpy(p_target, p_used, (size_t)V * sizeof(float));
@@ -66,7 +67,8 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     for (int x = 0; x < V; x++) counts[x] = 0;
     *n_accepted = 0;
     for (long r = 0; r < rounds; r++) {
-        draft_tokens(&d, 0, 1, temperature, &rng, cand, q_draft);
+        int current[1] = {0}; // the sequence so far: token 0, the current token
+        draft_tokens(&d, current, 1, 0, 1, &sampler, &rng, cand, q_draft);
         accept_reject(cand, 1, q_draft, p_target, V, 0, &rng, u, residual, out, &rejected_at);
         counts[out[0]]++;
         *n_accepted += rejected_at < 0;
