@@ -2354,8 +2354,9 @@ int main(int argc, char **argv) {
     }
     if (!o.run_selftest && !strcmp(o.draft, "lookup") && strlen(o.prompt) <= LOOKUP_MIN_N) {
         snprintf(err, sizeof(err), "--draft lookup copies from earlier text, and a prompt of "
-                 "%zu characters has no %d-gram to find again; give -p at least %d "
-                 "characters", strlen(o.prompt), LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
+                 "%zu character%s has no %d-gram to find again; give -p at least %d "
+                 "characters", strlen(o.prompt), strlen(o.prompt) == 1 ? "" : "s",
+                 LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
         goto done;
     }
     // the drafts: --draft's; the self-test runs the bigram, lookup, and a model draft

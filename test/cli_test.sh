@@ -46,6 +46,7 @@ CC=${CC:-gcc}
 SAN_FLAGS=(-std=c11 -O2 -march=native -g -ffp-contract=off "-fsanitize=address,undefined"
            -fno-omit-frame-pointer -fno-sanitize-recover=all -Wall -Wextra)
 CORPUS=tinyshakespeare/input.txt
+MODEL=tinyshakespeare/model.bin
 TABLE=test/bad_inputs.txt
 PROMPT="To be or not to be, that is the "
 PARAMS=209729                       # n_layer=4 n_head=4 n_embd=64 block_size=32 V=65
@@ -493,6 +494,39 @@ check "-t 0 (greedy) works" eval '[[ $rc == 0 ]] && err_has "(greedy)"'
 run --plain -n 60
 check "--plain exits 0, prints plain decoding stats and no speculative stats" \
     eval '[[ $rc == 0 ]] && err_has "plain decoding" && ! err_has "speculative" && ! err_has "acceptance rate"'
+
+# Every draft is exact at t = 0: the GPT draft (tinyshakespeare/draft.bin) and lookup.
+for d in gpt lookup; do
+    run --draft $d -t 0 --compare -n 300
+    check "--draft $d -t 0 --compare -n 300: byte-identical greedy outputs, the draft named" \
+        eval '[[ $rc == 0 ]] && err_has "byte-identical" && err_has "draft: $d"'
+done
+check "--draft lookup counts the rounds that found no match" \
+    eval 'grep -qE "rounds with no guess +[0-9]+" "$T/err"'
+# top-k 1 and a tiny top-p keep only the argmax: sampling at t = 1 is then greedy
+# decoding, whatever the draft, so the text must be -t 0's (computed by plain decoding)
+run --plain -t 0 -n 100 --no-prompt; cp "$T/out" "$T/greedy100"
+for d in bigram gpt lookup; do
+    run --draft $d -t 1 --top-k 1 -n 100 --no-prompt -s 9; cp "$T/out" "$T/topk1"
+    run --draft $d -t 1.3 --top-p 1e-6 -n 100 --no-prompt -s 9
+    check "--draft $d: --top-k 1 and --top-p 1e-6 at t > 0 print plain greedy decoding's text" \
+        eval '[[ $rc == 0 && -s $T/greedy100 ]] && cmp -s "$T/topk1" "$T/greedy100" && cmp -s "$T/out" "$T/greedy100"'
+done
+run -t 0.8 --top-k 5 --top-p 0.9 --draft gpt -n 50
+check "--top-k 5 --top-p 0.9 names the filter on stderr, applied to both sides" \
+    eval '[[ $rc == 0 ]] && err_has "filter: top-k 5, top-p 0.9" && err_has "the target and the draft"'
+# The ceiling: the target as its own draft under --ffn-width computes the same function,
+# so every guess passes (alpha 1) at any temperature.
+run --draft "$MODEL" --ffn-width 1024 -t 1 -n 200
+check "the unpadded target drafting for its padded copy: alpha 1.000, acceptance rate 1.000" \
+    eval '[[ $rc == 0 ]] && err_has "acceptance rate 1.000" && grep -qE "alpha +1\.000" "$T/err"'
+run --draft gpt --trace -n 30
+check "--trace --draft gpt: one draft pass per guess, both caches at TRIM" \
+    eval '[[ $rc == 0 ]] && err_has "passes of the draft model" && err_has "    pass 2 at position " &&
+          grep -qE "TRIM .*draft cache_len [0-9]+ -> [0-9]+" "$T/err"'
+run --draft lookup --trace -t 0 -n 60
+check "--trace --draft lookup: the match it copied, and the plain steps when none" \
+    eval '[[ $rc == 0 ]] && err_has "DRAFT   lookup: the last" && err_has "copy what followed"'
 
 # The sanitizer pass skips this one: run_tests.sh runs that build's self-test
 # itself, without the 60 s limit a sanitized self-test would need.

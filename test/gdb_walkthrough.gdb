@@ -84,9 +84,9 @@ commands
   up-silently 1
   set $vocab = o->vocab
   down-silently 1
-  printf "WALK draft enter current_token=%d char=", current_token
-  walk_char current_token
-  printf " k=%d temperature=%g\n", k, temperature
+  printf "WALK draft enter current_token=%d char=", seq[n_seq - 1]
+  walk_char seq[n_seq-1]
+  printf " k=%d temperature=%g\n", k, s->temperature
 end
 
 # 2. VERIFY. On entry: the cache length before the pass (positions 0..kv_len-1 are
