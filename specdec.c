@@ -5,6 +5,9 @@
  *   The lesson of the blog post "Adding Speculative Decoding to Andrej Karpathy's NanoGPT",
  *   in C that you read once, top to bottom, and can step through in a debugger:
  *     - the draft model: a Laplace-smoothed bigram table counted from Tiny Shakespeare;
+ *       then, beyond the blog, the drafts of the papers and of serving engines: a small
+ *       GPT with a KV cache of its own (tinyshakespeare/draft.bin), and prompt lookup;
+ *     - the served distribution (temperature, top-k, top-p), applied to target and draft;
  *     - the four phases of one round, draft -> verify -> accept/reject -> trim the KV
  *       cache, and the loop around them, with a trace that prints every p/q decision;
  *     - plain autoregressive decoding beside it, and a self-test that greedy speculative
@@ -41,9 +44,12 @@
  *   (gdb) finish                      # how many tokens the round emits
  *
  * Map: the blog's Python, and where it is here (the sections come in this order)
+ *   F.softmax(logits / t)         served_probs()           Random numbers and sampling
  *   BigramDraftModel.__init__     BigramDraftModel()       The draft model
  *   BigramDraftModel.get_probs    bigram_get_probs()
  *   BigramDraftModel.sample       bigram_sample()
+ *   (beyond the blog)             gpt_draft_tokens()       A small GPT, and prompt lookup
+ *                                 lookup_draft_tokens()
  *   draft_tokens                  draft_tokens()           The four phases of one round
  *   verify_candidates             verify_candidates()
  *   accept_reject                 accept_reject()
@@ -2304,15 +2310,6 @@ out:
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     char err[512]; Options o;
-    // the tools that live beside this file: say where, for a reader of older notes
-    const char *tools[][2] = {{"train", "tinyshakespeare/train (make train)"},
-        {"eval", "tinyshakespeare/train eval"}, {"bench", "test/bench (make bench)"},
-        {"explain", "test/explain (make explain)"}};
-    for (int i = 0; argc > 1 && i < 4; i++)
-        if (!strcmp(argv[1], tools[i][0])) {
-            error_line("'%s' is not part of ./specdec; it is %s", tools[i][0], tools[i][1]);
-            return 1;
-        }
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) { error_line("%s", err); return 1; }
     if (o.help) { usage(stdout); return close_stdout(); } // a bad flag beside -h still fails
