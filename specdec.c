@@ -1051,8 +1051,9 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
         float q = b->q_draft[(size_t)i * b->V + b->candidates[i]];
         if (d->kind == DRAFT_GPT) { // one pass per guess; the first catches up, if it lags
             int pos0 = i == 0 ? cache_before - b->draft_lag : cache_before + i;
-            fprintf(stderr, "\n    pass %d at position%s ", i + 1, pos0 < cache_before + i ? "s" : "");
-            if (pos0 < cache_before + i) fprintf(stderr, "%d..", pos0); // the catch-up's too
+            int catch_up = pos0 < cache_before + i; // the first pass, when the draft lagged
+            fprintf(stderr, "\n    pass %d at position%s ", i + 1, catch_up ? "s" : "");
+            if (catch_up) fprintf(stderr, "%d..", pos0); // the tokens it caught up on, too
             fprintf(stderr, "%d", cache_before + i);
         }
         visible_char(vis, decode(v, b->candidates[i]));
