@@ -673,7 +673,8 @@ static void roll_back_cache(GPT *g, int keep) {
 // counts that last token too (a resample, a bonus, or in a final round without bonus
 // the last accepted draft), and it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, for the target's cache and the model draft's alike: each cache holds
-// every token before current_token, and never current_token itself.
+// every token before current_token, and never current_token itself. (The draft's holds it
+// whenever a guess is drawn: it may lag between rounds, and its next pass catches up.)
 // draft is the model draft (NULL for a table or lookup). It ran current_token and every
 // guess but the last, so it keeps the same positions; after a bonus it holds one fewer
 // (it never ran the last guess), and draft_tokens catches it up in the next round.
