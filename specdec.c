@@ -319,9 +319,10 @@ void target_probs(float *p, const float *logits, int V, float temperature) {
     for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum); // divide in double, round once
 }
 
-// The served distribution: what a token is really sampled from. Speculative decoding must
-// apply it to BOTH sides, the target's p and the draft's q, because the acceptance test
-// u < p/q is only exact for the rows actually served and the row the guess was drawn from.
+// The served distribution: what a token is really sampled from. The target's p must be
+// the served row, or the output follows some other distribution; the draft's q must be
+// the row its guess was really drawn from. specdec serves the draft the same way, so that
+// q stays close to p (a guess the target's top-k removed could only be rejected).
 typedef struct {
     float temperature; // softmax(logits / t), the draft's row tempered alike; 0 = greedy
     int top_k;         // then keep the top_k most likely tokens; 0 = off
