@@ -1,6 +1,7 @@
 /*
- * test/test_exact.c: speculative sampling is exact, shown five ways, and every way can
- * fail.
+ * test/test_exact.c: speculative sampling is exact, shown six ways, and every way can
+ * fail. "Exact" means: the text is distributed as the target SERVED it, tempered and cut
+ * by top-k and top-p (Sampler), whichever draft proposed it.
  *
  *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
  *      probability that one round of the real draft_tokens + accept_reject (through this
@@ -10,37 +11,62 @@
  *      2^53 values rng_uniform can return, the exact sub-intervals on which the code's
  *      decision stays the same. The test knows nothing of the algorithm: the code's own
  *      branches are measured. A round emits 1..k+1 tokens; completing its output with
- *      the target to k+1 tokens must give exactly the target's probability for every
- *      sequence, to 1e-12 (the arithmetic is double; the rows are multiples of 2^-20, so
- *      the float rows sum to exactly 1).
+ *      the target to k+1 tokens must give exactly the served target's probability for
+ *      every sequence, to 1e-12 (the arithmetic is double; the rows are multiples of
+ *      2^-20, so the float rows sum to exactly 1). The drafts: a table with one row, a
+ *      bigram table, a draft whose row depends on the whole prefix (k one-guess
+ *      draft_tokens calls, each with its position's table: rows no bigram could give, as
+ *      a model draft's are), and prompt lookup (the real draft_tokens over a text the
+ *      case builds: three one-hot proposals, one, or none, which makes the round a plain
+ *      step). The targets: one row, or a row that depends on the token before and the
+ *      position. The cut: top-k 2, top-p 0.45, and both (top-k 2, top-p 0.6, with ties at
+ *      the cut), applied by the real functions, the target's rows by apply_top_k_top_p and
+ *      the draft's by draft_tokens (draft_probs) with the same Sampler, and compared with
+ *      the CUT target's probabilities; their rows are dyadic with a kept mass of 1/2, so
+ *      the cut rows still sum to exactly 1 (checked). One case leaves the draft uncut
+ *      against a cut target: exact too, since accept/reject is exact for any q.
  *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
- *      accept_reject), 40,000 draws per case, and end to end: speculative_generate on
- *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs of -n 5, the joint
- *      of the first two generated characters (the 1st is sampled from the prefill, the
- *      2nd by the first round) and of the 2nd and 3rd (the first two the speculative
- *      rounds emit) against the exact joints from plain forward passes. Cells expected
- *      below 5 are pooled into one cell; the test passes when the p-value is above 1e-4.
- *      Tokens of target probability 0 must never come out.
+ *      accept_reject), 40,000 draws per case: hand-made rows, and the trained target's
+ *      row after a prompt against the bigram row, served at t = 1, t = 0.7, top-k 5 and
+ *      top-p 0.8. End to end: speculative_generate on the trained model, K = 4, seeded
+ *      runs of -n 5, the joint of the first two generated characters (the 1st is sampled
+ *      from the prefill, the 2nd by the first round) and of the 2nd and 3rd (the first
+ *      two the speculative rounds emit) against the exact joints of the served
+ *      distribution from plain forward passes: the bigram draft at t = 1.0 and 0.7
+ *      (30,000 runs each), the model draft (tinyshakespeare/draft.bin, its own KV cache)
+ *      at t = 1, t = 1 top-k 3 and t = 1 top-p 0.6, and prompt lookup at t = 1 on a
+ *      prompt that repeats itself (6,000 runs each). Cells expected below 5 are pooled
+ *      into one cell; the test passes when the p-value is above 1e-4. Tokens of served
+ *      probability 0 (cut away, or 0 in the target) must never come out.
  *   3. Power. Each "broken build" below plants one deliberate bug, from THIS file:
  *      specdec.c carries no test-only code. After specdec.c is included, the phases the
  *      test calls (draft_tokens, accept_reject, trim_kv_cache) are wrapped by
  *      mutant_draft_tokens, mutant_accept_reject and mutant_trim_kv_cache, which call the
  *      real functions and, in a broken build, add the bug; #defines route every call of
  *      this file through them. speculative_generate runs test_round (the same four phases,
- *      routed the same way, then specdec.c's own count_round) through DecodeOptions.round
- *      in a broken build, and its own speculative_round in the correct one; the correct
- *      build also checks that test_round, bug-free, gives speculative_round's text and
- *      counters bit for bit, so the mutants live in a faithful copy of the round.
+ *      routed the same way, with speculative_round's bookkeeping: the draft's lag, time
+ *      and passes, b->drafted; then specdec.c's own count_round and trace_round) through
+ *      DecodeOptions.round in a broken build, and its own speculative_round in the
+ *      correct one; the correct build also checks that test_round, bug-free, gives
+ *      speculative_round's text, Stats (but wall times) and final cache lengths bit for
+ *      bit, with each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0,
+ *      and t = 1 top-k 5 top-p 0.9), so the mutants live in a faithful copy of the round.
  *      test/run_tests.sh builds this file once per flag, and in that build the tests
  *      that should see the bug must FAIL (each prints PASS "expected failure ...").
  *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
- *      than the tokens still needed, K = 1, K = block_size - 1, a prompt that fills the
- *      context, the target as its own draft (every draft accepted), a draft that never
- *      agrees (every round emits exactly one token).
- *   5. After every round of long runs, the KV cache equals, bit for bit, a fresh
- *      prefill over the same tokens; the counters add up, Stats.judged and
- *      Stats.alpha_sum equal the test's own count and sum over the judged positions of
- *      sum_x min(p(x), q(x)), and the accepted count is within 4.5 sigma of that sum.
+ *      than the tokens still needed, K = 1, K = block_size - 1, each draft greedy, a
+ *      prompt that fills the context, the target as its own draft (every draft accepted,
+ *      with a top-k/top-p cut too), a draft that never agrees (every round emits exactly
+ *      one token).
+ *   5. After every round of long runs, the target's KV cache equals, bit for bit, a
+ *      fresh prefill over the same tokens, and a model draft's cache a fresh prefill of
+ *      the draft over the first of them (it may lag by a bonus's last guess or a
+ *      refill's window, never run ahead); the counters add up (empty lookup rounds and
+ *      the model draft's passes included), Stats.judged and Stats.alpha_sum equal the
+ *      test's own count and sum over the judged positions of sum_x min(p(x), q(x)), and
+ *      the accepted count is within 4.5 sigma of that sum. The bigram draft at t = 1,
+ *      0.7 and 0 (2,000 tokens each), the model draft at t = 1 and t = 1 top-k 5 top-p
+ *      0.9 and lookup at t = 1 (1,000 tokens each).
  *   6. test/explain's numbers (explain_position, from test/explain.c, included here):
  *      the exact column is p, the measured column fits it (correct build only: explain
  *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
@@ -50,19 +76,35 @@
  * broken build: -DBREAK_RATIO
  * broken build: -DBREAK_DRAFT_Q
  * broken build: -DBREAK_TRIM
- *   BREAK_RESIDUAL  after a rejection the resampled token is drawn again, from p with a
- *                   fresh uniform, instead of from norm(max(0, p - q));
- *   BREAK_RATIO     accept_reject gets the p and q rows swapped, so a candidate is
- *                   accepted with min(1, q/p) instead of min(1, p/q) (and the residual
- *                   is max(0, q - p));
- *   BREAK_DRAFT_Q   the draft samples from the tempered row, then each q_draft row is
- *                   overwritten with the untempered table row (bigram_get_probs);
- *   BREAK_TRIM      trim_kv_cache does nothing: rejected candidates stay in the cache.
+ * broken build: -DBREAK_FILTER_DRAFT
+ * broken build: -DBREAK_UNFILTERED_Q
+ *   BREAK_RESIDUAL      after a rejection the resampled token is drawn again, from p with a
+ *                       fresh uniform, instead of from norm(max(0, p - q));
+ *   BREAK_RATIO         accept_reject gets the p and q rows swapped, so a candidate is
+ *                       accepted with min(1, q/p) instead of min(1, p/q) (and the residual
+ *                       is max(0, q - p));
+ *   BREAK_DRAFT_Q       the bigram draft samples from its served row (tempered, cut), then
+ *                       each q_draft row is overwritten with the raw table row
+ *                       (bigram_get_probs): caught at t != 1 or with a cut;
+ *   BREAK_TRIM          trim_kv_cache does nothing: rejected candidates stay in the
+ *                       target's cache and the model draft's;
+ *   BREAK_FILTER_DRAFT  the draft is cut differently from the target: its guesses are
+ *                       drawn from its row cut at top_k + 1 and not by top-p, while the q
+ *                       rows handed to accept_reject are cut as the target's, so a guess
+ *                       the target's cut removed has q = 0 there (and passes: p/0);
+ *   BREAK_UNFILTERED_Q  the guesses are drawn from the draft's served (cut) rows, but the
+ *                       q rows handed to accept_reject are the uncut ones.
+ *   A draft cut differently but CONSISTENTLY (the row drawn from is the row judged) is not
+ *   a bug: accept/reject is exact for any q (section 1's uncut draft shows it), so the
+ *   two cut bugs plant the mismatch between the row a guess was drawn from and the row
+ *   in the ratio. Both change nothing while top-k and top-p are off.
  *
- * Run from the repository root with tinyshakespeare/input.txt and model.bin present.
- * Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of 30,000
- * end-to-end runs, 150 instead of 2,000 tokens per cache run, 2S+20 instead of 8S+20
- * tokens per test_round comparison (the checks are the same).
+ * Run from the repository root with tinyshakespeare/input.txt, model.bin and draft.bin
+ * present. Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of
+ * 30,000 and 100 instead of 6,000 end-to-end runs, 150 instead of 2,000 and 50 instead
+ * of 1,000 tokens per cache run, 2S+20 instead of 8S+20 tokens per test_round comparison
+ * (and not at t = 0.7), 100 instead of 300 greedy tokens per draft (the checks are the
+ * same).
  */
 #define TESTING
 #include "explain.c" // explain_position (section 6); it includes ../specdec.c
@@ -962,12 +1004,14 @@ static void test_joint(Fixture *fx) {
         {"bigram draft", &fx->draft, {0.7f, 0, 0.0f}, "ROMEO:\n", 30000, 500,
          all_bugs | CATCH_DRAFT_Q},
         // the model draft (its own cache, caught up on the prompt in its first pass)
-        {"gpt draft", &fx->gpt, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 200, all_bugs},
-        {"gpt draft", &fx->gpt, {1.0f, 3, 0.0f}, "ROMEO:\n", 6000, 200, all_bugs | CATCH_CUT},
-        {"gpt draft", &fx->gpt, {1.0f, 0, 0.6f}, "ROMEO:\n", 6000, 200, all_bugs | CATCH_CUT},
-        // prompt lookup: a repeated prompt, so the round after 'E' copies "O:\nR"
-        {"lookup draft", &fx->lookup, {1.0f, 0, 0.0f}, "ROMEO:\nROMEO:\nROM", 6000, 200,
-         all_bugs},
+        {"gpt draft", &fx->gpt, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 100, all_bugs},
+        // the served cut: the cut bugs' cases (the others are caught above already)
+        {"gpt draft", &fx->gpt, {1.0f, 3, 0.0f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        {"gpt draft", &fx->gpt, {1.0f, 0, 0.6f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        // prompt lookup: a repeated prompt, so the round after 'E' copies "O:\nR"; its
+        // rounds are too short for the untrimmed cache to show in characters 2 and 3
+        {"lookup draft", &fx->lookup, {1.0f, 0, 0.0f}, "ROMEO:\nROMEO:\nROM", 6000, 100,
+         CATCH_RESIDUAL | CATCH_RATIO},
     };
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
     double *joint = malloc((size_t)V * V * sizeof(double)),
@@ -1044,9 +1088,10 @@ static void test_round_faithful(Fixture *fx) {
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
     Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
-    Sampler served[4] = {{1.0f, 0, 0.0f}, {0.7f, 0, 0.0f}, {0.0f, 0, 0.0f}, {1.0f, 5, 0.9f}};
+    Sampler served[4] = {{1.0f, 0, 0.0f}, {0.0f, 0, 0.0f}, {1.0f, 5, 0.9f}, {0.7f, 0, 0.0f}};
+    int n_served = SANITIZED ? 3 : 4; // t = 0.7 takes no path t = 1 does not
     for (int di = 0; di < 3; di++) {
-        for (int si = 0; si < 4; si++) {
+        for (int si = 0; si < n_served; si++) {
             Draft *d = drafts[di];
             Stats sa, sc;
             int kv[2], kv_draft[2];
@@ -1185,10 +1230,11 @@ static void test_edge_runs(Fixture *fx) {
     // every draft, greedy: the model draft's cache and lookup's short rounds change no token
     Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
     for (int di = 0; di < 3; di++) {
-        ok = greedy_same(fx, drafts[di], prompt, np, 4, 300, &st);
-        check(ok && st.rounds > 0, "%s draft, K = 4: 300 greedy tokens equal plain decoding "
+        int n_new = SANITIZED ? 100 : 300;
+        ok = greedy_same(fx, drafts[di], prompt, np, 4, n_new, &st);
+        check(ok && st.rounds > 0, "%s draft, K = 4: %d greedy tokens equal plain decoding "
               "(%ld rounds, %ld empty, %ld drafted, %ld accepted, %ld draft passes)",
-              drafts[di]->name, st.rounds, st.empty_rounds, st.drafted, st.accepted,
+              drafts[di]->name, n_new, st.rounds, st.empty_rounds, st.drafted, st.accepted,
               st.draft_passes);
     }
     // a prompt of exactly S tokens: the cache is full after the prefill
@@ -1356,9 +1402,9 @@ static void test_cache_and_stats(Fixture *fx) {
         {&fx->draft, {1.0f, 0, 0.0f}, 2000, 150},
         {&fx->draft, {0.7f, 0, 0.0f}, 2000, 150},
         {&fx->draft, {0.0f, 0, 0.0f}, 2000, 150},
-        {&fx->gpt, {1.0f, 0, 0.0f}, 1000, 100},
-        {&fx->gpt, {1.0f, 5, 0.9f}, 1000, 100},
-        {&fx->lookup, {1.0f, 0, 0.0f}, 1000, 100},
+        {&fx->gpt, {1.0f, 0, 0.0f}, 1000, 50},
+        {&fx->gpt, {1.0f, 5, 0.9f}, 1000, 50},
+        {&fx->lookup, {1.0f, 0, 0.0f}, 1000, 50},
     };
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
