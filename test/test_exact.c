@@ -1,6 +1,7 @@
 /*
- * test/test_exact.c: speculative sampling is exact, shown five ways, and every way can
- * fail.
+ * test/test_exact.c: speculative sampling is exact, shown six ways, and every way can
+ * fail. "Exact" means: the text is distributed as the target SERVED it, tempered and cut
+ * by top-k and top-p (Sampler), whichever draft proposed it.
  *
  *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
  *      probability that one round of the real draft_tokens + accept_reject (through this
@@ -10,37 +11,62 @@
  *      2^53 values rng_uniform can return, the exact sub-intervals on which the code's
  *      decision stays the same. The test knows nothing of the algorithm: the code's own
  *      branches are measured. A round emits 1..k+1 tokens; completing its output with
- *      the target to k+1 tokens must give exactly the target's probability for every
- *      sequence, to 1e-12 (the arithmetic is double; the rows are multiples of 2^-20, so
- *      the float rows sum to exactly 1).
+ *      the target to k+1 tokens must give exactly the served target's probability for
+ *      every sequence, to 1e-12 (the arithmetic is double; the rows are multiples of
+ *      2^-20, so the float rows sum to exactly 1). The drafts: a table with one row, a
+ *      bigram table, a draft whose row depends on the whole prefix (k one-guess
+ *      draft_tokens calls, each with its position's table: rows no bigram could give, as
+ *      a model draft's are), and prompt lookup (the real draft_tokens over a text the
+ *      case builds: three one-hot proposals, one, or none, which makes the round a plain
+ *      step). The targets: one row, or a row that depends on the token before and the
+ *      position. The cut: top-k 2, top-p 0.45, and both (top-k 2, top-p 0.6, with ties at
+ *      the cut), applied by the real functions, the target's rows by apply_top_k_top_p and
+ *      the draft's by draft_tokens (draft_probs) with the same Sampler, and compared with
+ *      the CUT target's probabilities; their rows are dyadic with a kept mass of 1/2, so
+ *      the cut rows still sum to exactly 1 (checked). One case leaves the draft uncut
+ *      against a cut target: exact too, since accept/reject is exact for any q.
  *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
- *      accept_reject), 40,000 draws per case, and end to end: speculative_generate on
- *      the trained model, K = 4, t = 1.0 and 0.7, 30,000 seeded runs of -n 5, the joint
- *      of the first two generated characters (the 1st is sampled from the prefill, the
- *      2nd by the first round) and of the 2nd and 3rd (the first two the speculative
- *      rounds emit) against the exact joints from plain forward passes. Cells expected
- *      below 5 are pooled into one cell; the test passes when the p-value is above 1e-4.
- *      Tokens of target probability 0 must never come out.
+ *      accept_reject), 40,000 draws per case: hand-made rows, and the trained target's
+ *      row after a prompt against the bigram row, served at t = 1, t = 0.7, top-k 5 and
+ *      top-p 0.8. End to end: speculative_generate on the trained model, K = 4, seeded
+ *      runs of -n 5, the joint of the first two generated characters (the 1st is sampled
+ *      from the prefill, the 2nd by the first round) and of the 2nd and 3rd (the first
+ *      two the speculative rounds emit) against the exact joints of the served
+ *      distribution from plain forward passes: the bigram draft at t = 1.0 and 0.7
+ *      (30,000 runs each), the model draft (tinyshakespeare/draft.bin, its own KV cache)
+ *      at t = 1, t = 1 top-k 3 and t = 1 top-p 0.6, and prompt lookup at t = 1 on a
+ *      prompt that repeats itself (6,000 runs each). Cells expected below 5 are pooled
+ *      into one cell; the test passes when the p-value is above 1e-4. Tokens of served
+ *      probability 0 (cut away, or 0 in the target) must never come out.
  *   3. Power. Each "broken build" below plants one deliberate bug, from THIS file:
  *      specdec.c carries no test-only code. After specdec.c is included, the phases the
  *      test calls (draft_tokens, accept_reject, trim_kv_cache) are wrapped by
  *      mutant_draft_tokens, mutant_accept_reject and mutant_trim_kv_cache, which call the
  *      real functions and, in a broken build, add the bug; #defines route every call of
  *      this file through them. speculative_generate runs test_round (the same four phases,
- *      routed the same way, then specdec.c's own count_round) through DecodeOptions.round
- *      in a broken build, and its own speculative_round in the correct one; the correct
- *      build also checks that test_round, bug-free, gives speculative_round's text and
- *      counters bit for bit, so the mutants live in a faithful copy of the round.
+ *      routed the same way, with speculative_round's bookkeeping: the draft's lag, time
+ *      and passes, b->drafted; then specdec.c's own count_round and trace_round) through
+ *      DecodeOptions.round in a broken build, and its own speculative_round in the
+ *      correct one; the correct build also checks that test_round, bug-free, gives
+ *      speculative_round's text, Stats (but wall times) and final cache lengths bit for
+ *      bit, with each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0,
+ *      and t = 1 top-k 5 top-p 0.9), so the mutants live in a faithful copy of the round.
  *      test/run_tests.sh builds this file once per flag, and in that build the tests
  *      that should see the bug must FAIL (each prints PASS "expected failure ...").
  *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
- *      than the tokens still needed, K = 1, K = block_size - 1, a prompt that fills the
- *      context, the target as its own draft (every draft accepted), a draft that never
- *      agrees (every round emits exactly one token).
- *   5. After every round of long runs, the KV cache equals, bit for bit, a fresh
- *      prefill over the same tokens; the counters add up, Stats.judged and
- *      Stats.alpha_sum equal the test's own count and sum over the judged positions of
- *      sum_x min(p(x), q(x)), and the accepted count is within 4.5 sigma of that sum.
+ *      than the tokens still needed, K = 1, K = block_size - 1, each draft greedy, a
+ *      prompt that fills the context, the target as its own draft (every draft accepted,
+ *      with a top-k/top-p cut too), a draft that never agrees (every round emits exactly
+ *      one token).
+ *   5. After every round of long runs, the target's KV cache equals, bit for bit, a
+ *      fresh prefill over the same tokens, and a model draft's cache a fresh prefill of
+ *      the draft over the first of them (it may lag by a bonus's last guess or a
+ *      refill's window, never run ahead); the counters add up (empty lookup rounds and
+ *      the model draft's passes included), Stats.judged and Stats.alpha_sum equal the
+ *      test's own count and sum over the judged positions of sum_x min(p(x), q(x)), and
+ *      the accepted count is within 4.5 sigma of that sum. The bigram draft at t = 1,
+ *      0.7 and 0 (2,000 tokens each), the model draft at t = 1 and t = 1 top-k 5 top-p
+ *      0.9 and lookup at t = 1 (1,000 tokens each).
  *   6. test/explain's numbers (explain_position, from test/explain.c, included here):
  *      the exact column is p, the measured column fits it (correct build only: explain
  *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
@@ -50,19 +76,35 @@
  * broken build: -DBREAK_RATIO
  * broken build: -DBREAK_DRAFT_Q
  * broken build: -DBREAK_TRIM
- *   BREAK_RESIDUAL  after a rejection the resampled token is drawn again, from p with a
- *                   fresh uniform, instead of from norm(max(0, p - q));
- *   BREAK_RATIO     accept_reject gets the p and q rows swapped, so a candidate is
- *                   accepted with min(1, q/p) instead of min(1, p/q) (and the residual
- *                   is max(0, q - p));
- *   BREAK_DRAFT_Q   the draft samples from the tempered row, then each q_draft row is
- *                   overwritten with the untempered table row (bigram_get_probs);
- *   BREAK_TRIM      trim_kv_cache does nothing: rejected candidates stay in the cache.
+ * broken build: -DBREAK_FILTER_DRAFT
+ * broken build: -DBREAK_UNFILTERED_Q
+ *   BREAK_RESIDUAL      after a rejection the resampled token is drawn again, from p with a
+ *                       fresh uniform, instead of from norm(max(0, p - q));
+ *   BREAK_RATIO         accept_reject gets the p and q rows swapped, so a candidate is
+ *                       accepted with min(1, q/p) instead of min(1, p/q) (and the residual
+ *                       is max(0, q - p));
+ *   BREAK_DRAFT_Q       the bigram draft samples from its served row (tempered, cut), then
+ *                       each q_draft row is overwritten with the raw table row
+ *                       (bigram_get_probs): caught at t != 1 or with a cut;
+ *   BREAK_TRIM          trim_kv_cache does nothing: rejected candidates stay in the
+ *                       target's cache and the model draft's;
+ *   BREAK_FILTER_DRAFT  the draft is cut differently from the target: its guesses are
+ *                       drawn from its row cut at top_k + 1 and not by top-p, while the q
+ *                       rows handed to accept_reject are cut as the target's, so a guess
+ *                       the target's cut removed has q = 0 there (and passes: p/0);
+ *   BREAK_UNFILTERED_Q  the guesses are drawn from the draft's served (cut) rows, but the
+ *                       q rows handed to accept_reject are the uncut ones.
+ *   A draft cut differently but CONSISTENTLY (the row drawn from is the row judged) is not
+ *   a bug: accept/reject is exact for any q (section 1's uncut draft shows it), so the
+ *   two cut bugs plant the mismatch between the row a guess was drawn from and the row
+ *   in the ratio. Both change nothing while top-k and top-p are off.
  *
- * Run from the repository root with tinyshakespeare/input.txt and model.bin present.
- * Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of 30,000
- * end-to-end runs, 150 instead of 2,000 tokens per cache run, 2S+20 instead of 8S+20
- * tokens per test_round comparison (the checks are the same).
+ * Run from the repository root with tinyshakespeare/input.txt, model.bin and draft.bin
+ * present. Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of
+ * 30,000 and 100 instead of 6,000 end-to-end runs, 150 instead of 2,000 and 50 instead
+ * of 1,000 tokens per cache run, 2S+20 instead of 8S+20 tokens per test_round comparison
+ * (and not at t = 0.7), 100 instead of 300 greedy tokens per draft (the checks are the
+ * same).
  */
 #define TESTING
 #include "explain.c" // explain_position (section 6); it includes ../specdec.c
@@ -80,6 +122,8 @@
 #define CATCH_RATIO 2
 #define CATCH_DRAFT_Q 4
 #define CATCH_TRIM 8
+#define CATCH_FILTER_DRAFT 16
+#define CATCH_UNFILTERED_Q 32
 #if defined(BREAK_RESIDUAL)
 #define BUG CATCH_RESIDUAL
 #define BUG_NAME "BREAK_RESIDUAL"
@@ -92,10 +136,19 @@
 #elif defined(BREAK_TRIM)
 #define BUG CATCH_TRIM
 #define BUG_NAME "BREAK_TRIM"
+#elif defined(BREAK_FILTER_DRAFT)
+#define BUG CATCH_FILTER_DRAFT
+#define BUG_NAME "BREAK_FILTER_DRAFT"
+#elif defined(BREAK_UNFILTERED_Q)
+#define BUG CATCH_UNFILTERED_Q
+#define BUG_NAME "BREAK_UNFILTERED_Q"
 #else
 #define BUG 0
 #define BUG_NAME ""
 #endif
+
+// The cut-dependent bugs: they change nothing while top-k and top-p are off.
+#define CATCH_CUT (CATCH_FILTER_DRAFT | CATCH_UNFILTERED_Q)
 
 // Sanitizer builds are 20-50x slower in the forward pass: they run fewer model runs.
 #if defined(__SANITIZE_ADDRESS__)
@@ -117,16 +170,63 @@
 static float *swap_p, *swap_q;
 static size_t swap_cap;
 
-// draft_tokens; BREAK_DRAFT_Q: the candidates stay drawn from the tempered rows, but
-// each q_draft row becomes the untempered table row of the token before it.
-static void mutant_draft_tokens(const BigramDraft *d, int current_token, int k,
-                                float temperature, Rng *rng, int *candidates, float *q_draft) {
-    draft_tokens(d, current_token, k, temperature, rng, candidates, q_draft);
-    if (BUG != CATCH_DRAFT_Q) return;
+// The draft's rows for the k guesses draft_tokens just proposed, tempered as s says but
+// not cut by top-k or top-p: what BREAK_UNFILTERED_Q hands to accept_reject. A bigram row
+// is draft_probs without the cut. A model draft's k passes wrote positions cache_len ..
+// cache_len+k-1 of its cache; one pass over the same tokens [current, c0 .. c(k-2)] from
+// cache_len gives the same logits (a pass of k tokens equals k passes of one, bit for
+// bit) and leaves its cache as it was. Lookup's one-hot rows have nothing to cut.
+static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, int k,
+                            const Sampler *s, const int *candidates, float *q_draft) {
+    Sampler uncut = {s->temperature, 0, 0.0f};
+    int V = d->V;
+    if (d->kind == DRAFT_BIGRAM) {
+        for (int i = 0; i < k; i++) {
+            int before = i == 0 ? seq[n_seq - 1] : candidates[i - 1];
+            draft_probs(q_draft + (size_t)i * V, &d->bigram, before, &uncut);
+        }
+    }
+    if (d->kind != DRAFT_GPT || k == 0) return;
+    int *toks = malloc((size_t)k * sizeof(int));
+    if (!toks) {
+        fprintf(stderr, "test_exact: out of memory for BREAK_UNFILTERED_Q's rows\n");
+        exit(1);
+    }
+    toks[0] = seq[n_seq - 1];
+    memcpy(toks + 1, candidates, (size_t)(k - 1) * sizeof(int));
+    d->model.state.kv_len = cache_len;
+    const float *logits = forward(&d->model, toks, k);
     for (int i = 0; i < k; i++)
-        memcpy(q_draft + (size_t)i * d->V,
-               bigram_get_probs(d, i == 0 ? current_token : candidates[i - 1]),
-               (size_t)d->V * sizeof(float));
+        target_probs(q_draft + (size_t)i * V, logits + (size_t)i * V, V, s->temperature);
+    free(toks);
+}
+
+// draft_tokens; BREAK_DRAFT_Q: the candidates stay drawn from the served rows, but each
+// q_draft row of a bigram draft becomes the raw table row of the token before it
+// (untempered, uncut). BREAK_FILTER_DRAFT: the guesses are drawn from the draft's row
+// cut more loosely than the target's (top_k + 1, no top-p), but the rows handed on are
+// that row cut as the target's (apply_top_k_top_p with s): the row in the ratio is not
+// the row the guess was drawn from. BREAK_UNFILTERED_Q: the guesses are drawn from the
+// served (cut) rows, but the rows handed on are the uncut ones (unfiltered_rows).
+static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
+                               const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+    Sampler drawn = *s; // the cut the guesses are drawn with
+    if (BUG == CATCH_FILTER_DRAFT) {
+        drawn.top_k = s->top_k > 0 ? s->top_k + 1 : 0;
+        drawn.top_p = 0.0f;
+    }
+    k = draft_tokens(d, seq, n_seq, cache_len, k, &drawn, rng, candidates, q_draft);
+    int V = d->V;
+    if (BUG == CATCH_FILTER_DRAFT)
+        for (int i = 0; i < k; i++) apply_top_k_top_p(q_draft + (size_t)i * V, V, s);
+    if (BUG == CATCH_UNFILTERED_Q)
+        unfiltered_rows(d, seq, n_seq, cache_len, k, s, candidates, q_draft);
+    if (BUG == CATCH_DRAFT_Q && d->kind == DRAFT_BIGRAM)
+        for (int i = 0; i < k; i++)
+            memcpy(q_draft + (size_t)i * V,
+                   bigram_get_probs(&d->bigram, i == 0 ? seq[n_seq - 1] : candidates[i - 1]),
+                   (size_t)V * sizeof(float));
+    return k;
 }
 
 // accept_reject; BREAK_RATIO: the real one run with the p and q rows swapped (rows
@@ -163,9 +263,10 @@ static int mutant_accept_reject(const int *candidates, int k, const float *q_dra
     return n;
 }
 
-// trim_kv_cache; BREAK_TRIM: does nothing, the rejected candidates stay in the cache.
-static void mutant_trim_kv_cache(GPT *g, int num_accepted, int cache_len_before) {
-    if (BUG != CATCH_TRIM) trim_kv_cache(g, num_accepted, cache_len_before);
+// trim_kv_cache; BREAK_TRIM: does nothing, the rejected candidates stay in the target's
+// cache and the model draft's.
+static void mutant_trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
+    if (BUG != CATCH_TRIM) trim_kv_cache(g, draft, num_accepted, cache_len_before);
 }
 
 // From here on, every call of this file goes through the mutants.
@@ -173,21 +274,33 @@ static void mutant_trim_kv_cache(GPT *g, int num_accepted, int cache_len_before)
 #define accept_reject mutant_accept_reject
 #define trim_kv_cache mutant_trim_kv_cache
 
-// speculative_round (a RoundFn) rebuilt from the phases as routed above, then specdec.c's
-// own count_round and trace: the round speculative_generate runs in a broken build.
-static int test_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k, int allow_bonus,
-                      const DecodeOptions *o, Rng *rng, int current_token, Stats *st) {
-    int V = g->config.vocab_size, cache_len = g->state.kv_len;
-    draft_tokens(d, current_token, k, o->temperature, rng, b->candidates, b->q_draft);
-    verify_candidates(g, current_token, b->candidates, k, o->temperature, b->all_tokens,
+// speculative_round (a RoundFn) rebuilt from the phases as routed above, with its
+// bookkeeping (the draft's lag, time and passes, b->drafted), then specdec.c's own
+// count_round and trace: the round speculative_generate runs in a broken build.
+static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
+                      int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
+    int V = g->config.vocab_size, current_token = seq[n_seq - 1];
+    int cache_len = g->state.kv_len;
+    GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
+    b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0;
+    double t0 = now_seconds();
+    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates,
+                     b->q_draft);
+    b->drafted = k;
+    double t1 = now_seconds();
+    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
                       b->p_target);
     int cache_verified = g->state.kv_len;
+    int allow_bonus = k < remaining;
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at);
-    trim_kv_cache(g, n, cache_len);
+    trim_kv_cache(g, draft_model, n, cache_len);
+    st->draft_seconds += t1 - t0;
+    st->verify_seconds += now_seconds() - t1;
+    if (draft_model) st->draft_passes += k;
     count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, st->rounds, current_token, k, b, n, cache_len, cache_verified,
+        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, cache_verified,
                     g->state.kv_len);
     return n;
 }
@@ -221,6 +334,26 @@ static void broken_verdict(int all_ok, const char *what) {
     if (BUG == 0) return;
     check(!all_ok, "%s (-D%s): %s", all_ok ? "bug NOT caught" : "expected failure", BUG_NAME,
           what);
+}
+
+// ----------------------------------------------------------------------------
+// Messages
+
+// "t=1.0", "t=1.0 top-k 3", "t=1.0 top-p 0.6": a Sampler for the messages.
+static void sampler_name(char *out, size_t n, const Sampler *s) {
+    int len = snprintf(out, n, "t=%.1f", s->temperature);
+    if (s->top_k > 0) len += snprintf(out + len, n - len, " top-k %d", s->top_k);
+    if (s->top_p > 0.0f) snprintf(out + len, n - len, " top-p %g", s->top_p);
+}
+
+// s with each newline written as \n, for a message on one line.
+static void escape_newlines(char *out, size_t n, const char *s) {
+    size_t j = 0;
+    for (; *s && j + 2 < n; s++) {
+        if (*s == '\n') out[j++] = '\\';
+        out[j++] = *s == '\n' ? 'n' : *s;
+    }
+    out[j] = '\0';
 }
 
 // ----------------------------------------------------------------------------
@@ -289,17 +422,36 @@ static ChiSquare chi_square(const long *counts, const double *want, int n, long 
 // ----------------------------------------------------------------------------
 // 1. Exact enumeration of one round
 
-enum { EV = 5, EK = 3 }; // largest vocabulary and draft length enumerated
+enum { EV = 5, EK = 3, ETEXT = 12 }; // largest vocabulary, draft length, lookup text
 
-// A hand-made draft table and target. The target's row for position i of a round
-// depends on the token before it: row p[0] for every context (ctx_dep = 0), or row
-// p[(last + i) % V] (ctx_dep = 1), which no bigram table can equal.
+// How a case's draft proposes. The target's rows are set by the case's ctx_dep.
+typedef enum {
+    Q_ONE_ROW, // a bigram table whose every row is q[0]
+    Q_BIGRAM,  // a bigram table: row q[last] after token last
+    Q_PREFIX,  // guess i after the prefix current, c0 .. c(i-1): row q[(sum of the prefix's
+               // tokens + i) % V]. It depends on the whole prefix, as a model draft's row
+               // does, so no bigram table can give it
+    Q_LOOKUP   // prompt lookup over the case's text: one-hot rows, no uniform drawn
+} DraftShape;
+
+// A hand-made draft and target. The target's row for position i of a round depends on
+// the token before it: row p[0] for every context (ctx_dep = 0), or row p[(last + i) % V]
+// (ctx_dep = 1), which no bigram table can equal. top_k and top_p are the served cut:
+// the target's rows are cut by apply_top_k_top_p, the draft's by draft_tokens (through
+// draft_probs) with the same Sampler, unless draft_uncut says the draft is not cut.
 typedef struct {
     const char *name;
     int V, ctx_dep;
-    double q_raw[EV][EV]; // draft table rows (normalised and made dyadic by make_rows)
-    double p_raw[EV][EV]; // target rows
+    DraftShape shape;
+    int top_k;
+    float top_p;
+    int draft_uncut;          // 1: the draft's rows are not cut (a q the cut did not shape)
+    int text[ETEXT], n_text;  // Q_LOOKUP: the text before the round, the current token last
+    int first_guess;          // Q_LOOKUP: what the text makes lookup propose first (-1: none)
+    double q_raw[EV][EV];     // draft rows (normalised and made dyadic by make_rows)
+    double p_raw[EV][EV];     // target rows
     float q[EV][EV], p[EV][EV];
+    float p_served[EV][EV];   // the target's rows after the cut: what the round must match
 } EnumCase;
 
 // Normalises each row and rounds it to multiples of 2^-20, adjusting the largest entry
@@ -320,15 +472,26 @@ static void make_rows(float out[EV][EV], double raw[EV][EV], int V, int rows) {
     }
 }
 
-// The target's row for position i (0-based) of a round, after token last.
-static const float *target_row(const EnumCase *c, int last, int i) {
-    return c->ctx_dep ? c->p[(last + i) % c->V] : c->p[0];
+// The case's Sampler at temperature t, for the target's rows or (for_draft) the draft's.
+static Sampler case_sampler(const EnumCase *c, float t, int for_draft) {
+    Sampler s = {t, c->top_k, c->top_p};
+    if (for_draft && c->draft_uncut) {
+        s.top_k = 0;
+        s.top_p = 0.0f;
+    }
+    return s;
+}
+
+// The target's served row for position i (0-based) of a round, after token last.
+static const float *served_row(const EnumCase *c, int last, int i) {
+    return c->ctx_dep ? c->p_served[(last + i) % c->V] : c->p_served[0];
 }
 
 // What one round did under a given list of forced uniforms.
 typedef struct {
     int consumed;   // uniforms drawn
     int overrun;    // drew more than were forced (generated ones): a test bug
+    int k;          // guesses the draft proposed (lookup may propose fewer than asked)
     int cand[EK], rejected_at, n, out[EK + 1];
 } Outcome;
 
@@ -340,37 +503,65 @@ typedef struct {
 
 typedef struct {
     const EnumCase *c;
-    BigramDraft d;     // the case's draft table, as the real type
+    Draft d;                  // the case's draft, as the real type: a table or lookup
+    float table[EV * EV];     // the table's rows (Q_PREFIX rewrites them per guess)
     SpecBuffers b;
-    int k, allow_bonus, current;
+    int k, remaining, current; // k asked for; remaining: k (no bonus) or k+1 tokens wanted
     float t;
     double u[FORCED(EK)];         // the forced draws (FORCED)
     double emit[EK + 2][625];     // emit[n][y] = P(the round emits exactly y, n tokens)
-    double accept0;               // P(the first candidate is accepted)
+    double accept0;               // P(a first guess is proposed and accepted)
     long leaves, runs;
     int overrun;
 } Enum;
 
-// Runs draft_tokens, the target rows a verify pass would give, and accept_reject.
+// Phase 1 for the case's draft, through this build's draft_tokens: a table in one call,
+// lookup over the case's text, or the prefix draft as k one-guess calls, each with the
+// table of its position (row a: the draft's row after the prefix that ends in a).
+static int draft_case(Enum *e, Rng *r) {
+    const EnumCase *c = e->c;
+    int V = c->V;
+    Sampler s = case_sampler(c, e->t, 1);
+    if (c->shape == Q_LOOKUP)
+        return draft_tokens(&e->d, c->text, c->n_text, 0, e->k, &s, r, e->b.candidates,
+                            e->b.q_draft);
+    if (c->shape != Q_PREFIX)
+        return draft_tokens(&e->d, &e->current, 1, 0, e->k, &s, r, e->b.candidates,
+                            e->b.q_draft);
+    int sum = 0, last = e->current; // sum: the prefix's tokens before last
+    for (int i = 0; i < e->k; i++) {
+        for (int a = 0; a < V; a++)
+            memcpy(e->table + a * V, c->q[(sum + a + i) % V], V * sizeof(float));
+        draft_tokens(&e->d, &last, 1, 0, 1, &s, r, e->b.candidates + i,
+                     e->b.q_draft + (size_t)i * V);
+        sum += last;
+        last = e->b.candidates[i];
+    }
+    return e->k;
+}
+
+// Runs the draft, the target rows a verify pass would give, and accept_reject, with the
+// bonus allowed as speculative_round allows it: when fewer were proposed than are wanted.
 static void run_round(Enum *e, Outcome *o) {
     int V = e->c->V, m = FORCED(e->k);
     Rng r;
     rng_seed(&r, 1);
     uint64_t state = r.state;
     rng_force(&r, e->u, m);
-    draft_tokens(&e->d, e->current, e->k, e->t, &r, e->b.candidates, e->b.q_draft);
-    for (int i = 0; i <= e->k; i++) {
+    int k = draft_case(e, &r);
+    for (int i = 0; i <= k; i++) {
         int last = i == 0 ? e->current : e->b.candidates[i - 1];
-        memcpy(e->b.p_target + (size_t)i * V, target_row(e->c, last, i), V * sizeof(float));
+        memcpy(e->b.p_target + (size_t)i * V, served_row(e->c, last, i), V * sizeof(float));
     }
     memset(o, 0, sizeof(*o));
-    o->n = accept_reject(e->b.candidates, e->k, e->b.q_draft, e->b.p_target, V,
-                         e->allow_bonus, &r, e->b.u, e->b.residual, e->b.accepted,
+    o->k = k;
+    o->n = accept_reject(e->b.candidates, k, e->b.q_draft, e->b.p_target, V,
+                         k < e->remaining, &r, e->b.u, e->b.residual, e->b.accepted,
                          &e->b.rejected_at);
     o->consumed = m - r.n_forced;
     o->overrun = r.state != state;
     o->rejected_at = e->b.rejected_at;
-    memcpy(o->cand, e->b.candidates, (size_t)e->k * sizeof(int));
+    memcpy(o->cand, e->b.candidates, (size_t)k * sizeof(int));
     memcpy(o->out, e->b.accepted, (size_t)o->n * sizeof(int));
     e->runs++;
 }
@@ -395,7 +586,7 @@ static void enumerate(Enum *e, int j, double w) {
         int y = 0;
         for (int i = 0; i < lo_out.n; i++) y = y * e->c->V + lo_out.out[i];
         e->emit[lo_out.n][y] += w;
-        if (lo_out.rejected_at != 0) e->accept0 += w;
+        if (lo_out.k > 0 && lo_out.rejected_at != 0) e->accept0 += w;
         e->leaves++;
         return;
     }
@@ -421,21 +612,30 @@ static void enumerate(Enum *e, int j, double w) {
     }
 }
 
-// The draft's row after token a at temperature t, as the test computes it: the
-// table row at t = 1, one-hot at its largest entry (lowest index on ties) at t = 0.
-static void draft_row(double *q, const EnumCase *c, int a, float t) {
+// The draft's row after the current token at temperature t, as the test computes it:
+// the case's row cut by apply_top_k_top_p with the draft's Sampler (t = 1), or one-hot at
+// its largest entry (lowest index on ties) at t = 0; for lookup, one-hot at the case's
+// first_guess, or all zero when the text gives none (nothing can be accepted).
+static void first_draft_row(double *q, const EnumCase *c, int current, float t) {
+    float row[EV];
     int best = 0;
-    for (int j = 0; j < c->V; j++) {
-        q[j] = c->q[a][j];
-        if (c->q[a][j] > c->q[a][best]) best = j;
+    if (c->shape == Q_LOOKUP) {
+        for (int j = 0; j < c->V; j++) q[j] = j == c->first_guess;
+        return;
     }
-    if (t == 0.0f)
-        for (int j = 0; j < c->V; j++) q[j] = j == best;
+    // Q_ONE_ROW has every row q[0]; Q_PREFIX's first row is q[(current + 0) % V]
+    memcpy(row, c->q[current], sizeof(row));
+    Sampler s = case_sampler(c, t, 1);
+    apply_top_k_top_p(row, c->V, &s);
+    for (int j = 0; j < c->V; j++)
+        if (c->q[current][j] > c->q[current][best]) best = j;
+    for (int j = 0; j < c->V; j++) q[j] = t == 0.0f ? j == best : row[j];
 }
 
 // Enumerates one round and compares: for every y of k+1 tokens,
-//   sum_n P(round emits y_1..y_n) * prod_{i>n} p(y_i | y_<i)  ==  prod_i p(y_i | y_<i).
-// Returns the largest difference; *mass = total probability of the round's outcomes.
+//   sum_n P(round emits y_1..y_n) * prod_{i>n} p(y_i | y_<i)  ==  prod_i p(y_i | y_<i),
+// with p the target's served (cut) rows. Returns the largest difference; *mass = total
+// probability of the round's outcomes.
 static double enumerate_case(Enum *e, double *mass, double *sum_min) {
     const EnumCase *c = e->c;
     int V = c->V, L = e->k + 1, total = 1;
@@ -458,7 +658,7 @@ static double enumerate_case(Enum *e, double *mass, double *sum_min) {
         int prefix_id = 0;
         suffix[L] = 1.0;
         for (int i = L - 1; i >= 0; i--)
-            suffix[i] = suffix[i + 1] * target_row(c, i ? tok[i - 1] : e->current, i)[tok[i]];
+            suffix[i] = suffix[i + 1] * served_row(c, i ? tok[i - 1] : e->current, i)[tok[i]];
         double got = 0.0;
         for (int n = 1; n <= L; n++) {
             prefix_id = prefix_id * V + tok[n - 1];
@@ -466,62 +666,143 @@ static double enumerate_case(Enum *e, double *mass, double *sum_min) {
         }
         if (fabs(got - suffix[0]) > worst) worst = fabs(got - suffix[0]);
     }
-    // acceptance of the first candidate: sum_x min(p_0(x), q_0(x))
+    // acceptance of the first guess: sum_x min(p_0(x), q_0(x))
     double q0[EV];
-    draft_row(q0, c, e->current, e->t);
+    first_draft_row(q0, c, e->current, e->t);
     *sum_min = 0.0;
-    for (int x = 0; x < V; x++) *sum_min += fmin(q0[x], target_row(c, e->current, 0)[x]);
+    for (int x = 0; x < V; x++) *sum_min += fmin(q0[x], served_row(c, e->current, 0)[x]);
     return worst;
 }
 
+// Whether every row of the case sums to exactly 1 in double after the cut, the target's
+// (p_served) and the draft's (through draft_probs at t = 1, as the round makes them). A
+// row that sums to 1 +- 2^-24 would make the round's output differ from p by that much:
+// the cut cases are built of entries whose kept mass divides them exactly.
+static int rows_exact(const EnumCase *c) {
+    int ok = 1;
+    float table[EV * EV], q[EV];
+    for (int a = 0; a < c->V; a++) memcpy(table + a * c->V, c->q[a], c->V * sizeof(float));
+    BigramDraft d = {c->V, table};
+    Sampler s = case_sampler(c, 1.0f, 1);
+    for (int a = 0; a < c->V; a++) {
+        double sp = 0.0, sq = 0.0;
+        draft_probs(q, &d, a, &s);
+        for (int j = 0; j < c->V; j++) {
+            sp += c->p_served[a][j];
+            sq += q[j];
+        }
+        ok &= sp == 1.0 && (c->shape == Q_LOOKUP || sq == 1.0);
+    }
+    return ok;
+}
+
+// Dyadic entries for the cut cases: a row of {A, B, C, C, D} keeps A and B (mass 1/2)
+// under top-k 2 and under top-p 0.45; a row of {E, E, E, F, F} keeps the first two E's
+// (ties go to the lower index) under top-k 2, top-p 0.45, and both (top-k 2, top-p 0.6).
+// A kept mass of 1/2 divides exactly, so the cut rows still sum to exactly 1.
+#define A_ 0.3125
+#define B_ 0.1875
+#define C_ 0.171875
+#define D_ 0.15625
+#define E_ 0.25
+#define F_ 0.125
+// five target rows and five draft rows of those kinds, for the context-dependent cases
+#define CUT_P {{B_, C_, A_, D_, C_}, {E_, F_, E_, E_, F_}, {D_, A_, C_, B_, C_}, \
+               {C_, C_, D_, A_, B_}, {A_, D_, B_, C_, C_}}
+#define CUT_Q {{A_, D_, C_, B_, C_}, {C_, A_, B_, C_, D_}, {E_, E_, F_, E_, F_}, \
+               {D_, C_, C_, B_, A_}, {F_, E_, E_, F_, E_}}
+// the context-dependent rows of the uncut cases (rounded to multiples of 2^-20)
+#define CTX_P {{0.1, 0.6, 0.1, 0.1, 0.1}, {0.3, 0.0, 0.3, 0.2, 0.2}, \
+               {0.05, 0.15, 0.5, 0.1, 0.2}, {0.25, 0.25, 0.25, 0.25, 0.0}, \
+               {0.6, 0.1, 0.1, 0.1, 0.1}}
+#define CTX_Q {{0.5, 0.2, 0.1, 0.1, 0.1}, {0.1, 0.1, 0.6, 0.1, 0.1}, \
+               {0.2, 0.2, 0.2, 0.2, 0.2}, {0.05, 0.05, 0.1, 0.4, 0.4}, \
+               {0.3, 0.3, 0.0, 0.2, 0.2}}
+
 static void test_enumeration(void) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q)) return;
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT)) return;
     static EnumCase cases[] = {
         // the table of the seed paper's section 3.1 (A, B, C, D)
-        {"the A/B/C/D table (q .1/.6/.2/.1, p .05/.1/.6/.25)", 4, 0,
-         {{0.10, 0.60, 0.20, 0.10}}, {{0.05, 0.10, 0.60, 0.25}}, {{0}}, {{0}}},
-        {"p == q", 5, 0, {{0.3, 0.1, 0.25, 0.15, 0.2}}, {{0.3, 0.1, 0.25, 0.15, 0.2}},
-         {{0}}, {{0}}},
-        {"disjoint supports", 5, 0, {{0.5, 0.5, 0, 0, 0}}, {{0, 0, 0.2, 0.3, 0.5}}, {{0}}, {{0}}},
-        {"one-hot p", 5, 0, {{0.2, 0.2, 0.2, 0.2, 0.2}}, {{0, 0, 1, 0, 0}}, {{0}}, {{0}}},
-        {"one-hot q", 5, 0, {{0, 1, 0, 0, 0}}, {{0.1, 0.3, 0.2, 0.2, 0.2}}, {{0}}, {{0}}},
-        {"q zero where p is not", 5, 0, {{0.4, 0.4, 0.2, 0, 0}}, {{0.1, 0.2, 0.3, 0.2, 0.2}},
-         {{0}}, {{0}}},
-        {"context-dependent target, bigram draft", 5, 1,
-         {{0.5, 0.2, 0.1, 0.1, 0.1}, {0.1, 0.1, 0.6, 0.1, 0.1}, {0.2, 0.2, 0.2, 0.2, 0.2},
-          {0.05, 0.05, 0.1, 0.4, 0.4}, {0.3, 0.3, 0.0, 0.2, 0.2}},
-         {{0.1, 0.6, 0.1, 0.1, 0.1}, {0.3, 0.0, 0.3, 0.2, 0.2}, {0.05, 0.15, 0.5, 0.1, 0.2},
-          {0.25, 0.25, 0.25, 0.25, 0.0}, {0.6, 0.1, 0.1, 0.1, 0.1}},
-         {{0}}, {{0}}},
+        {.name = "the A/B/C/D table (q .1/.6/.2/.1, p .05/.1/.6/.25)", .V = 4,
+         .q_raw = {{0.10, 0.60, 0.20, 0.10}}, .p_raw = {{0.05, 0.10, 0.60, 0.25}}},
+        {.name = "p == q", .V = 5, .q_raw = {{0.3, 0.1, 0.25, 0.15, 0.2}},
+         .p_raw = {{0.3, 0.1, 0.25, 0.15, 0.2}}},
+        {.name = "disjoint supports", .V = 5, .q_raw = {{0.5, 0.5, 0, 0, 0}},
+         .p_raw = {{0, 0, 0.2, 0.3, 0.5}}},
+        {.name = "one-hot p", .V = 5, .q_raw = {{0.2, 0.2, 0.2, 0.2, 0.2}},
+         .p_raw = {{0, 0, 1, 0, 0}}},
+        {.name = "one-hot q", .V = 5, .q_raw = {{0, 1, 0, 0, 0}},
+         .p_raw = {{0.1, 0.3, 0.2, 0.2, 0.2}}},
+        {.name = "q zero where p is not", .V = 5, .q_raw = {{0.4, 0.4, 0.2, 0, 0}},
+         .p_raw = {{0.1, 0.2, 0.3, 0.2, 0.2}}},
+        {.name = "context-dependent target, bigram draft", .V = 5, .ctx_dep = 1,
+         .shape = Q_BIGRAM, .q_raw = CTX_Q, .p_raw = CTX_P},
+        // a draft whose row depends on the whole prefix, as a model draft's does
+        {.name = "context-dependent target, prefix-dependent draft", .V = 5, .ctx_dep = 1,
+         .shape = Q_PREFIX, .q_raw = CTX_Q, .p_raw = CTX_P},
+        // prompt lookup: one-hot rows copied from the text, no uniform drawn for them
+        {.name = "prompt lookup over 1 2 3 4 0 2 1 2 (proposes 3 4 0), context-dependent "
+                 "target", .V = 5, .ctx_dep = 1, .shape = Q_LOOKUP,
+         .text = {1, 2, 3, 4, 0, 2, 1, 2}, .n_text = 8, .first_guess = 3, .p_raw = CTX_P},
+        {.name = "prompt lookup over 0 4 4 4 (proposes one token, whatever K)", .V = 5,
+         .ctx_dep = 1, .shape = Q_LOOKUP, .text = {0, 4, 4, 4}, .n_text = 4,
+         .first_guess = 4, .p_raw = CTX_P},
+        {.name = "prompt lookup over 0 1 2 3 (no match: a plain step)", .V = 5, .ctx_dep = 1,
+         .shape = Q_LOOKUP, .text = {0, 1, 2, 3}, .n_text = 4, .first_guess = -1,
+         .p_raw = CTX_P},
+        // the served cut on both sides, compared with the cut target
+        {.name = "top-k 2, one row each (kept sets {2,0} and {0,3})", .V = 5, .top_k = 2,
+         .q_raw = {{A_, D_, C_, B_, C_}}, .p_raw = {{B_, C_, A_, D_, C_}}},
+        {.name = "top-p 0.45, one row each (kept sets {1,3} and {2,1})", .V = 5,
+         .top_p = 0.45f, .q_raw = {{C_, B_, A_, C_, D_}}, .p_raw = {{C_, A_, D_, B_, C_}}},
+        {.name = "top-k 2 and top-p 0.6, ties at the cut", .V = 5, .top_k = 2, .top_p = 0.6f,
+         .q_raw = {{E_, E_, F_, E_, F_}}, .p_raw = {{E_, F_, E_, E_, F_}}},
+        {.name = "top-k 2, context-dependent target, prefix-dependent draft", .V = 5,
+         .ctx_dep = 1, .shape = Q_PREFIX, .top_k = 2, .q_raw = CUT_Q, .p_raw = CUT_P},
+        {.name = "top-p 0.45, context-dependent target, prefix-dependent draft", .V = 5,
+         .ctx_dep = 1, .shape = Q_PREFIX, .top_p = 0.45f, .q_raw = CUT_Q, .p_raw = CUT_P},
+        {.name = "top-k 2, prompt lookup over 1 2 3 4 0 2 1 2", .V = 5, .ctx_dep = 1,
+         .shape = Q_LOOKUP, .top_k = 2, .text = {1, 2, 3, 4, 0, 2, 1, 2}, .n_text = 8,
+         .first_guess = 3, .p_raw = CUT_P},
+        // any q is exact: a draft left uncut, drawn from and judged by the same rows
+        {.name = "top-k 2 target, uncut bigram draft", .V = 5, .ctx_dep = 1,
+         .shape = Q_BIGRAM, .top_k = 2, .draft_uncut = 1, .q_raw = CUT_Q, .p_raw = CUT_P},
     };
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
     for (int ci = 0; ci < n_cases; ci++) {
         EnumCase *c = &cases[ci];
-        // context-free cases give every draft row and every target row the same values
-        int rows = c->ctx_dep ? c->V : 1;
-        make_rows(c->q, c->q_raw, c->V, rows);
-        make_rows(c->p, c->p_raw, c->V, rows);
-        for (int a = rows; a < c->V; a++) {
-            memcpy(c->q[a], c->q[0], sizeof(c->q[0]));
-            memcpy(c->p[a], c->p[0], sizeof(c->p[0]));
-        }
+        // context-free rows give every context the same values
+        int rows_q = c->shape == Q_BIGRAM || c->shape == Q_PREFIX ? c->V : 1;
+        int rows_p = c->ctx_dep ? c->V : 1;
+        make_rows(c->q, c->q_raw, c->V, rows_q);
+        make_rows(c->p, c->p_raw, c->V, rows_p);
+        for (int a = rows_q; a < c->V; a++) memcpy(c->q[a], c->q[0], sizeof(c->q[0]));
+        for (int a = rows_p; a < c->V; a++) memcpy(c->p[a], c->p[0], sizeof(c->p[0]));
+        // the target as served: its rows cut (at t = 1 the rows are the softmax itself)
+        Sampler cut = case_sampler(c, 1.0f, 0);
+        memcpy(c->p_served, c->p, sizeof(c->p));
+        for (int a = 0; a < c->V; a++) apply_top_k_top_p(c->p_served[a], c->V, &cut);
+        int exact = rows_exact(c);
         Enum *e = calloc(1, sizeof(Enum));
         e->c = c;
-        e->d.V = c->V;
-        float table[EV * EV];
-        for (int a = 0; a < c->V; a++) memcpy(table + a * c->V, c->q[a], c->V * sizeof(float));
-        e->d.probs = table;
+        for (int a = 0; a < c->V; a++) memcpy(e->table + a * c->V, c->q[a], c->V * sizeof(float));
+        Draft table_draft = {.kind = DRAFT_BIGRAM, .name = "table", .V = c->V,
+                             .bigram = {c->V, e->table}};
+        Draft lookup = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = c->V};
+        e->d = c->shape == Q_LOOKUP ? lookup : table_draft;
         build_spec_buffers(&e->b, EK, c->V);
-        e->current = ci % c->V;
+        e->current = c->shape == Q_LOOKUP ? c->text[c->n_text - 1] : ci % c->V;
+        // lookup reads no temperature: t = 0 would repeat t = 1
         float temps[2] = {1.0f, 0.0f};
-        for (int ti = 0; ti < 2; ti++) {
+        int n_temps = c->shape == Q_LOOKUP ? 1 : 2;
+        for (int ti = 0; ti < n_temps; ti++) {
             double worst = 0.0, worst_mass = 0.0, acc = 0.0, smin = 0.0;
             long leaves = 0, runs_before = e->runs;
             for (int k = 1; k <= EK; k++) {
                 for (int bonus = 1; bonus >= 0; bonus--) {
                     double mass, sm;
                     e->k = k;
-                    e->allow_bonus = bonus;
+                    e->remaining = k + bonus;
                     e->t = temps[ti];
                     e->leaves = 0;
                     double d = enumerate_case(e, &mass, &sm);
@@ -531,28 +812,30 @@ static void test_enumeration(void) {
                     if (k == 1 && bonus == 1) { acc = e->accept0; smin = sm; }
                 }
             }
-            int ok = worst < 1e-12 && worst_mass < 1e-12 && !e->overrun &&
+            int ok = exact && worst < 1e-12 && worst_mass < 1e-12 && !e->overrun &&
                      fabs(acc - smin) < 1e-12;
             all_ok &= case_check(ok, "enumeration, %s, draft t=%g, K=1..3 with and without "
                                  "bonus: %ld branches (%ld runs of the round): max |P(emit y) - "
-                                 "target(y)| = %.2g, |total - 1| = %.2g, P(first draft "
-                                 "accepted) = %.6f vs sum min(p,q) = %.6f", c->name,
+                                 "served target(y)| = %.2g, |total - 1| = %.2g, P(first draft "
+                                 "accepted) = %.6f vs sum min(p,q) = %.6f%s", c->name,
                                  temps[ti], leaves, e->runs - runs_before, worst, worst_mass,
-                                 acc, smin);
+                                 acc, smin, exact ? "" : " (a cut row does not sum to 1)");
         }
         free_spec_buffers(&e->b);
         free(e);
     }
-    broken_verdict(all_ok, "the exact enumeration differs from the target");
+    broken_verdict(all_ok, "the exact enumeration differs from the served target");
 }
 
 // ----------------------------------------------------------------------------
-// Fixture: the corpus, its draft, and the trained model
+// Fixture: the corpus, the three drafts, and the trained model
 
 typedef struct {
     Corpus corpus;
     Vocab vocab;
-    BigramDraft draft;
+    Draft draft;  // the blog's bigram table
+    Draft gpt;    // the model draft, tinyshakespeare/draft.bin
+    Draft lookup; // prompt lookup
     GPT model;
 } Fixture;
 
@@ -565,10 +848,10 @@ static int encode_str(const Vocab *v, const char *s, int *out) {
 // ----------------------------------------------------------------------------
 // 2a. Chi-square of draft_tokens + accept_reject on fixed rows
 
-// Draws n tokens: a candidate from the draft's row after `current`, then accept_reject
-// with k = 1 and no bonus; counts[x] = how often x was emitted.
-static void draw_first_tokens(const BigramDraft *d, int current, const float *p, float t,
-                              long n, uint64_t seed, long *counts, long *accepted) {
+// Draws n tokens: a candidate from the draft's row after `current` (served as s says),
+// then accept_reject with k = 1 and no bonus; counts[x] = how often x was emitted.
+static void draw_first_tokens(Draft *d, int current, const float *p, const Sampler *s, long n,
+                              uint64_t seed, long *counts, long *accepted) {
     int V = d->V;
     SpecBuffers b;
     build_spec_buffers(&b, 1, V);
@@ -577,7 +860,7 @@ static void draw_first_tokens(const BigramDraft *d, int current, const float *p,
     rng_seed(&r, seed);
     *accepted = 0;
     for (long i = 0; i < n; i++) {
-        draft_tokens(d, current, 1, t, &r, b.candidates, b.q_draft);
+        draft_tokens(d, &current, 1, 0, 1, s, &r, b.candidates, b.q_draft);
         int m = accept_reject(b.candidates, 1, b.q_draft, b.p_target, V, 0, &r, b.u,
                               b.residual, b.accepted, &b.rejected_at);
         counts[b.accepted[0]] += m == 1;
@@ -587,7 +870,7 @@ static void draw_first_tokens(const BigramDraft *d, int current, const float *p,
 }
 
 static void test_chi_square(Fixture *fx) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q)) return;
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT)) return;
     enum { DRAWS = 40000 };
     int all_ok = 1;
     // hand-made rows, one draft row for every token
@@ -596,11 +879,13 @@ static void test_chi_square(Fixture *fx) {
         {"p with zeros", 5, {0.3f, 0.1f, 0.3f, 0.2f, 0.1f}, {0.0f, 0.5f, 0.0f, 0.3f, 0.2f}},
         {"disjoint supports", 5, {0.5f, 0.5f, 0, 0, 0}, {0, 0, 0.2f, 0.3f, 0.5f}},
     };
-    for (int h = 0; h < 3 && BUG != CATCH_DRAFT_Q; h++) { // t = 1: no tempering to get wrong
+    // t = 1 and no cut: no tempering or cutting to get wrong
+    for (int h = 0; h < 3 && runs(CATCH_RESIDUAL | CATCH_RATIO); h++) {
         int V = hand[h].V;
         float table[25];
         for (int a = 0; a < V; a++) memcpy(table + a * V, hand[h].q, V * sizeof(float));
-        BigramDraft d = {V, table};
+        Draft d = {.kind = DRAFT_BIGRAM, .name = "table", .V = V, .bigram = {V, table}};
+        Sampler s = {1.0f, 0, 0.0f};
         long counts[5] = {0}, acc;
         double want[5], z = 0.0, smin = 0.0;
         for (int x = 0; x < V; x++) z += hand[h].p[x];
@@ -608,7 +893,7 @@ static void test_chi_square(Fixture *fx) {
             want[x] = hand[h].p[x] / z;
             smin += fmin(hand[h].p[x], hand[h].q[x]);
         }
-        draw_first_tokens(&d, 0, hand[h].p, 1.0f, DRAWS, 100 + h, counts, &acc);
+        draw_first_tokens(&d, 0, hand[h].p, &s, DRAWS, 100 + h, counts, &acc);
         ChiSquare cs = chi_square(counts, want, V, DRAWS);
         double rate = (double)acc / DRAWS, sig = sqrt(smin * (1 - smin) / DRAWS);
         int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0 && fabs(rate - smin) <= 4.5 * sig + 1e-12;
@@ -617,50 +902,62 @@ static void test_chi_square(Fixture *fx) {
                              hand[h].name, DRAWS, cs.stat, cs.cells - 1, cs.pvalue,
                              cs.zero_hits, rate, smin);
     }
-    // real rows: the trained target after a prompt, the Tiny Shakespeare draft
+    // real rows: the trained target after a prompt, the Tiny Shakespeare bigram draft, both
+    // served alike (tempered, then cut)
     GPT *g = &fx->model;
     int V = g->config.vocab_size, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\nWhat say", prompt);
-    float temps[2] = {1.0f, 0.7f};
+    struct { Sampler s; int catches; } served[] = {
+        {{1.0f, 0, 0.0f}, CATCH_RESIDUAL | CATCH_RATIO},
+        {{0.7f, 0, 0.0f}, CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q},
+        {{1.0f, 5, 0.0f}, CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT},
+        {{1.0f, 0, 0.8f}, CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT},
+    };
     float *p = malloc((size_t)V * sizeof(float)), *q = malloc((size_t)V * sizeof(float));
     long *counts = malloc((size_t)V * sizeof(long));
     double *want = malloc((size_t)V * sizeof(double));
-    for (int ti = 0; ti < 2; ti++) {
-        if (BUG == CATCH_DRAFT_Q && temps[ti] == 1.0f) continue;
+    for (int si = 0; si < 4; si++) {
+        const Sampler *s = &served[si].s;
+        if (!runs(served[si].catches)) continue;
         g->state.kv_len = 0;
         const float *lg = forward(g, prompt, np);
-        target_probs(p, lg + (size_t)(np - 1) * V, V, temps[ti]);
-        draft_probs(q, &fx->draft, prompt[np - 1], temps[ti]); // the row it must sample
+        served_probs(p, lg + (size_t)(np - 1) * V, V, s);
+        draft_probs(q, &fx->draft.bigram, prompt[np - 1], s); // the row it must sample
         double z = 0.0, smin = 0.0;
+        int kept = 0;
         for (int x = 0; x < V; x++) z += p[x];
         for (int x = 0; x < V; x++) {
             want[x] = p[x] / z;
             smin += fmin(p[x], q[x]);
             counts[x] = 0;
+            kept += p[x] > 0.0f;
         }
         long acc;
-        draw_first_tokens(&fx->draft, prompt[np - 1], p, temps[ti], DRAWS, 200 + ti, counts,
-                          &acc);
+        draw_first_tokens(&fx->draft, prompt[np - 1], p, s, DRAWS, 200 + si, counts, &acc);
         ChiSquare cs = chi_square(counts, want, V, DRAWS);
         double rate = (double)acc / DRAWS, sig = sqrt(smin * (1 - smin) / DRAWS);
         int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0 && fabs(rate - smin) <= 4.5 * sig;
+        char name[64];
+        sampler_name(name, sizeof(name), s);
         all_ok &= case_check(ok, "chi-square, trained target after \"ROMEO:\\nWhat say\" vs the "
-                             "bigram row of 'y', t=%.1f, %d draws: X2 = %.2f on %d df (%d cells "
-                             "pooled), p-value %.3g; acceptance %.4f vs sum min(p,q) %.4f "
-                             "(%.1f sigma)", temps[ti], DRAWS, cs.stat, cs.cells - 1, cs.pooled,
-                             cs.pvalue, rate, smin, fabs(rate - smin) / sig);
+                             "bigram row of 'y', both served %s (the target keeps %d tokens), %d "
+                             "draws: X2 = %.2f on %d df (%d cells pooled), p-value %.3g, %ld "
+                             "draws of p = 0 tokens; acceptance %.4f vs sum min(p,q) %.4f (%.1f "
+                             "sigma)", name, kept, DRAWS, cs.stat,
+                             cs.cells - 1, cs.pooled, cs.pvalue, cs.zero_hits, rate, smin,
+                             fabs(rate - smin) / sig);
     }
     free(p); free(q); free(counts); free(want);
-    broken_verdict(all_ok, "the emitted tokens are not distributed as p");
+    broken_verdict(all_ok, "the emitted tokens are not distributed as the served p");
 }
 
 // ----------------------------------------------------------------------------
 // 2b. End to end: the joint of two characters from speculative_generate
 
-// Exact joints of the generated characters after the prompt at temperature t, from
-// plain one-token passes: joint12 of the 1st and 2nd, p(x1) p(x2 | x1), and joint23 of
-// the 2nd and 3rd, sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
-static void exact_joint(GPT *g, const int *prompt, int np, float t, double *joint12,
+// Exact joints of the generated characters after the prompt as served (s: temperature,
+// top-k, top-p), from plain one-token passes: joint12 of the 1st and 2nd, p(x1) p(x2 | x1),
+// and joint23 of the 2nd and 3rd, sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
+static void exact_joint(GPT *g, const int *prompt, int np, const Sampler *s, double *joint12,
                         double *joint) {
     int V = g->config.vocab_size;
     float *p1 = malloc((size_t)V * sizeof(float)), *p2 = malloc((size_t)V * sizeof(float)),
@@ -669,77 +966,106 @@ static void exact_joint(GPT *g, const int *prompt, int np, float t, double *join
     memset(joint12, 0, (size_t)V * V * sizeof(double));
     g->state.kv_len = 0;
     const float *lg = forward(g, prompt, np);
-    target_probs(p1, lg + (size_t)(np - 1) * V, V, t);
+    served_probs(p1, lg + (size_t)(np - 1) * V, V, s);
     for (int x1 = 0; x1 < V; x1++) {
         if (p1[x1] == 0.0f) continue;
         g->state.kv_len = np;
-        target_probs(p2, forward(g, &x1, 1), V, t);
+        served_probs(p2, forward(g, &x1, 1), V, s);
         for (int x2 = 0; x2 < V; x2++) joint12[x1 * V + x2] = (double)p1[x1] * p2[x2];
         for (int x2 = 0; x2 < V; x2++) {
             double w = (double)p1[x1] * p2[x2];
             if (w < 1e-13) continue; // the cells skipped hold < 65 * 65 * 1e-13 in all
             g->state.kv_len = np + 1;
-            target_probs(p3, forward(g, &x2, 1), V, t);
+            served_probs(p3, forward(g, &x2, 1), V, s);
             for (int x3 = 0; x3 < V; x3++) joint[x2 * V + x3] += w * p3[x3];
         }
     }
     free(p1); free(p2); free(p3);
 }
 
+// One end-to-end case: a draft, a served distribution, a prompt, how many runs, and the
+// bugs it can see (a broken build runs only the cases that can see its bug).
+typedef struct {
+    const char *what;
+    Draft *draft;
+    Sampler s;
+    const char *prompt;
+    long runs, runs_san;
+    int catches;
+} JointCase;
+
 static void test_joint(Fixture *fx) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_TRIM)) return;
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_TRIM | CATCH_CUT)) return;
     GPT *g = &fx->model;
     int V = g->config.vocab_size, K = 4, N_NEW = 5;
-    long runs_n = SANITIZED ? 500 : 30000;
-    int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
-    int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
+    int all_bugs = CATCH_RESIDUAL | CATCH_RATIO | CATCH_TRIM;
+    JointCase cases[] = {
+        {"bigram draft", &fx->draft, {1.0f, 0, 0.0f}, "ROMEO:\n", 30000, 500, all_bugs},
+        {"bigram draft", &fx->draft, {0.7f, 0, 0.0f}, "ROMEO:\n", 30000, 500,
+         all_bugs | CATCH_DRAFT_Q},
+        // the model draft (its own cache, caught up on the prompt in its first pass)
+        {"gpt draft", &fx->gpt, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 100, all_bugs},
+        // the served cut: the cut bugs' cases (the others are caught above already)
+        {"gpt draft", &fx->gpt, {1.0f, 3, 0.0f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        {"gpt draft", &fx->gpt, {1.0f, 0, 0.6f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        // prompt lookup: a repeated prompt, so the round after 'E' copies "O:\nR"; its
+        // rounds are too short for the untrimmed cache to show in characters 2 and 3
+        {"lookup draft", &fx->lookup, {1.0f, 0, 0.0f}, "ROMEO:\nROMEO:\nROM", 6000, 100,
+         CATCH_RESIDUAL | CATCH_RATIO},
+    };
+    int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
     double *joint = malloc((size_t)V * V * sizeof(double)),
            *joint12 = malloc((size_t)V * V * sizeof(double));
     long *counts = malloc((size_t)V * V * sizeof(long)),
          *counts12 = malloc((size_t)V * V * sizeof(long));
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
-    float temps[2] = {1.0f, 0.7f};
-    int all_ok = 1;
-    for (int ti = 0; ti < 2; ti++) {
-        if (BUG == CATCH_DRAFT_Q && temps[ti] == 1.0f) continue; // q is the table row at t=1
-        exact_joint(g, prompt, np, temps[ti], joint12, joint);
+    for (int ci = 0; ci < n_cases; ci++) {
+        JointCase *c = &cases[ci];
+        if (!runs(c->catches)) continue;
+        long runs_n = SANITIZED ? c->runs_san : c->runs;
+        int prompt[64], np = encode_str(&fx->vocab, c->prompt, prompt);
+        int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
+        exact_joint(g, prompt, np, &c->s, joint12, joint);
         memset(counts, 0, (size_t)V * V * sizeof(long));
         memset(counts12, 0, (size_t)V * V * sizeof(long));
-        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
-                           .round = ROUND};
+        DecodeOptions o = {.sampler = c->s, .K = K, .vocab = &fx->vocab, .round = ROUND};
         long full_rounds = 0;
         for (long run = 0; run < runs_n; run++) {
             Rng r;
-            rng_seed(&r, 1000000 * (ti + 1) + (uint64_t)run);
+            rng_seed(&r, 1000000 * (ci + 1) + (uint64_t)run);
             Stats st;
             memset(&st, 0, sizeof(st));
-            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+            speculative_generate(g, c->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
             counts12[seq[np] * V + seq[np + 1]]++;
             counts[seq[np + 1] * V + seq[np + 2]]++;
             full_rounds += st.drafted >= K;
         }
+        char served[64], shown[64];
+        sampler_name(served, sizeof(served), &c->s);
+        escape_newlines(shown, sizeof(shown), c->prompt);
         // the 1st character comes from the prefill, the 2nd from the first round
         ChiSquare c12 = chi_square(counts12, joint12, V * V, runs_n);
-        all_ok &= case_check(c12.pvalue > 1e-4 && c12.zero_hits == 0, "end to end, trained "
-                             "model, prompt \"ROMEO:\\n\", K=%d, t=%.1f, %ld runs: joint of "
-                             "generated characters 1 and 2 vs the exact joint: X2 = %.1f on %d df "
-                             "(%d of %d cells pooled), p-value %.3g, %ld draws of p = 0 pairs", K,
-                             temps[ti], runs_n, c12.stat, c12.cells - 1, c12.pooled, V * V,
-                             c12.pvalue, c12.zero_hits);
+        all_ok &= case_check(c12.pvalue > 1e-4 && c12.zero_hits == 0, "end to end, %s, "
+                             "trained target, prompt \"%s\", K=%d, %s, %ld runs: joint of "
+                             "generated characters 1 and 2 vs the exact joint: X2 = %.1f on %d "
+                             "df (%d of %d cells pooled), p-value %.3g, %ld draws of p = 0 "
+                             "pairs", c->what, shown, K, served, runs_n, c12.stat,
+                             c12.cells - 1, c12.pooled, V * V, c12.pvalue, c12.zero_hits);
         ChiSquare cs = chi_square(counts, joint, V * V, runs_n);
         int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0;
-        all_ok &= case_check(ok, "end to end, trained model, prompt \"ROMEO:\\n\", K=%d, t=%.1f, "
-                             "%ld runs of speculative_generate (-n %d; the first round drafts "
-                             "%d in %ld runs): joint of generated characters 2 and 3 (the first "
-                             "two the speculative rounds emit) vs the exact joint from plain "
-                             "passes: X2 = %.1f on %d df (%d of %d cells pooled), p-value %.3g, "
-                             "%ld draws of p = 0 pairs", K, temps[ti], runs_n, N_NEW, K,
-                             full_rounds, cs.stat, cs.cells - 1, cs.pooled, V * V, cs.pvalue,
-                             cs.zero_hits);
+        all_ok &= case_check(ok, "end to end, %s, trained target, prompt \"%s\", K=%d, %s, "
+                             "%ld runs of speculative_generate (-n %d; the rounds draft %d or "
+                             "more in %ld runs): joint of generated characters 2 and 3 (the first "
+                             "two the speculative rounds emit) vs the exact joint of the served "
+                             "distribution from plain passes: X2 = %.1f on %d df (%d of %d "
+                             "cells pooled), p-value %.3g, %ld draws of p = 0 pairs", c->what,
+                             shown, K, served, runs_n, N_NEW, K, full_rounds, cs.stat,
+                             cs.cells - 1, cs.pooled, V * V, cs.pvalue, cs.zero_hits);
+        free(seq);
     }
     free_spec_buffers(&b);
-    free(seq); free(joint); free(joint12); free(counts); free(counts12);
+    free(joint); free(joint12); free(counts); free(counts12);
     broken_verdict(all_ok, "speculative_generate's characters are not distributed as plain "
                    "decoding's");
 }
@@ -748,8 +1074,9 @@ static void test_joint(Fixture *fx) {
 // 3. The mutants' round is the real round when no bug is planted
 
 // test_round, the round the broken builds run, must be speculative_round in the correct
-// build: the same text, counters and final cache length from the same seed, over runs
-// long enough to refill the cache (and, as a rule, to take single steps at its edge).
+// build: the same text, counters and final cache lengths (the target's and the model
+// draft's) from the same seed, with each draft and each way of serving, over runs long
+// enough to refill the cache (and, as a rule, to take single steps at its edge).
 static void test_round_faithful(Fixture *fx) {
     if (BUG) return;
     GPT *g = &fx->model;
@@ -760,30 +1087,39 @@ static void test_round_faithful(Fixture *fx) {
         *c = malloc((size_t)(np + N_NEW) * sizeof(int));
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
-    float temps[3] = {1.0f, 0.7f, 0.0f};
-    for (int ti = 0; ti < 3; ti++) {
-        Stats sa, sc;
-        int kv[2];
-        for (int which = 0; which < 2; which++) {
-            DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
-                               .round = which ? test_round : NULL};
-            Stats *st = which ? &sc : &sa;
-            memset(st, 0, sizeof(*st));
-            Rng r;
-            rng_seed(&r, 31 + ti);
-            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r,
-                                 which ? c : a, st);
-            st->seconds = 0.0; // wall time is the one field that may differ
-            kv[which] = g->state.kv_len;
+    Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
+    Sampler served[4] = {{1.0f, 0, 0.0f}, {0.0f, 0, 0.0f}, {1.0f, 5, 0.9f}, {0.7f, 0, 0.0f}};
+    int n_served = SANITIZED ? 3 : 4; // t = 0.7 takes no path t = 1 does not
+    for (int di = 0; di < 3; di++) {
+        for (int si = 0; si < n_served; si++) {
+            Draft *d = drafts[di];
+            Stats sa, sc;
+            int kv[2], kv_draft[2];
+            for (int which = 0; which < 2; which++) {
+                DecodeOptions o = {.sampler = served[si], .K = K, .vocab = &fx->vocab,
+                                   .round = which ? test_round : NULL};
+                Stats *st = which ? &sc : &sa;
+                memset(st, 0, sizeof(*st));
+                Rng r;
+                rng_seed(&r, 31 + si);
+                speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, which ? c : a, st);
+                // wall times are the only fields that may differ
+                st->seconds = st->draft_seconds = st->verify_seconds = st->step_seconds = 0.0;
+                kv[which] = g->state.kv_len;
+                kv_draft[which] = d->model.state.kv_len;
+            }
+            char name[64];
+            sampler_name(name, sizeof(name), &served[si]);
+            check(memcmp(a, c, (size_t)(np + N_NEW) * sizeof(int)) == 0 &&
+                  memcmp(&sa, &sc, sizeof(Stats)) == 0 && kv[0] == kv[1] &&
+                  kv_draft[0] == kv_draft[1] && sa.rounds > 0 && sa.refill_passes > 0,
+                  "test_round, %s draft, %s, K=%d, %d tokens: the same text, Stats and final "
+                  "cache lengths (target %d, %d; draft %d, %d) as speculative_round (%ld "
+                  "rounds, %ld empty, %ld accepted, %ld draft passes, %ld refills, %ld steps; "
+                  "test_round: %ld rounds, %ld accepted)", d->name, name, K, N_NEW, kv[0],
+                  kv[1], kv_draft[0], kv_draft[1], sa.rounds, sa.empty_rounds, sa.accepted,
+                  sa.draft_passes, sa.refill_passes, sa.decode_passes, sc.rounds, sc.accepted);
         }
-        check(memcmp(a, c, (size_t)(np + N_NEW) * sizeof(int)) == 0 &&
-              memcmp(&sa, &sc, sizeof(Stats)) == 0 && kv[0] == kv[1] && sa.rounds > 0 &&
-              sa.refill_passes > 0,
-              "test_round, t=%.1f, K=%d, %d tokens: the same text, Stats and final cache "
-              "length (%d, %d) as speculative_round (%ld rounds, %ld accepted, %ld refills, "
-              "%ld steps; test_round: %ld rounds, %ld accepted)", temps[ti], K, N_NEW, kv[0],
-              kv[1], sa.rounds, sa.accepted, sa.refill_passes, sa.decode_passes, sc.rounds,
-              sc.accepted);
     }
     free_spec_buffers(&b);
     free(a); free(c);
@@ -848,7 +1184,7 @@ static void test_forced_edges(void) {
 }
 
 // Greedy speculative text == greedy plain text, for one prompt, K and length.
-static int greedy_same(Fixture *fx, const BigramDraft *d, const int *prompt, int np, int K,
+static int greedy_same(Fixture *fx, Draft *d, const int *prompt, int np, int K,
                        int n_new, Stats *sp_out) {
     GPT *g = &fx->model;
     int V = g->config.vocab_size, cap = (np > 0 ? np : 1) + n_new;
@@ -856,7 +1192,7 @@ static int greedy_same(Fixture *fx, const BigramDraft *d, const int *prompt, int
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
-    DecodeOptions o = {.temperature = 0.0f, .K = K, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = K, .vocab = &fx->vocab};
     Stats sp, pl;
     memset(&sp, 0, sizeof(sp));
     memset(&pl, 0, sizeof(pl));
@@ -891,6 +1227,16 @@ static void test_edge_runs(Fixture *fx) {
     ok = greedy_same(fx, &fx->draft, prompt, np, S - 1, 200, &st);
     check(ok, "K = block_size - 1 = %d: 200 greedy tokens equal plain decoding (%ld rounds, "
           "%ld drafted)", S - 1, st.rounds, st.drafted);
+    // every draft, greedy: the model draft's cache and lookup's short rounds change no token
+    Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
+    for (int di = 0; di < 3; di++) {
+        int n_new = SANITIZED ? 100 : 300;
+        ok = greedy_same(fx, drafts[di], prompt, np, 4, n_new, &st);
+        check(ok && st.rounds > 0, "%s draft, K = 4: %d greedy tokens equal plain decoding "
+              "(%ld rounds, %ld empty, %ld drafted, %ld accepted, %ld draft passes)",
+              drafts[di]->name, n_new, st.rounds, st.empty_rounds, st.drafted, st.accepted,
+              st.draft_passes);
+    }
     // a prompt of exactly S tokens: the cache is full after the prefill
     int full[64];
     memcpy(full, fx->corpus.tokens + 5000, (size_t)S * sizeof(int));
@@ -900,7 +1246,7 @@ static void test_edge_runs(Fixture *fx) {
     // a draft that never agrees: every row one-hot at a token greedy decoding never emits
     int plain_seq[512];
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.temperature = 0.0f, .K = 4, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
     Stats pl;
     memset(&pl, 0, sizeof(pl));
     Rng r;
@@ -911,7 +1257,8 @@ static void test_edge_runs(Fixture *fx) {
     for (int x = V - 1; x >= 0 && never < 0; x--) if (!seen[x]) never = x;
     float *table = malloc((size_t)V * V * sizeof(float));
     for (int i = 0; i < V * V; i++) table[i] = (i % V) == never ? 1.0f : 0.0f;
-    BigramDraft contrary = {V, table};
+    Draft contrary = {.kind = DRAFT_BIGRAM, .name = "contrary", .V = V,
+                      .bigram = {V, table}};
     ok = never >= 0 && greedy_same(fx, &contrary, prompt, np, 4, 300, &st);
     check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0,
           "a draft that never agrees (always '%c'): 300 greedy tokens equal plain decoding; "
@@ -921,8 +1268,9 @@ static void test_edge_runs(Fixture *fx) {
     free(p);
 }
 
-// The target as its own draft: the draft rows come from one-token target passes, the
-// verify pass recomputes them bit for bit, so every candidate passes.
+// The target as its own draft: the draft rows come from one-token target passes served
+// as the verify pass serves its rows, which recomputes them bit for bit, so every
+// candidate passes (with a top-k/top-p cut too: both sides are cut alike).
 static void test_self_draft(Fixture *fx) {
     if (BUG) return;
     GPT *g = &fx->model;
@@ -930,39 +1278,41 @@ static void test_self_draft(Fixture *fx) {
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
-    float temps[2] = {1.0f, 0.7f};
-    for (int ti = 0; ti < 2; ti++) {
-        float t = temps[ti];
+    Sampler served[3] = {{1.0f, 0, 0.0f}, {0.7f, 0, 0.0f}, {1.0f, 10, 0.9f}};
+    for (int si = 0; si < 3; si++) {
+        const Sampler *s = &served[si];
         Rng r;
-        rng_seed(&r, 77 + ti);
+        rng_seed(&r, 77 + si);
         g->state.kv_len = 0;
         const float *lg = forward(g, prompt, np);
-        target_probs(b.p_next, lg + (size_t)(np - 1) * V, V, t);
+        served_probs(b.p_next, lg + (size_t)(np - 1) * V, V, s);
         int current = sample_from(b.p_next, V, rng_uniform(&r));
         long rounds = 0, all_in = 0, rows_equal = 0, emitted = 0;
         while (S - 1 - g->state.kv_len >= K) {
             int before = g->state.kv_len, tok = current;
             // draft with the target itself, one token at a time, then forget those passes
             for (int i = 0; i < K; i++) {
-                target_probs(b.q_draft + (size_t)i * V, forward(g, &tok, 1), V, t);
+                served_probs(b.q_draft + (size_t)i * V, forward(g, &tok, 1), V, s);
                 tok = b.candidates[i] = sample_from(b.q_draft + (size_t)i * V, V,
                                                     rng_uniform(&r));
             }
-            trim_kv_cache(g, 0, before);
-            verify_candidates(g, current, b.candidates, K, t, b.all_tokens, b.p_target);
+            trim_kv_cache(g, NULL, 0, before);
+            verify_candidates(g, current, b.candidates, K, s, b.all_tokens, b.p_target);
             rows_equal += memcmp(b.p_target, b.q_draft, (size_t)K * V * sizeof(float)) == 0;
             int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u,
                                   b.residual, b.accepted, &b.rejected_at);
-            trim_kv_cache(g, n, before);
+            trim_kv_cache(g, NULL, n, before);
             all_in += n == K + 1 && b.rejected_at < 0;
             emitted += n;
             current = b.accepted[n - 1];
             rounds++;
         }
+        char name[64];
+        sampler_name(name, sizeof(name), s);
         check(rounds > 0 && all_in == rounds && rows_equal == rounds,
-              "self-draft t=%.1f: the target drafting for itself: %ld of %ld rounds accepted "
+              "self-draft %s: the target drafting for itself: %ld of %ld rounds accepted "
               "all %d drafts and took the bonus (%ld tokens), verify rows == draft rows bit for "
-              "bit in %ld rounds", t, all_in, rounds, K, emitted, rows_equal);
+              "bit in %ld rounds", name, all_in, rounds, K, emitted, rows_equal);
     }
     free_spec_buffers(&b);
 }
@@ -972,34 +1322,49 @@ static void test_self_draft(Fixture *fx) {
 
 typedef struct {
     GPT fresh;           // the same weights, its own cache: the fresh prefill
+    GPT fresh_draft;     // the same for a model draft (unused for a table or lookup)
+    const Draft *d;
     const SpecBuffers *b;
     const Stats *st;
-    long steps, bad_steps, first_bad;
+    long steps, bad_steps, first_bad, draft_checked;
     long last_rounds, last_drafted;
     double sum_beta, var_beta; // sum over judged positions of beta and beta (1 - beta)
     long judged;
 } CacheWatch;
 
+// Whether the first n positions of g's cache equal fresh's after a prefill over toks,
+// bit for bit, every layer, keys and values (keys and values by position: (L, S, C)).
+static int cache_equals_prefill(const GPT *g, GPT *fresh, const int *toks, int n) {
+    const Config *c = &g->config;
+    size_t S = c->block_size, C = c->n_embd;
+    fresh->state.kv_len = 0;
+    if (n > 0) forward(fresh, toks, n);
+    int ok = 1;
+    for (int l = 0; l < c->n_layer && ok; l++) {
+        size_t off = l * S * C, bytes = (size_t)n * C * sizeof(float);
+        ok = memcmp(g->state.key_cache + off, fresh->state.key_cache + off, bytes) == 0 &&
+             memcmp(g->state.value_cache + off, fresh->state.value_cache + off, bytes) == 0;
+    }
+    return ok;
+}
+
 // after_step hook: compares the live cache with a fresh prefill over the tokens it
-// should hold (the kv_len tokens before the current one), and adds up beta = sum_x
+// should hold (the kv_len tokens before the current one), and a model draft's cache with
+// a fresh prefill over the first of those (it may lag: never run the last guess of a
+// bonus round, or not yet caught up on a refill's window); and adds up beta = sum_x
 // min(p(x), q(x)) over the positions the round judged.
 static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
     CacheWatch *w = ctx;
-    const Config *c = &g->config;
-    int kv = g->state.kv_len, V = c->vocab_size;
-    size_t S = c->block_size, C = c->n_embd;
+    int kv = g->state.kv_len, V = g->config.vocab_size, S = g->config.block_size;
     w->steps++;
-    int ok = kv >= 0 && kv <= (int)S && kv <= n_seq - 1;
-    if (ok) {
-        w->fresh.state.kv_len = 0;
-        if (kv > 0) forward(&w->fresh, seq + n_seq - 1 - kv, kv);
-        for (int l = 0; l < c->n_layer && ok; l++) {
-            // keys and values by position (L, S, C): positions 0 .. kv-1 are the layer's
-            // first kv rows
-            size_t off = l * S * C, bytes = (size_t)kv * C * sizeof(float);
-            ok = memcmp(g->state.key_cache + off, w->fresh.state.key_cache + off, bytes) == 0 &&
-                 memcmp(g->state.value_cache + off, w->fresh.state.value_cache + off, bytes) == 0;
-        }
+    const int *window = seq + n_seq - 1 - kv; // the tokens the target's cache holds
+    int ok = kv >= 0 && kv <= S && kv <= n_seq - 1 &&
+             cache_equals_prefill(g, &w->fresh, window, kv);
+    if (ok && w->d->kind == DRAFT_GPT) {
+        const GPT *m = &w->d->model;
+        int kvd = m->state.kv_len;
+        ok = kvd >= 0 && kvd <= kv && cache_equals_prefill(m, &w->fresh_draft, window, kvd);
+        w->draft_checked++;
     }
     if (!ok && w->bad_steps++ == 0) w->first_bad = w->steps;
     // a speculative round just ran: add its judged positions
@@ -1019,68 +1384,99 @@ static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
     w->last_drafted = w->st->drafted;
 }
 
+// A copy of m's weights with a cache of its own.
+static void clone_gpt(GPT *out, const GPT *m) {
+    if (build_gpt(out, &m->config) != 0) {
+        fprintf(stderr, "test_exact: out of memory for a fresh model\n");
+        exit(1);
+    }
+    memcpy(out->params, m->params, m->n_params * sizeof(float));
+}
+
 static void test_cache_and_stats(Fixture *fx) {
     if (!runs(CATCH_TRIM)) return;
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, K = 4, N_NEW = SANITIZED ? 150 : 2000, prompt[64];
+    int V = g->config.vocab_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
-    int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
+    struct { Draft *d; Sampler s; int n_new, n_new_san; } cases[] = {
+        {&fx->draft, {1.0f, 0, 0.0f}, 2000, 150},
+        {&fx->draft, {0.7f, 0, 0.0f}, 2000, 150},
+        {&fx->draft, {0.0f, 0, 0.0f}, 2000, 150},
+        {&fx->gpt, {1.0f, 0, 0.0f}, 1000, 50},
+        {&fx->gpt, {1.0f, 5, 0.9f}, 1000, 50},
+        {&fx->lookup, {1.0f, 0, 0.0f}, 1000, 50},
+    };
     SpecBuffers b;
     build_spec_buffers(&b, K, V);
-    float temps[3] = {1.0f, 0.7f, 0.0f};
     int all_ok = 1;
-    for (int ti = 0; ti < 3; ti++) {
+    for (int ci = 0; ci < 6; ci++) {
+        int N_NEW = SANITIZED ? cases[ci].n_new_san : cases[ci].n_new;
+        int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
         CacheWatch w;
         memset(&w, 0, sizeof(w));
-        build_gpt(&w.fresh, &g->config);
-        memcpy(w.fresh.params, g->params, g->n_params * sizeof(float));
+        clone_gpt(&w.fresh, g);
+        if (cases[ci].d->kind == DRAFT_GPT) clone_gpt(&w.fresh_draft, &cases[ci].d->model);
         Stats st;
         memset(&st, 0, sizeof(st));
+        w.d = cases[ci].d;
         w.b = &b;
         w.st = &st;
-        DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+        DecodeOptions o = {.sampler = cases[ci].s, .K = K, .vocab = &fx->vocab,
                            .after_step = watch_step, .ctx = &w, .round = ROUND};
         Rng r;
-        rng_seed(&r, 4242 + ti);
-        speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
-        char first[64] = "";
+        rng_seed(&r, 4242 + ci);
+        speculative_generate(g, cases[ci].d, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+        char first[64] = "", name[64], draft_note[96] = "";
         if (w.bad_steps) snprintf(first, sizeof(first), "; the first after step %ld", w.first_bad);
+        if (w.draft_checked)
+            snprintf(draft_note, sizeof(draft_note), ", and the draft's cache a fresh prefill "
+                     "of the draft over the first of them (%ld times)", w.draft_checked);
+        sampler_name(name, sizeof(name), &cases[ci].s);
+        const char *dn = cases[ci].d->name;
         all_ok &= case_check(w.steps > 0 && w.bad_steps == 0 && st.rounds > N_NEW / 4,
-                             "KV cache, t=%.1f, K=%d, %d tokens: after each of %ld rounds and "
-                             "steps (%ld rounds, %ld refills) the cache equals a fresh prefill "
-                             "over the same tokens, bit for bit, every layer, keys and values "
-                             "(%ld differ%s)", temps[ti], K, N_NEW, w.steps, st.rounds,
-                             st.refill_passes, w.bad_steps, first);
+                             "KV cache, %s draft, %s, K=%d, %d tokens: after each of %ld rounds "
+                             "and steps (%ld rounds, %ld refills) the target's cache equals a "
+                             "fresh prefill over the same tokens, bit for bit, every layer, keys "
+                             "and values%s (%ld differ%s)", dn, name, K, N_NEW, w.steps,
+                             st.rounds, st.refill_passes, draft_note, w.bad_steps, first);
         if (BUG == 0) {
-            long x = st.rounds - st.resampled - st.bonus;
+            // rounds that end in neither a resample nor a bonus: empty ones (a plain step)
+            // and at most one last round that was not allowed a bonus
+            long x = st.rounds - st.resampled - st.bonus - st.empty_rounds;
+            long passes = cases[ci].d->kind == DRAFT_GPT ? st.drafted : 0;
             check(st.emitted == N_NEW &&
                   st.emitted == 1 + st.refill_passes + st.decode_passes + st.round_tokens &&
-                  st.round_tokens == st.accepted + st.resampled + st.bonus && x >= 0 && x <= 1 &&
-                  st.accepted + st.resampled == w.judged,
-                  "counters, t=%.1f: emitted %ld = 1 + %ld refills + %ld steps + %ld round "
-                  "tokens; round tokens = accepted %ld + resampled %ld + bonus %ld; rounds %ld "
-                  "= resampled + bonus + %ld; judged positions %ld = accepted + resampled",
-                  temps[ti], st.emitted, st.refill_passes, st.decode_passes, st.round_tokens,
-                  st.accepted, st.resampled, st.bonus, st.rounds, x, w.judged);
+                  st.round_tokens == st.accepted + st.resampled + st.bonus + st.empty_rounds &&
+                  x >= 0 && x <= 1 && st.accepted + st.resampled == w.judged &&
+                  st.draft_passes == passes,
+                  "counters, %s draft, %s: emitted %ld = 1 + %ld refills + %ld steps + %ld "
+                  "round tokens; round tokens = accepted %ld + resampled %ld + bonus %ld + "
+                  "empty rounds %ld; rounds %ld = resampled + bonus + empty + %ld; judged "
+                  "positions %ld = accepted + resampled; draft passes %ld (%ld expected: one "
+                  "per guess of a model draft)", dn, name, st.emitted, st.refill_passes,
+                  st.decode_passes, st.round_tokens, st.accepted, st.resampled, st.bonus,
+                  st.empty_rounds, st.rounds, x, w.judged, st.draft_passes, passes);
             // the Stats' own alpha: the same positions, the same sum, in the same order
             double alpha = w.judged ? w.sum_beta / w.judged : 0.0;
             check(st.judged == w.judged && st.judged == st.accepted + st.resampled &&
                   fabs(st.alpha_sum - w.sum_beta) <= 1e-9 * (1.0 + w.sum_beta) &&
                   fabs(stats_alpha(&st) - alpha) <= 1e-12,
-                  "alpha, t=%.1f: Stats.judged %ld == %ld judged positions seen after each "
-                  "round; Stats.alpha_sum %.6f == the test's sum of sum_x min(p,q) %.6f; "
-                  "stats_alpha %.6f == %.6f", temps[ti], st.judged, w.judged, st.alpha_sum,
+                  "alpha, %s draft, %s: Stats.judged %ld == %ld judged positions seen after "
+                  "each round; Stats.alpha_sum %.6f == the test's sum of sum_x min(p,q) %.6f; "
+                  "stats_alpha %.6f == %.6f", dn, name, st.judged, w.judged, st.alpha_sum,
                   w.sum_beta, stats_alpha(&st), alpha);
             double sigma = sqrt(w.var_beta), dev = fabs(st.accepted - w.sum_beta);
-            check(dev <= 4.5 * sigma + 1e-9, "acceptance, t=%.1f: %ld accepted of %ld judged "
-                  "positions vs sum of sum_x min(p,q) = %.1f (sd %.1f): %.2f sigma; rate %.4f "
-                  "accepted/drafted", temps[ti], st.accepted, w.judged, w.sum_beta, sigma,
-                  sigma > 0 ? dev / sigma : 0.0, (double)st.accepted / st.drafted);
+            check(dev <= 4.5 * sigma + 1e-9, "acceptance, %s draft, %s: %ld accepted of %ld "
+                  "judged positions vs sum of sum_x min(p,q) = %.1f (sd %.1f): %.2f sigma; rate "
+                  "%.4f accepted/drafted", dn, name, st.accepted, w.judged, w.sum_beta, sigma,
+                  sigma > 0 ? dev / sigma : 0.0,
+                  st.drafted ? (double)st.accepted / st.drafted : 0.0);
         }
         free_gpt(&w.fresh);
+        if (cases[ci].d->kind == DRAFT_GPT) free_gpt(&w.fresh_draft);
+        free(seq);
     }
     free_spec_buffers(&b);
-    free(seq);
     broken_verdict(all_ok, "the cache after a round differs from a fresh prefill");
 }
 
@@ -1134,15 +1530,22 @@ int main(void) {
     Fixture fx;
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
-    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
-        BigramDraftModel(&fx.draft, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
-        check(0, "load %s and build the draft (run 'make data'): %s", CORPUS_PATH, err);
+    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
+        check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
         return 1;
     }
     Vocab mv;
     if (load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
         mv.size != fx.vocab.size || memcmp(mv.chars, fx.vocab.chars, (size_t)mv.size) != 0) {
         check(0, "load the trained model %s with the corpus's vocabulary: %s", MODEL_PATH, err);
+        return 1;
+    }
+    // the three drafts, as --draft builds them
+    int S = fx.model.config.block_size;
+    if (setup_draft("bigram", &fx.vocab, &fx.corpus, S, &fx.draft, err, sizeof(err)) != 0 ||
+        setup_draft("gpt", &fx.vocab, &fx.corpus, S, &fx.gpt, err, sizeof(err)) != 0 ||
+        setup_draft("lookup", &fx.vocab, &fx.corpus, S, &fx.lookup, err, sizeof(err)) != 0) {
+        check(0, "build the bigram, gpt (%s) and lookup drafts: %s", DEFAULT_DRAFT, err);
         return 1;
     }
     (void)usage; (void)setup_model; (void)run_generation;
@@ -1162,7 +1565,9 @@ int main(void) {
     printf("(cache and counters: %.1f s)\n", now_seconds() - t0);
     test_explain();
     free_gpt(&fx.model);
-    free_bigram_draft(&fx.draft);
+    free_draft(&fx.draft);
+    free_draft(&fx.gpt);
+    free_draft(&fx.lookup);
     free_corpus(&fx.corpus);
     free(swap_p);
     free(swap_q);
