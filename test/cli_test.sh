@@ -583,14 +583,14 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     start=$SECONDS
     LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
-    check "bench --quick --csv exits 0 with a CSV header and 144 rows on stdout (K = 1..8 at t = 0 and 1 for 3 drafts, then K = 1..4 at t = 0 and 1 for 3 drafts and the ceiling at 3 widths)" \
-        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,draft,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 145 ]] &&
+    check "bench --quick --csv exits 0 with a CSV header and 112 rows on stdout (K = 1..8 at t = 0 and 1 for 3 drafts, then K = 1..4 at t = 0 and 1 for 3 drafts and the ceiling at 2 widths)" \
+        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,draft,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 113 ]] &&
               [[ $(grep -cE "^k,(bigram|gpt|lookup),256,0.84,[01],[1-8]," "$T/out") == 48 ]] &&
               [[ $(grep -cE "^size,(bigram|gpt|lookup|ceiling),4096,8.76,[01],[1-4]," "$T/out") == 32 ]]'
     check "bench --csv: every t = 0 cell passed the greedy check (greedy_same 1), t = 1 cells leave it empty" \
-        eval '[[ $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,0,.*,1$" "$T/out") == 72 && $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,1,.*,$" "$T/out") == 72 ]]'
+        eval '[[ $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,0,.*,1$" "$T/out") == 56 && $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,1,.*,$" "$T/out") == 56 ]]'
     check "bench --csv: the ceiling's alpha and acceptance rate are 1 in every cell (the same function as the padded target)" \
-        eval '[[ $(grep -cE "^size,ceiling,[0-9]+,[0-9.]+,[01],[1-4],[0-9.]+,1.0000,1.0000," "$T/out") == 24 ]]'
+        eval '[[ $(grep -cE "^size,ceiling,[0-9]+,[0-9.]+,[01],[1-4],[0-9.]+,1.0000,1.0000," "$T/out") == 16 ]]'
     check "bench prints c(T) for T = 1..9, the refill's cost, each draft's c_draft, both K sweeps with the best K and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" && err_has "c_draft, one guess" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
