@@ -18,7 +18,7 @@
 # never 124 = timeout, 134 = abort, 139 = segfault); stderr contains each
 # substring; stderr is exactly one newline-terminated line; stdout is empty. Each
 # case prints a single PASS/FAIL line naming every assertion that failed. Every
-# invocation runs under `timeout 60` (test/bench --quick, about 8 s, under 120).
+# invocation runs under `timeout 60` (test/bench --quick, about 11 s of CPU, under 120).
 #
 # After the table: checks that a failing `train init -o` or `train -o` leaves the
 # file it was aimed at byte-identical and no temporary file behind, then the
@@ -611,27 +611,36 @@ check "explain exits 0, stdout empty, and prints acceptance = sum min(p, q) = 0.
 check "explain: for A, B, C, D the exact P(emit) is p (0.0500, 0.1000, 0.6000, 0.2500), measured within 4.5 se" \
     eval '[[ $(grep -cE "^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+][0-3]\.[0-9] se\)$|^  [ABCD] .*  (0\.0500 \(p 0\.0500\)|0\.1000 \(p 0\.1000\)|0\.6000 \(p 0\.6000\)|0\.2500 \(p 0\.2500\))  0\.[0-9]{4}  \([-+]4\.[0-4] se\)$" "$T/err") == 4 ]]'
 
-# The benchmark, --quick: the full report on fewer tokens, repeats and sizes, about 10 s
+# The benchmark, --quick: the full report on fewer tokens, repeats and sizes, about 11 s of CPU
 # here, so 120 s. Release build only: sanitized, even --quick takes over 4 minutes.
 if [[ -z ${SPECDEC_BIN:-} ]]; then
     start=$SECONDS
     LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
-    check "bench --quick --csv exits 0 with a CSV header and 40 rows on stdout (K = 1..8 at t = 0 and 1, then K = 1, 2, 4, 8 at t = 0 and 1 for 3 widths)" \
-        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 41 ]] &&
-              [[ $(grep -c "^k,256,0.84,[01],[1-8]," "$T/out") == 16 && $(grep -c "^size,4096,8.76,[01],[1248]," "$T/out") == 8 ]]'
-    check "bench prints c(T) for T = 1..9, the refill's cost, both sweeps and their charts on stderr" \
-        eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" &&
+    check "bench --quick --csv exits 0 with a CSV header and 112 rows on stdout (K = 1..8 at t = 0 and 1 for 3 drafts, then K = 1..4 at t = 0 and 1 for 3 drafts and the ceiling at 2 widths)" \
+        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,draft,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 113 ]] &&
+              [[ $(grep -cE "^k,(bigram|gpt|lookup),256,0.84,[01],[1-8]," "$T/out") == 48 ]] &&
+              [[ $(grep -cE "^size,(bigram|gpt|lookup|ceiling),4096,8.76,[01],[1-4]," "$T/out") == 32 ]]'
+    check "bench --csv: every t = 0 cell passed the greedy check (greedy_same 1), t = 1 cells leave it empty" \
+        eval '[[ $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,0,.*,1$" "$T/out") == 56 && $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,1,.*,$" "$T/out") == 56 ]]'
+    check "bench --csv: the ceiling's alpha and acceptance rate are 1 in every cell (the same function as the padded target)" \
+        eval '[[ $(grep -cE "^size,ceiling,[0-9]+,[0-9.]+,[01],[1-4],[0-9.]+,1.0000,1.0000," "$T/out") == 16 ]]'
+    check "bench prints c(T) for T = 1..9, the refill's cost, each draft's c_draft, both K sweeps with the best K and their charts on stderr" \
+        eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" && err_has "c_draft, one guess" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
+              err_has "best K at t = 0: bigram K = " && err_has "; gpt K = " && err_has "; lookup K = " &&
               [[ $(grep -c "wall speedup (.|. = 1.0)" "$T/err") == 2 ]]'
-    check "bench measures the bandwidth, c(T) at each width, plain decoding against the limit, and the crossover at t = 0 and 1" \
+    check "bench measures the bandwidth, c(T) at each width, plain decoding against the limit, the best K and the crossover per draft at t = 0 and 1" \
         eval 'err_has "streaming-read bandwidth, one thread" && err_has "ffn_width 4096: 8.76 MB of weights" &&
-              err_has "plain/limit" && err_has "crossover at t = 0: " && err_has "crossover at t = 1: " &&
+              err_has "plain/limit" && err_has "crossover at t = 0, gpt: " && err_has "crossover at t = 1, ceiling: " &&
+              err_has "the best K of each draft at t = 1:" &&
               [[ $(grep -c "wall speedup against weight size" "$T/err") == 2 ]]'
-    check "bench --svg writes a whole SVG: axes, the 1.0 line, 8 lines (K = 1, 2, 4, 8 at two temperatures), no .tmp left" \
+    check "bench says every greedy (t = 0) speculative text was plain decoding's" \
+        eval 'err_has "greedy check: all " && err_has "are plain decoding'"'"'s, byte for byte"'
+    check "bench --svg writes a whole SVG: axes, the 1.0 line, 4 lines (the GPT draft and the ceiling at two temperatures), no .tmp left" \
         eval '[[ -s $T/sweep.svg && ! -e $T/sweep.svg.tmp ]] && grep -q "^<svg xmlns" "$T/sweep.svg" &&
-              [[ $(tail -n 1 "$T/sweep.svg") == "</svg>" && $(grep -c "<polyline" "$T/sweep.svg") == 8 ]] &&
-              grep -q "1.0: break-even" "$T/sweep.svg" && grep -q ">K = 8<" "$T/sweep.svg"'
+              [[ $(tail -n 1 "$T/sweep.svg") == "</svg>" && $(grep -c "<polyline" "$T/sweep.svg") == 4 ]] &&
+              grep -q "1.0: break-even" "$T/sweep.svg" && grep -q ">GPT draft" "$T/sweep.svg" && grep -q ">ceiling: " "$T/sweep.svg"'
 fi
 
 # --ffn-width 65536: the shipped model padded to 136 MB of weights writes the same text as
