@@ -32,12 +32,12 @@
 // Small helpers
 
 // Inputs shared by the tests: the corpus, its vocabulary, the default random model
-// (init seed 1337, as the CLI uses) and the Tiny Shakespeare bigram draft.
+// (init seed 1337, as the CLI uses) and the Tiny Shakespeare bigram draft (draft.bigram).
 typedef struct {
     Corpus corpus;
     Vocab vocab;
     GPT model;
-    BigramDraft draft;
+    Draft draft;
 } Fixture;
 
 static int contains(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
@@ -227,7 +227,7 @@ static void test_tokenizer_corpus(const Fixture *fx) {
 // The Laplace bigram table: rows are distributions with no zero, and a few cells
 // equal (count + 1) / (row total + V) with counts taken from the raw train bytes.
 static void test_bigram(const Fixture *fx) {
-    const BigramDraft *d = &fx->draft;
+    const BigramDraft *d = &fx->draft.bigram;
     const Vocab *v = &fx->vocab;
     int V = d->V;
     double worst = 0.0;
@@ -689,8 +689,9 @@ static void test_trim(Fixture *fx) {
     reset_cache(g);
     forward(g, prompt, 9); // cache: 9 positions; prompt[9] is the current token
     int before = g->state.kv_len;
-    draft_tokens(&fx->draft, prompt[9], K, 1.0f, &r, b.candidates, b.q_draft);
-    verify_candidates(g, prompt[9], b.candidates, K, 1.0f, b.all_tokens, b.p_target);
+    Sampler t1 = {1.0f, 0, 0.0f};
+    draft_tokens(&fx->draft, prompt, 10, before, K, &t1, &r, b.candidates, b.q_draft);
+    verify_candidates(g, prompt[9], b.candidates, K, &t1, b.all_tokens, b.p_target);
     int verified = g->state.kv_len;
     check(before == 9 && verified == before + K + 1, "verify of k+1=%d tokens: kv_len %d -> %d",
           K + 1, before, verified);
@@ -700,7 +701,7 @@ static void test_trim(Fixture *fx) {
         memcpy(g->state.key_cache, kc, cache_n * sizeof(float));
         memcpy(g->state.value_cache, vc, cache_n * sizeof(float));
         g->state.kv_len = verified;
-        trim_kv_cache(g, n, before);
+        trim_kv_cache(g, NULL, n, before);
         int keep = before + n;
         size_t nonzero = 0, was_nonzero = 0, changed = 0;
         for (int l = 0; l < L; l++) {
@@ -763,11 +764,12 @@ static void test_untrimmed_control(Fixture *fx) {
         reset_cache(g);
         forward(g, prompt, 9);
         int before = g->state.kv_len;
-        verify_candidates(g, prompt[9], b.candidates, K, 0.0f, b.all_tokens, b.p_target);
+        Sampler greedy = {0.0f, 0, 0.0f};
+        verify_candidates(g, prompt[9], b.candidates, K, &greedy, b.all_tokens, b.p_target);
         int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u, b.residual,
                               b.accepted, &b.rejected_at);
-        if (variant == 0) trim_kv_cache(g, n, before);
-        if (variant == 2) trim_kv_cache(g, n + 1, before);
+        if (variant == 0) trim_kv_cache(g, NULL, n, before);
+        if (variant == 2) trim_kv_cache(g, NULL, n + 1, before);
         int kv = g->state.kv_len;
         memcpy(got, forward(g, &b.accepted[n - 1], 1), (size_t)V * sizeof(float));
         double diff = max_abs_diff(ref, got, (size_t)V);
@@ -918,8 +920,9 @@ static void test_probs(const Fixture *fx) {
           pt[0], pt[1], pt[2], pt[3], pt[4]);
 
     // draft_probs on the Tiny Shakespeare table, for a few rows
-    const BigramDraft *d = &fx->draft;
+    const BigramDraft *d = &fx->draft.bigram;
     int DV = d->V;
+    Sampler t1 = {1.0f, 0, 0.0f}, t0 = {0.0f, 0, 0.0f}, t05 = {0.5f, 0, 0.0f};
     float *q = malloc((size_t)DV * sizeof(float));
     double *qref = malloc((size_t)DV * sizeof(double));
     const char *from = "tq\nz ";
@@ -928,12 +931,12 @@ static void test_probs(const Fixture *fx) {
         const float *row = d->probs + (size_t)a * DV;
         char vis[8];
         visible_char(vis, (unsigned char)from[c]);
-        draft_probs(q, d, a, 1.0f);
+        draft_probs(q, d, a, &t1);
         int exact = memcmp(q, row, (size_t)DV * sizeof(float)) == 0;
-        draft_probs(q, d, a, 0.0f);
+        draft_probs(q, d, a, &t0);
         int amr = ref_argmax(row, DV), hot = 1;
         for (int i = 0; i < DV; i++) hot &= q[i] == (i == amr ? 1.0f : 0.0f);
-        draft_probs(q, d, a, 0.5f);
+        draft_probs(q, d, a, &t05);
         double z = 0.0;
         for (int i = 0; i < DV; i++) z += (double)row[i] * row[i];
         for (int i = 0; i < DV; i++) qref[i] = (double)row[i] * row[i] / z;
@@ -1084,7 +1087,7 @@ static void test_greedy_equivalence(Fixture *fx) {
     const Vocab *v = &fx->vocab;
     int V = g->config.vocab_size;
     enum { N_SELF = 3000, N_NEW = 300 };
-    DecodeOptions o = {.temperature = 0.0f, .K = 1, .trace = 0, .echo = NULL, .vocab = v};
+    DecodeOptions o = {.sampler.temperature = 0.0f, .K = 1, .trace = 0, .echo = NULL, .vocab = v};
     // the draft: bigrams of 3,000 greedy tokens of the target itself
     int seed_prompt[64];
     int np0 = encode_str(v, "First Citizen:\n", seed_prompt);
@@ -1095,11 +1098,11 @@ static void test_greedy_equivalence(Fixture *fx) {
     Rng r;
     rng_seed(&r, 1);
     generate(g, seed_prompt, np0, N_SELF, &o, &r, self, p, &st);
-    BigramDraft dself = {0, NULL};
-    if (!check(st.emitted == N_SELF && BigramDraftModel(&dself, self + np0, N_SELF, V) == 0,
+    Draft dself = {.kind = DRAFT_BIGRAM, .name = "bigram", .V = V};
+    if (!check(st.emitted == N_SELF && BigramDraftModel(&dself.bigram, self + np0, N_SELF, V) == 0,
                "greedy self-draft: %ld greedy tokens generated and counted into a bigram table",
                st.emitted)) {
-        free(self); free(p); free_bigram_draft(&dself);
+        free(self); free(p); free_draft(&dself);
         return;
     }
     // prompts: empty, the blog's, a 50-char corpus slice
@@ -1146,7 +1149,7 @@ static void test_greedy_equivalence(Fixture *fx) {
           "%ld of %ld)", k1, k1_acc, k1_drafted);
     check(bonus > 0 && resampled > 0, "greedy runs exercised both round endings: %ld bonus "
           "tokens, %ld resamples", bonus, resampled);
-    free_bigram_draft(&dself);
+    free_draft(&dself);
     free(self);
     free(p);
 }
@@ -1156,10 +1159,10 @@ static void test_greedy_equivalence(Fixture *fx) {
 
 // Decodes n tokens after the blog's prompt with speculative (K > 0) or plain decoding
 // (K = 0) at temperature t and seed; out receives prompt + text.
-static void widen_decode(GPT *g, const BigramDraft *d, const Vocab *v, int K, float t,
+static void widen_decode(GPT *g, Draft *d, const Vocab *v, int K, float t,
                          uint64_t seed, int n, int *out) {
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
-    DecodeOptions o = {.temperature = t, .K = K > 0 ? K : 1, .vocab = v};
+    DecodeOptions o = {.sampler.temperature = t, .K = K > 0 ? K : 1, .vocab = v};
     Stats st;
     memset(&st, 0, sizeof(st));
     Rng r;
@@ -1175,7 +1178,7 @@ static void widen_decode(GPT *g, const BigramDraft *d, const Vocab *v, int K, fl
 // The shipped model and the same model widened with widen_ffn to H hidden units give
 // identical logits and identical text: greedy and sampled, three seeds, K = 1..8 and plain
 // decoding. A widening with one non-zero in a new unit's weights must be caught.
-static void test_ffn_width(const Fixture *fx) {
+static void test_ffn_width(Fixture *fx) {
     GPT narrow, wide;
     Vocab v;
     char err[512];
@@ -1244,6 +1247,8 @@ static void test_ffn_width(const Fixture *fx) {
 // What the test's own speculative loop counted.
 typedef struct {
     long rounds, drafted, judged, accepted, resampled, bonus, no_bonus_full, refills, edge_steps;
+    long empty_rounds;  // rounds whose draft proposed nothing (prompt lookup)
+    long judged_at[POSITIONS], accepted_at[POSITIONS]; // by 0-based guess index
     double alpha_sum; // sum over judged candidates of sum_x min(p(x), q(x))
     double alpha_var; // sum over judged candidates of a(1 - a), a = that candidate's chance
 } LoopCounts;
@@ -1251,12 +1256,16 @@ typedef struct {
 // The documented decoding policy, driven with the four phase functions: prefill the
 // last S prompt tokens and sample; when the cache is full refill from the last S/2
 // tokens and sample; with one free slot take one plain one-token step; otherwise one
-// round with k = min(K, remaining, S-1-kv_len) and a bonus only if k < remaining.
+// round with k = min(K, remaining, S-1-kv_len), as many guesses as the draft proposes
+// (prompt lookup may find fewer, or none), and a bonus only if k < remaining. A model
+// draft's cache is emptied with the target's at every (re)prefill and trimmed with it.
 // Returns the sequence length.
-static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
+static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
                               int n_prompt, int n_new, float t, int K, Rng *rng, int *seq,
                               float *p, LoopCounts *lc) {
     int V = g->config.vocab_size, S = g->config.block_size, n_seq;
+    Sampler sampler = {t, 0, 0.0f};
+    GPT *dm = d->kind == DRAFT_GPT ? &d->model : NULL;
     if (n_prompt == 0) { seq[0] = 0; n_seq = 1; }
     else { memcpy(seq, prompt, (size_t)n_prompt * sizeof(int)); n_seq = n_prompt; }
     int first = n_seq, refill = 0;
@@ -1266,6 +1275,7 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
             // (re)prefill from position 0 and sample straight from the current token's row
             int keep = refill ? S / 2 : S, n = n_seq < keep ? n_seq : keep;
             g->state.kv_len = 0;
+            if (dm) dm->state.kv_len = 0; // the draft catches up on the window in its next pass
             const float *lg = forward(g, seq + n_seq - n, n);
             target_probs(p, lg + (size_t)(n - 1) * V, V, t);
             seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
@@ -1284,11 +1294,12 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
         }
         int k = K < remaining ? K : remaining;
         if (k > S - 1 - before) k = S - 1 - before;
-        draft_tokens(d, seq[n_seq - 1], k, t, rng, b->candidates, b->q_draft);
-        verify_candidates(g, seq[n_seq - 1], b->candidates, k, t, b->all_tokens, b->p_target);
+        k = draft_tokens(d, seq, n_seq, before, k, &sampler, rng, b->candidates, b->q_draft);
+        verify_candidates(g, seq[n_seq - 1], b->candidates, k, &sampler, b->all_tokens,
+                          b->p_target);
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
                               b->u, b->residual, b->accepted, &b->rejected_at);
-        trim_kv_cache(g, m, before);
+        trim_kv_cache(g, dm, m, before);
         // the candidates accept_reject looked at: every one up to the first rejection
         int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
         for (int i = 0; i < judged; i++) {
@@ -1297,11 +1308,15 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
             for (int x = 0; x < V; x++) a += pi[x] < qi[x] ? pi[x] : qi[x];
             lc->alpha_sum += a;
             lc->alpha_var += a * (1.0 - a);
+            int slot = i < POSITIONS - 1 ? i : POSITIONS - 1;
+            lc->judged_at[slot]++;
+            lc->accepted_at[slot] += i != b->rejected_at;
         }
         lc->judged += judged;
         lc->rounds++;
         lc->drafted += k;
-        if (b->rejected_at >= 0) { lc->accepted += b->rejected_at; lc->resampled++; }
+        if (k == 0) lc->empty_rounds++; // nothing to judge: the pass's row 0 gave the token
+        else if (b->rejected_at >= 0) { lc->accepted += b->rejected_at; lc->resampled++; }
         else {
             lc->accepted += k;
             if (m == k + 1) lc->bonus++;
@@ -1317,8 +1332,8 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
 // temperature t: its counters add up (every token and every pass accounted for) and
 // agree with the test's own driver loop, which also fixes the tokens and recomputes
 // alpha, the expected acceptance, from the rows each judged candidate was decided on.
-static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *model,
-                      float t, uint64_t seed) {
+static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float t,
+                      uint64_t seed) {
     int V = g->config.vocab_size, K = 4;
     enum { N_NEW = 500 };
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
@@ -1334,7 +1349,7 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
         return;
     }
     memset(source, 0xff, (size_t)cap);
-    DecodeOptions o = {.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
+    DecodeOptions o = {.sampler.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
                        .source = source};
     Stats s;
     memset(&s, 0, sizeof(s));
@@ -1353,30 +1368,49 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
           "%ld round tokens", model, t, s.emitted, N_NEW, s.refill_passes, s.decode_passes,
           s.round_tokens);
     // a round ends in a resample, a bonus, or (only the last one, when k was all that
-    // was still needed) all k accepted and no bonus; its accepted tokens count as accepted
-    long x = s.rounds - (s.resampled + s.bonus);
-    check(s.round_tokens == s.accepted + s.resampled + s.bonus && x == lc.no_bonus_full &&
-          x >= 0 && x <= 1,
-          "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld; rounds %ld "
-          "== resampled + bonus + %ld all-accepted round(s) without bonus (driver counted "
-          "%ld)", model, t, s.round_tokens, s.accepted, s.resampled, s.bonus, s.rounds, x,
-          lc.no_bonus_full);
+    // was still needed) all k accepted and no bonus; its accepted tokens count as accepted;
+    // a round with nothing drafted (prompt lookup found no match) gives one token
+    long x = s.rounds - (s.resampled + s.bonus + s.empty_rounds);
+    check(s.round_tokens == s.accepted + s.resampled + s.bonus + s.empty_rounds &&
+          x == lc.no_bonus_full && x >= 0 && x <= 1,
+          "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld "
+          "empty rounds; rounds %ld == resampled + bonus + empty + %ld all-accepted round(s) "
+          "without bonus (driver counted %ld)", model, t, s.round_tokens, s.accepted,
+          s.resampled, s.bonus, s.empty_rounds, s.rounds, x, lc.no_bonus_full);
     check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
           s.resampled == lc.resampled && s.bonus == lc.bonus &&
-          s.refill_passes == lc.refills && s.decode_passes == lc.edge_steps &&
-          s.accepted <= s.drafted,
+          s.empty_rounds == lc.empty_rounds && s.refill_passes == lc.refills &&
+          s.decode_passes == lc.edge_steps && s.accepted <= s.drafted,
           "%s t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
-          " resampled %ld/%ld, bonus %ld/%ld, refills %ld/%ld, edge steps %ld/%ld "
-          "(stats/driver)", model, t, s.drafted, lc.drafted, s.rounds, lc.rounds, s.accepted,
-          lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus, s.refill_passes,
-          lc.refills, s.decode_passes, lc.edge_steps);
+          " resampled %ld/%ld, bonus %ld/%ld, empty rounds %ld/%ld, refills %ld/%ld, edge "
+          "steps %ld/%ld (stats/driver)", model, t, s.drafted, lc.drafted, s.rounds, lc.rounds,
+          s.accepted, lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus,
+          s.empty_rounds, lc.empty_rounds, s.refill_passes, lc.refills, s.decode_passes,
+          lc.edge_steps);
     check(target_passes(&s) == s.prefill_passes + s.refill_passes + s.verify_passes +
           s.decode_passes && s.prefill_passes == 1 && s.verify_passes == s.rounds &&
-          s.drafted >= s.rounds,
+          s.drafted >= s.rounds - s.empty_rounds,
           "%s t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld + edge steps "
-          "%ld (verify == rounds %ld, every round drafted at least one token)", model, t,
-          target_passes(&s), s.prefill_passes, s.refill_passes, s.verify_passes,
-          s.decode_passes, s.rounds);
+          "%ld (verify == rounds %ld, every round but the %ld empty ones drafted at least one "
+          "token)", model, t, target_passes(&s), s.prefill_passes, s.refill_passes,
+          s.verify_passes, s.decode_passes, s.rounds, s.empty_rounds);
+    // acceptance by position: the driver's counts slot by slot, adding up to the totals;
+    // a model draft runs one pass per guess, a table or lookup none
+    long sum_j = 0, sum_a = 0, slots_bad = 0;
+    for (int i = 0; i < POSITIONS; i++) {
+        sum_j += s.judged_at[i];
+        sum_a += s.accepted_at[i];
+        slots_bad += s.judged_at[i] != lc.judged_at[i] || s.accepted_at[i] != lc.accepted_at[i] ||
+                     s.accepted_at[i] > s.judged_at[i] || (i >= K && s.judged_at[i] != 0);
+    }
+    long want_passes = d->kind == DRAFT_GPT ? s.drafted : 0;
+    check(slots_bad == 0 && sum_j == s.judged && sum_a == s.accepted &&
+          s.draft_passes == want_passes && s.judged_at[0] == s.rounds - s.empty_rounds,
+          "%s t=%.1f: judged_at/accepted_at == the driver's in all %d slots (%ld differ or "
+          "are past K=%d), summing to judged %ld/%ld and accepted %ld/%ld; guess 1 judged in "
+          "every round that drafted (%ld); draft passes %ld (want %ld: %s)", model, t,
+          POSITIONS, slots_bad, K, sum_j, s.judged, sum_a, s.accepted, s.judged_at[0],
+          s.draft_passes, want_passes, d->kind == DRAFT_GPT ? "one per guess" : "no model");
     // --color's record of where each token came from, against the driver's counts
     long n_src[N_SOURCES] = {0}, unmarked = 0;
     for (int i = np; i < cap; i++) {
@@ -1385,12 +1419,12 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
     }
     check(unmarked == 0 && n_src[FROM_ACCEPTED] == lc.accepted &&
           n_src[FROM_RESAMPLED] == lc.resampled && n_src[FROM_BONUS] == lc.bonus &&
-          n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps,
+          n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps + lc.empty_rounds,
           "%s t=%.1f: token sources: %ld accepted drafts, %ld resampled, %ld bonus, %ld target "
           "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld refills + %ld edge "
-          "steps, 0", model, t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED], n_src[FROM_BONUS],
-          n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus, lc.refills,
-          lc.edge_steps);
+          "steps + %ld empty rounds, 0", model, t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED],
+          n_src[FROM_BONUS], n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus,
+          lc.refills, lc.edge_steps, lc.empty_rounds);
     // alpha: every judged candidate was accepted or was the rejected one, and alpha_sum
     // is the driver's own sum over them of sum_x min(p(x), q(x))
     double alpha = stats_alpha(&s);
@@ -1419,7 +1453,9 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
 }
 
 // stats_run on the shared random model and, if it is there, on the trained model
-// tinyshakespeare/model.bin (whatever its numbers), at t = 1 and 0.7.
+// tinyshakespeare/model.bin (whatever its numbers), at t = 1 and 0.7, with the bigram;
+// and on the trained model at t = 1 with prompt lookup and the model draft (DEFAULT_DRAFT,
+// if it is there).
 static void test_stats(Fixture *fx) {
     float temps[2] = {1.0f, 0.7f};
     for (int ti = 0; ti < 2; ti++)
@@ -1439,9 +1475,24 @@ static void test_stats(Fixture *fx) {
     int same_vocab = loaded && tv.size == fx->vocab.size &&
                      memcmp(tv.chars, fx->vocab.chars, (size_t)tv.size) == 0;
     if (check(loaded && same_vocab, "load the trained model %s (vocabulary of %d characters, "
-              "the corpus's: %s) %s", DEFAULT_MODEL, tv.size, same_vocab ? "yes" : "no", err))
+              "the corpus's: %s) %s", DEFAULT_MODEL, tv.size, same_vocab ? "yes" : "no", err)) {
         for (int ti = 0; ti < 2; ti++)
             stats_run(&trained, &fx->draft, &fx->vocab, "trained model", temps[ti], 41 + ti);
+        const char *kinds[2] = {"lookup", "gpt"};
+        for (int i = 0; i < 2; i++) {
+            if (i == 1 && stat(DEFAULT_DRAFT, &st) != 0) {
+                printf("  (no %s: no stats run with the model draft)\n", DEFAULT_DRAFT);
+                break;
+            }
+            Draft d;
+            char name[64];
+            snprintf(name, sizeof(name), "trained model, %s draft", kinds[i]);
+            if (check(setup_draft(kinds[i], &tv, &fx->corpus, trained.config.block_size, &d,
+                                  err, sizeof(err)) == 0, "setup_draft(\"%s\") %s", kinds[i], err))
+                stats_run(&trained, &d, &fx->vocab, name, 1.0f, 43 + i);
+            free_draft(&d);
+        }
+    }
     free_gpt(&trained);
 }
 
@@ -1556,22 +1607,38 @@ static char *print_stats_text(const Stats *s, int speculative, int K) {
     return text;
 }
 
+// The line of text that starts with "\n  " + label, without its newline, into out.
+static void stats_line(const char *text, const char *label, char *out, size_t n) {
+    char key[64];
+    snprintf(key, sizeof(key), "\n  %s", label);
+    const char *at = text ? strstr(text, key) : NULL;
+    out[0] = '\0';
+    if (at) snprintf(out, n, "%.*s", (int)strcspn(at + 1, "\n"), at + 1);
+}
+
 // print_stats shows both numbers: the acceptance rate accepted/drafted, and alpha, the
-// mean of sum min(p,q) over the judged candidates, with the tokens per pass alpha predicts.
+// mean of sum min(p,q) over the judged candidates, with the tokens per pass alpha predicts;
+// the acceptance of each guess position given the ones before passed, the rounds with no
+// guess and the draft's passes.
 static void test_print_stats(void) {
     Stats s;
     memset(&s, 0, sizeof(s));
-    s.rounds = 5;
+    s.rounds = 6;
     s.drafted = 20;
     s.judged = 8;
     s.accepted = 6;
     s.resampled = 2;
     s.bonus = 3;
+    s.empty_rounds = 1;
     s.alpha_sum = 3.2;
-    s.round_tokens = 11;
+    s.round_tokens = 12;
     s.prefill_passes = 1;
-    s.verify_passes = 5;
-    s.emitted = 12;
+    s.verify_passes = 6;
+    s.emitted = 13;
+    s.draft_passes = 20;
+    long judged_at[4] = {5, 2, 1, 0}, accepted_at[4] = {4, 1, 1, 0}; // 8 judged, 6 accepted
+    memcpy(s.judged_at, judged_at, sizeof(judged_at));
+    memcpy(s.accepted_at, accepted_at, sizeof(accepted_at));
     char rate[32], alpha[32], predicted[32];
     snprintf(rate, sizeof(rate), "%.3f", 6.0 / 20.0);
     snprintf(alpha, sizeof(alpha), "%.3f", 3.2 / 8.0);
@@ -1590,6 +1657,16 @@ static void test_print_stats(void) {
           "print_stats (6 accepted of 20 drafted, 8 judged, alpha_sum 3.2, K=4) prints the "
           "acceptance rate %s, an alpha line with %s (\"%s\") and the predicted %s tokens "
           "per pass", rate, alpha, alpha_line, predicted);
+    // guess 1 passed 4 of 5 times, guess 2 1 of 2, guess 3 1 of 1, guess 4 was never judged
+    char by_pos[256], empty[256], passes[256];
+    stats_line(text, "acceptance by position", by_pos, sizeof(by_pos));
+    stats_line(text, "rounds with no guess", empty, sizeof(empty));
+    stats_line(text, "draft passes", passes, sizeof(passes));
+    const char *want_pos = " 1:0.80 2:0.50 3:1.00 4:-";
+    check(contains(by_pos, want_pos) && contains(empty, " 1 ") && contains(passes, " 20 "),
+          "print_stats (judged_at 5,2,1,0, accepted_at 4,1,1,0, 1 empty round, 20 draft "
+          "passes) prints \"%s\" (want \"...%s\"), \"%s\" and \"%s\"", by_pos, want_pos, empty,
+          passes);
     free(text);
 }
 
@@ -1600,11 +1677,10 @@ static void test_print_stats(void) {
 static long n_counted_rounds;
 
 // A round that is speculative_round, counted: proof that speculative_generate calls the hook.
-static int counting_round(GPT *g, const BigramDraft *d, SpecBuffers *b, int k,
-                          int allow_bonus, const DecodeOptions *o, Rng *rng,
-                          int current_token, Stats *st) {
+static int counting_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
+                          int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
     n_counted_rounds++;
-    return speculative_round(g, d, b, k, allow_bonus, o, rng, current_token, st);
+    return speculative_round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
 }
 
 // DecodeOptions.round: NULL means speculative_round. NULL, speculative_round and a
@@ -1628,13 +1704,14 @@ static void test_round_hook(Fixture *fx) {
             seq[i] = malloc((size_t)cap * sizeof(int));
             src[i] = calloc((size_t)cap, 1);
             memset(&st[i], 0, sizeof(st[i]));
-            DecodeOptions o = {.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
+            DecodeOptions o = {.sampler.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
                                .source = src[i], .round = fns[i]};
             Rng r;
             rng_seed(&r, 77);
             n_counted_rounds = 0;
             speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i]);
-            st[i].seconds = 0.0; // the one counter that may differ
+            // the clocks are the counters that may differ
+            st[i].seconds = st[i].draft_seconds = st[i].verify_seconds = 0.0;
         }
         for (int i = 1; i < 3; i++) {
             int same = memcmp(seq[0], seq[i], (size_t)cap * sizeof(int)) == 0 &&
@@ -1670,7 +1747,7 @@ static void test_determinism(Fixture *fx) {
     int *a = malloc((size_t)cap * sizeof(int)), *b2 = malloc((size_t)cap * sizeof(int));
     int *c = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
     for (int plain = 0; plain < 2; plain++) {
         uint64_t seeds[3] = {42, 42, 43};
         int *out[3] = {a, b2, c};
@@ -1703,7 +1780,7 @@ static void test_zero_new_tokens(Fixture *fx) {
     if (build_spec_buffers(&b, K, V) != 0) { check(0, "n_new=0: buffers"); return; }
     int *seq = malloc((size_t)(np + 1) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
     for (int plain = 0; plain < 2; plain++) {
         Stats s;
         memset(&s, 0, sizeof(s));
@@ -1984,8 +2061,9 @@ int main(void) {
         return 1;
     }
     Config c = {4, 4, 64, 32, fx.vocab.size, 256};
+    fx.draft = (Draft){.kind = DRAFT_BIGRAM, .name = "bigram", .V = fx.vocab.size};
     if (build_gpt(&fx.model, &c) != 0 ||
-        BigramDraftModel(&fx.draft, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
+        BigramDraftModel(&fx.draft.bigram, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
         check(0, "build the shared model and draft: out of memory");
         return 1;
     }
@@ -2020,7 +2098,7 @@ int main(void) {
     TIMED(test_checkpoint(&fx));
     TIMED(test_corpus_errors(&fx));
 
-    free_bigram_draft(&fx.draft);
+    free_draft(&fx.draft);
     free_gpt(&fx.model);
     free_corpus(&fx.corpus);
     printf("test_specdec summary: %d checks passed and %d failed\n", n_passed, n_failed);
