@@ -1101,6 +1101,103 @@ static void test_probs(const Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
+// 9b. apply_top_k_top_p: the served distribution's cut
+
+// Applies s to a copy of row (n entries) in out; returns how many entries are not zero.
+static int cut_row(float *out, const float *row, int n, Sampler s) {
+    memcpy(out, row, (size_t)n * sizeof(float));
+    apply_top_k_top_p(out, n, &s);
+    int nz = 0;
+    for (int i = 0; i < n; i++) nz += out[i] != 0.0f;
+    return nz;
+}
+
+// Top-k keeps exactly k (ties to the lower index), top-p the fewest whose mass reaches it,
+// both renormalised; top-p counts within what top-k kept; nothing happens at t = 0, or with
+// both off; a one-hot row stays one-hot. Rows of exact binary fractions, so every sum is exact.
+static void test_top_k_top_p(void) {
+    enum { N = 5 };
+    // ranked: 4 (0.3125), 1 and 3 (0.25, the tie: 1 first), 0 (0.125), 2 (0.0625)
+    const float row[N] = {0.125f, 0.25f, 0.0625f, 0.25f, 0.3125f};
+    struct { Sampler s; int keep[N]; const char *what; } cases[] = {
+        {{1.0f, 2, 0.0f}, {0, 1, 0, 0, 1}, "top-k 2: the largest and the tie's lower index 1"},
+        {{1.0f, 3, 0.0f}, {0, 1, 0, 1, 1}, "top-k 3: both tied entries"},
+        {{1.0f, 1, 0.0f}, {0, 0, 0, 0, 1}, "top-k 1: the argmax alone"},
+        {{1.0f, 0, 0.5f}, {0, 1, 0, 0, 1}, "top-p 0.5: 0.3125 < 0.5, then 0.5625 reaches it"},
+        {{1.0f, 0, 0.5625f}, {0, 1, 0, 0, 1}, "top-p 0.5625: reached exactly with two"},
+        {{1.0f, 0, 0.57f}, {0, 1, 0, 1, 1}, "top-p 0.57: three"},
+        {{1.0f, 0, 0.6f}, {0, 1, 0, 1, 1}, "top-p 0.6 alone: three"},
+        // top-k 3 keeps mass 0.8125; top-p counts within the top-k's renormalised row, so
+        // it needs 0.6 * 0.8125 = 0.4875, which two reach, where top-p 0.6 alone keeps three
+        {{1.0f, 3, 0.6f}, {0, 1, 0, 0, 1}, "top-k 3 then top-p 0.6: 0.6 of the kept 0.8125 "
+         "is reached by two"},
+        {{0.7f, 4, 0.0f}, {1, 1, 0, 1, 1}, "top-k 4 at t=0.7 (the cut does not look at t)"},
+        {{1.0f, 5, 1.0f}, {1, 1, 1, 1, 1}, "top-k = V and top-p 1: both off"},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        float out[N];
+        cut_row(out, row, N, cases[c].s);
+        double kept_mass = 0.0, sum = 0.0, worst = 0.0;
+        int right_set = 1;
+        for (int i = 0; i < N; i++) kept_mass += cases[c].keep[i] ? row[i] : 0.0;
+        for (int i = 0; i < N; i++) {
+            double want = cases[c].keep[i] ? row[i] / kept_mass : 0.0;
+            right_set &= (out[i] != 0.0f) == cases[c].keep[i];
+            if (fabs(out[i] - want) > worst) worst = fabs(out[i] - want);
+            sum += out[i];
+        }
+        check(right_set && worst < 1e-7 && fabs(sum - 1.0) < 1e-6, "apply_top_k_top_p, %s: "
+              "kept %s, each p / kept mass (max |diff| %.2g), sum %.9f (row %.4f %.4f %.4f %.4f "
+              "%.4f)", cases[c].what, right_set ? "the right entries" : "the WRONG entries",
+              worst, sum, out[0], out[1], out[2], out[3], out[4]);
+    }
+    // t = 0: untouched, even for a row that is not one-hot; a one-hot row stays one-hot
+    float out[N], hot[N];
+    set_one_hot(hot, N, 2);
+    cut_row(out, row, N, (Sampler){0.0f, 2, 0.5f});
+    int same = memcmp(out, row, sizeof(row)) == 0;
+    int hot_ok = 1;
+    Sampler on_hot[3] = {{1.0f, 3, 0.0f}, {1.0f, 0, 0.3f}, {0.0f, 1, 0.9f}};
+    for (int j = 0; j < 3; j++) {
+        cut_row(out, hot, N, on_hot[j]);
+        hot_ok &= memcmp(out, hot, sizeof(hot)) == 0;
+    }
+    check(same && hot_ok, "apply_top_k_top_p changes nothing at t=0 (top-k 2, top-p 0.5 on a "
+          "5-entry row: %s), and a one-hot row stays one-hot under top-k 3, top-p 0.3 and at "
+          "t=0: %s", same ? "unchanged" : "CHANGED", hot_ok ? "yes" : "NO");
+    // a served row of 65: top-k 10 keeps the 10 largest, top-p 0.9 the fewest reaching 0.9
+    enum { V = 65 };
+    float logits[V], p[V], cut[V];
+    Rng r;
+    rng_seed(&r, 2024);
+    for (int i = 0; i < V; i++) logits[i] = (float)(2.0 * rng_normal(&r));
+    target_probs(p, logits, V, 1.0f);
+    int nz = cut_row(cut, p, V, (Sampler){1.0f, 10, 0.0f});
+    float least = 1.0f;
+    int beaten = 0;
+    for (int i = 0; i < V; i++) if (cut[i] != 0.0f && p[i] < least) least = p[i];
+    for (int i = 0; i < V; i++) beaten += cut[i] == 0.0f && p[i] > least;
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) sum += cut[i];
+    check(nz == 10 && beaten == 0 && fabs(sum - 1.0) < 1e-6, "top-k 10 on a softmax row of 65: "
+          "%d kept, %d dropped entries larger than the smallest kept, sum %.9f", nz, beaten, sum);
+    nz = cut_row(cut, p, V, (Sampler){1.0f, 0, 0.9f});
+    // the test's own count: sort a copy, add down until 0.9 of the row's mass is reached
+    float sorted[V];
+    memcpy(sorted, p, sizeof(p));
+    for (int i = 0; i < V; i++) // insertion sort, largest first
+        for (int j = i; j > 0 && sorted[j] > sorted[j - 1]; j--) {
+            float tmp = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = tmp;
+        }
+    double total = 0.0, acc = 0.0;
+    for (int i = 0; i < V; i++) total += p[i];
+    int want = 0;
+    while (want < V && acc < 0.9f * total) acc += sorted[want++];
+    check(nz == want, "top-p 0.9 on a softmax row of 65 keeps %d entries, the fewest whose mass "
+          "reaches 0.9 (want %d, mass %.4f)", nz, want, acc);
+}
+
+// ----------------------------------------------------------------------------
 // 10. accept_reject and sample_residual
 
 // Runs accept_reject on the buffers with a fresh Rng seeded with seed.
@@ -1884,6 +1981,91 @@ static void test_round_hook(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
+// 12e. Prompt lookup
+
+// Runs the lookup draft on text (encoded with v) with up to k guesses; returns how many it
+// proposed, the guesses as text in out (NUL-terminated), and whether every q row was one-hot
+// at its guess.
+static int lookup_on(const Vocab *v, const char *text, int k, char *out, int *one_hot_ok,
+                     Draft *d) {
+    int seq[64], n = encode_str(v, text, seq), cand[16];
+    float q[16 * 256];
+    *d = (Draft){.kind = DRAFT_LOOKUP, .name = "lookup", .V = v->size};
+    Sampler s = {1.0f, 0, 0.0f};
+    Rng r;
+    rng_seed(&r, 1);
+    uint64_t before = r.state;
+    int m = draft_tokens(d, seq, n, 0, k, &s, &r, cand, q);
+    *one_hot_ok = r.state == before; // lookup draws no uniform
+    for (int i = 0; i < m; i++) {
+        out[i] = (char)decode(v, cand[i]);
+        for (int j = 0; j < v->size; j++)
+            *one_hot_ok &= q[(size_t)i * v->size + j] == (j == cand[i] ? 1.0f : 0.0f);
+    }
+    out[m > 0 ? m : 0] = '\0';
+    return m;
+}
+
+// Prompt lookup tries the longest n-gram first (up to 8 tokens), takes its most recent
+// earlier occurrence, proposes at most k of the tokens after it and never past the text,
+// one-hot rows and no uniform drawn; nothing when nothing matches. A round where it
+// proposed nothing is one plain step, counted in Stats.empty_rounds.
+static void test_lookup(Fixture *fx) {
+    const Vocab *v = &fx->vocab;
+    struct { const char *text; int k; const char *want; int n, end; const char *what; } cases[] = {
+        {"abXabYab", 2, "Ya", 2, 4, "the most recent \"ab\" (ending at 4, not 1)"},
+        {"abXabYab", 8, "Yab", 2, 4, "the 3 tokens the text has after it, not 8"},
+        {"xabPabQxab", 4, "PabQ", 3, 2, "\"xab\" (n=3, ending at 2) before the more recent \"ab\""},
+        {"abcdefghiZabcdefghi", 3, "Zab", 8, 8, "a 9-token repeat matches at n=8, the longest"},
+        {"abcdefg", 4, "", 0, 0, "no repeated 2-gram: nothing"},
+        {"aaa", 4, "a", 2, 1, "the overlapping \"aa\" ending at 1, one token left after it"},
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        char got[32];
+        int hot;
+        Draft d;
+        int m = lookup_on(v, cases[c].text, cases[c].k, got, &hot, &d);
+        int where = m == 0 || (d.match_n == cases[c].n && d.match_end == cases[c].end);
+        check(m == (int)strlen(cases[c].want) && !strcmp(got, cases[c].want) && where && hot,
+              "lookup on \"%s\", k=%d, %s: proposed %d \"%s\" (want \"%s\"), matched n=%d ending "
+              "at %d (want %d, %d), one-hot rows and no uniform drawn: %s", cases[c].text,
+              cases[c].k, cases[c].what, m, got, cases[c].want, m ? d.match_n : 0,
+              m ? d.match_end : 0, cases[c].n, cases[c].end, hot ? "yes" : "NO");
+    }
+    char got[32];
+    int hot;
+    Draft d;
+    int m2 = lookup_on(v, "aa", 4, got, &hot, &d), m1 = lookup_on(v, "a", 4, got, &hot, &d);
+    check(m2 == 0 && m1 == 0, "lookup on \"aa\" and \"a\": no earlier occurrence fits, 0 and 0 "
+          "proposed (got %d, %d)", m2, m1);
+    // the round with no match: one verify pass of current_token, its token as plain
+    // decoding's, counted as an empty round
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, seq[16], n = encode_str(v, "abcdefg", seq);
+    SpecBuffers b;
+    if (build_spec_buffers(&b, 4, V) != 0) { check(0, "lookup: buffers"); return; }
+    reset_cache(g);
+    int want = ref_argmax(forward(g, seq, n) + (size_t)(n - 1) * V, V);
+    reset_cache(g);
+    forward(g, seq, n - 1); // the cache holds every token before current_token
+    Draft lk = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = V};
+    DecodeOptions o = {.sampler.temperature = 0.0f, .K = 4, .vocab = v};
+    Stats st = {0};
+    Rng r;
+    rng_seed(&r, 5);
+    int out = speculative_round(g, &lk, &b, seq, n, 4, 10, &o, &r, &st);
+    check(out == 1 && b.drafted == 0 && b.accepted[0] == want && g->state.kv_len == n &&
+          st.empty_rounds == 1 && st.rounds == 1 && st.drafted == 0 && st.judged == 0 &&
+          st.bonus == 0 && st.verify_passes == 1 && st.round_tokens == 1,
+          "a lookup round with no match (\"abcdefg\", t=0) is a plain step: %d token (want 1), "
+          "%d drafted, token %d == plain decoding's argmax %d, kv_len %d (want %d); counted as "
+          "%ld empty round of %ld, %ld drafted, %ld judged, %ld bonus, %ld verify pass", out,
+          b.drafted, b.accepted[0], want, g->state.kv_len, n, st.empty_rounds, st.rounds,
+          st.drafted, st.judged, st.bonus, st.verify_passes);
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
 // 13. Determinism, and the n_new = 0 edge
 
 // A seed fixes a sampled run; another seed gives another text (for both decoders).
@@ -2138,6 +2320,77 @@ static void test_checkpoint(Fixture *fx) {
 cleanup:
     unlink(path);
     unlink(over);
+    rmdir(dir);
+}
+
+// ----------------------------------------------------------------------------
+// 14b. setup_draft: a draft must share the target's vocabulary and block size
+
+// Saves a random model of config c (vocabulary v) to path; 0 on success.
+static int save_random(const char *path, Config c, const Vocab *v) {
+    GPT m;
+    char err[512];
+    if (build_gpt(&m, &c) != 0) { free_gpt(&m); return -1; }
+    init_gpt_random(&m, 7);
+    int rc = save_checkpoint(&m, v, path, err, sizeof(err));
+    free_gpt(&m);
+    return rc;
+}
+
+// setup_draft builds each kind; a checkpoint of the target's vocabulary and block size is
+// taken as a model draft, and one with another block size, another number of characters,
+// or as many characters but not the same ones, is refused with a message that says why.
+static void test_setup_draft(Fixture *fx) {
+    char dir[] = "/tmp/specdec_draft.XXXXXX";
+    if (!check(mkdtemp(dir) != NULL, "make a temporary directory for draft checkpoints")) return;
+    const Vocab *v = &fx->vocab;
+    int S = fx->model.config.block_size;
+    // another vocabulary of the same size: the last character (the largest byte) replaced
+    Vocab same_size = *v;
+    same_size.id[same_size.chars[v->size - 1]] = -1;
+    same_size.chars[v->size - 1] = 0x7f; // larger than any of Tiny Shakespeare's bytes
+    same_size.id[0x7f] = v->size - 1;
+    Vocab small; // 7 characters: "benort "
+    build_vocab(&small, (const unsigned char *)"to be or not", 12);
+    struct { const char *name; Config c; const Vocab *v; const char *want; } cases[] = {
+        {"the target's vocabulary and block size", {1, 4, 32, S, v->size, 128}, v, NULL},
+        {"block_size 16", {1, 4, 32, 16, v->size, 128}, v, "block_size 16"},
+        {"a vocabulary of 7 characters", {1, 4, 32, S, small.size, 128}, &small,
+         "another vocabulary"},
+        {"65 characters, one of them another byte", {1, 4, 32, S, v->size, 128}, &same_size,
+         "another vocabulary"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char path[256], err[512] = "";
+        snprintf(path, sizeof(path), "%s/draft%zu.bin", dir, i);
+        Draft d;
+        int saved = save_random(path, cases[i].c, cases[i].v) == 0;
+        int rc = saved ? setup_draft(path, v, &fx->corpus, S, &d, err, sizeof(err)) : -2;
+        int ok = cases[i].want ? rc == -1 && contains(err, cases[i].want)
+                               : rc == 0 && d.kind == DRAFT_GPT && d.model.config.n_layer == 1;
+        check(saved && ok, "setup_draft with a checkpoint of %s: %s (rc %d)%s%s%s", cases[i].name,
+              cases[i].want ? "refused" : "taken as a model draft", rc,
+              cases[i].want ? ", saying \"" : "", cases[i].want ? cases[i].want : "",
+              cases[i].want ? "\"" : "");
+        if (err[0]) printf("  (%s)\n", err);
+        free_draft(&d);
+        unlink(path);
+    }
+    // the other kinds, by name
+    const char *kinds[2] = {"bigram", "lookup"};
+    DraftKind want[2] = {DRAFT_BIGRAM, DRAFT_LOOKUP};
+    for (int i = 0; i < 2; i++) {
+        Draft d;
+        char err[512] = "";
+        int rc = setup_draft(kinds[i], v, &fx->corpus, S, &d, err, sizeof(err));
+        int same = i == 1 || (d.bigram.probs && memcmp(d.bigram.probs, fx->draft.bigram.probs,
+                              (size_t)v->size * v->size * sizeof(float)) == 0);
+        check(rc == 0 && d.kind == want[i] && d.V == v->size && same, "setup_draft(\"%s\"): rc "
+              "%d, kind %d (want %d)%s", kinds[i], rc, d.kind, want[i],
+              i == 0 ? (same ? ", the table counted from the training split" : ", ANOTHER table")
+                     : "");
+        free_draft(&d);
+    }
     rmdir(dir);
 }
 
@@ -2588,6 +2841,7 @@ int main(void) {
         TIMED(test_untrimmed_control(&fx));
         TIMED(test_sample_from());
         TIMED(test_probs(&fx));
+        TIMED(test_top_k_top_p());
         TIMED(test_accept_reject());
         TIMED(test_greedy_equivalence(&fx));
         TIMED(test_ffn_width(&fx));
@@ -2595,9 +2849,11 @@ int main(void) {
         TIMED(test_alpha_formulas());
         TIMED(test_print_stats());
         TIMED(test_round_hook(&fx));
+        TIMED(test_lookup(&fx));
         TIMED(test_determinism(&fx));
         TIMED(test_zero_new_tokens(&fx));
         TIMED(test_checkpoint(&fx));
+        TIMED(test_setup_draft(&fx));
         TIMED(test_corpus_errors(&fx));
     }
     TIMED(test_round_faithful(&fx));
