@@ -39,7 +39,9 @@
  *                             draft's first row (as if each pass re-ran from the same cache
  *                             state), and prompt lookup's first copied token k times.
  *
- * Sanitizer builds run the model-heavy parts of sections 16 and 17 with fewer tokens.
+ * Sanitizer builds run the model-heavy parts of sections 16 and 17 with fewer tokens (60
+ * instead of 300 per cache run; 500 instead of 2,000 per alpha run, printed, not held to
+ * the floors, which are set for 2,000).
  * Compiled with -DALPHA_SPREAD, the program only prints section 17's alpha for seeds 1..10
  * (the spread the floors were set from), to re-measure them when a draft changes.
  */
@@ -2738,14 +2740,21 @@ static void test_alpha_floors(Fixture *fx) {
         Stats st;
         double alpha = alpha_run(&m.target, dp, &m.vocab, ALPHA_K, c->t, ALPHA_SEED, n, &st, spec);
         int ok = alpha >= c->floor;
-        case_check(ok, "alpha of the %s draft, K=%d t=%.0f, %d tokens, seed %d: %.4f >= floor "
-                   "%.2f (%s; %ld judged, %ld accepted, %.3f tokens per verify pass)", c->draft,
-                   ALPHA_K, c->t, n, ALPHA_SEED, alpha, c->floor, c->why, st.judged, st.accepted,
-                   st.rounds ? (double)st.round_tokens / st.rounds : 0.0);
+        if (SANITIZED) { // a quarter of the tokens: too few for the floor's margin
+            printf("  (sanitizer build: alpha of the %s draft at t=%.0f over %d tokens %.4f; "
+                   "the floor %.2f is checked over %d in the release build)\n", c->draft, c->t,
+                   n, alpha, c->floor, ALPHA_N);
+        } else {
+            case_check(ok, "alpha of the %s draft, K=%d t=%.0f, %d tokens, seed %d: %.4f >= "
+                       "floor %.2f (%s; %ld judged, %ld accepted, %.3f tokens per verify pass)",
+                       c->draft, ALPHA_K, c->t, n, ALPHA_SEED, alpha, c->floor, c->why,
+                       st.judged, st.accepted,
+                       st.rounds ? (double)st.round_tokens / st.rounds : 0.0);
+        }
         char what[128];
         snprintf(what, sizeof(what), "the %s draft's alpha at t=%.0f falls below its floor %.2f",
                  c->draft, c->t, c->floor);
-        broken_verdict(ok, what);
+        if (!SANITIZED) broken_verdict(ok, what);
         if (c->t == 0.0f) {
             int same = memcmp(spec, plain, (size_t)n * sizeof(int)) == 0;
             check(same, "greedy with the %s draft%s%s: %d tokens %s plain decoding's", c->draft,
