@@ -302,6 +302,8 @@ int main(void) {
 #endif
 #ifndef BREAK_LAYERNORM_BACKWARD
     test_distillation(&g, &ts, inputs, targets);
+#else
+    (void)test_distillation; // the broken build checks the gradient check only
 #endif
     free_train_state(&ts);
     free_gpt(&g);
