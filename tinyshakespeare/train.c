@@ -981,8 +981,10 @@ static int probe_outputs(const char *path, char *err, size_t errlen) {
 
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
 // steps, printing progress on stderr and writing a checkpoint and its training state
-// (atomically) at every evaluation after step 0 and at the end. 0 on success; 2 when a
-// signal stopped it early, after a whole step and a checkpoint of it (stop_signals).
+// (atomically) at every evaluation after step 0 and at the end. With to->teacher, every
+// batch's targets are the teacher's distributions (distillation); the evaluations stay
+// next-character losses. 0 on success; 2 when a signal stopped it early, after a whole
+// step and a checkpoint of it (stop_signals).
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
           TrainProgress *p, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
