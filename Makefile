@@ -5,6 +5,7 @@
 #   make run      fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
+#   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
 #   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
 #                 notes/speed.md; writes notes/speed.svg)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
@@ -33,7 +34,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train clean valgrind fuzz bench explain
+.PHONY: all debug data run test train train-draft clean valgrind fuzz bench explain
 
 # The tools beside the lesson: each includes specdec.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms
@@ -136,6 +137,14 @@ run: all data
 train: tinyshakespeare/train data
 	@echo "make train: retrains the model and replaces tinyshakespeare/model.bin, the shipped one, at steps 500, 1000, ... and on Ctrl-C (git checkout tinyshakespeare/model.bin restores it)"
 	tinyshakespeare/train -o tinyshakespeare/model.bin
+
+# Train the draft that ./specdec --draft gpt loads: 1 layer, 4 heads, 64 wide (60,353
+# parameters), distilled from the shipped target (--teacher: it learns model.bin's whole
+# next-character distribution), and write tinyshakespeare/draft.bin (notes/training.md,
+# "The draft"). A distillation cannot be resumed: a Ctrl-C leaves the last checkpoint.
+train-draft: tinyshakespeare/train data
+	@echo "make train-draft: retrains the draft and replaces tinyshakespeare/draft.bin, the shipped one, at steps 500, 1000, ... and on Ctrl-C (git checkout tinyshakespeare/draft.bin restores it)"
+	tinyshakespeare/train --layers 1 --heads 4 --embd 64 --teacher tinyshakespeare/model.bin -o tinyshakespeare/draft.bin
 
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data

@@ -316,6 +316,14 @@ cp "$T/tiny.bin" "$T/state_flip.bin"; cp "$T/tiny.bin.state" "$T/state_flip.bin.
 flip_byte "$T/state_flip.bin.state" 60
 cp "$T/tiny.bin" "$T/state_magic.bin"; cp "$T/tiny.bin.state" "$T/state_magic.bin.state"
 patch "$T/state_magic.bin.state" 0 'SPDX'
+# The same tiny model distilled from tiny.bin (same vocabulary and block size): its
+# .state carries the teacher flag (u32 at offset 12), which --resume refuses.
+run_train "${TINY[@]}" --iters 6 --teacher "$T/tiny.bin" -o "$T/distilled.bin"
+check "train --teacher of a tiny model writes the checkpoint and a .state flagged as distilled (exit 0)" \
+    eval '[[ $rc == 0 && -f $T/distilled.bin && ! -s $T/out &&
+             $(od -An -tu4 -j 12 -N 4 "$T/distilled.bin.state" | tr -d " ") == 1 &&
+             $(od -An -tu4 -j 12 -N 4 "$T/tiny.bin.state" | tr -d " ") == 0 ]] &&
+          err_has "distilling: the loss is the cross-entropy against the softmax"'
 
 # ---------------------------------------------------------------------------
 # The bad-input table

@@ -16,6 +16,12 @@
  * 1e-6, the tolerance of 1e-3 (max |analytic - numeric| / max |numeric|, per tensor)
  * leaves wide room, and a wrong term in any formula lands far above it.
  *
+ * Distillation (--teacher) changes only the loss: at each position the cross-entropy
+ * against the teacher's softmax, sum_v -p_teacher(v) log q(v), whose gradient with respect
+ * to the logits is q - p_teacher. The same check runs on that loss, with a second tiny
+ * model as the teacher, and once more with the next-character gradient in place of the
+ * distillation one, where it must fail: the check can tell the two apart.
+ *
  * broken build: -DBREAK_LAYERNORM_BACKWARD
  * test/run_tests.sh also builds this file with the flag on the line above. That drops
  * a term of the LayerNorm input gradient in tinyshakespeare/train.c. In that build this test expects
@@ -33,8 +39,11 @@
 
 #include "check.h"
 
-// The mean cross-entropy of B windows, from the double reference model.
-static double reference_loss(const GPT *g, const int *inputs, const int *targets, int B) {
+// The mean cross-entropy of B windows, from the double reference model: against the
+// next characters in targets, or, if soft is not NULL, against the distributions there,
+// (B, S, V), as distillation computes it.
+static double reference_loss(const GPT *g, const int *inputs, const int *targets,
+                             const float *soft, int B) {
     int S = g->config.block_size, V = g->config.vocab_size;
     double *logits = malloc((size_t)S * V * sizeof(double)), loss = 0.0;
     for (int b = 0; b < B; b++) {
@@ -45,7 +54,13 @@ static double reference_loss(const GPT *g, const int *inputs, const int *targets
             double m = z[0], sum = 0.0;
             for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
             for (int v = 0; v < V; v++) sum += exp(z[v] - m);
-            loss += m + log(sum) - z[targets[(size_t)b * S + t]];
+            if (!soft) {
+                loss += m + log(sum) - z[targets[(size_t)b * S + t]];
+                continue;
+            }
+            // distillation: sum_v -soft[v] (z[v] - logsumexp(z))
+            const float *p = soft + ((size_t)b * S + t) * V;
+            for (int v = 0; v < V; v++) loss -= (double)p[v] * (z[v] - m - log(sum));
         }
     }
     free(logits);
@@ -73,9 +88,10 @@ static void randomise_layernorms(GPT *g, uint64_t seed) {
 }
 
 // Compares every parameter's analytic gradient with a central difference, tensor by
-// tensor; returns the worst relative error and names its tensor.
+// tensor; returns the worst relative error and names its tensor. The numeric side
+// differentiates the loss against soft targets if soft is not NULL (distillation).
 static double gradient_check(GPT *g, TrainState *ts, const int *inputs, const int *targets,
-                             const char **worst_name, int report) {
+                             const float *soft, const char **worst_name, int report) {
     size_t sizes[N_TENSORS], at = 0;
     weight_sizes(&g->config, sizes);
     double worst = 0.0;
@@ -87,9 +103,9 @@ static double gradient_check(GPT *g, TrainState *ts, const int *inputs, const in
             float p = g->params[i];
             float hi = (float)(p + STEP), lo = (float)(p - STEP);
             g->params[i] = hi;
-            double loss_hi = reference_loss(g, inputs, targets, ts->B);
+            double loss_hi = reference_loss(g, inputs, targets, soft, ts->B);
             g->params[i] = lo;
-            double loss_lo = reference_loss(g, inputs, targets, ts->B);
+            double loss_lo = reference_loss(g, inputs, targets, soft, ts->B);
             g->params[i] = p;
             double numeric = (loss_hi - loss_lo) / ((double)hi - (double)lo);
             double err = fabs((double)ts->grads[i] - numeric);
@@ -183,6 +199,70 @@ static void test_learns(void) {
     free_corpus(&corpus);
 }
 
+// Distillation: a second tiny model of the same vocabulary and block size teaches g. Its
+// soft targets must be the reference model's softmax; the loss against them must match
+// the reference's; the gradient must pass the same finite-difference check; and the
+// check must fail when the backward pass uses the next characters instead of the teacher.
+static void test_distillation(GPT *g, TrainState *ts, const int *inputs, const int *targets) {
+    const Config *c = &g->config;
+    int S = c->block_size, V = c->vocab_size, B = ts->B;
+    // a teacher of another shape: one layer, 12 wide, 3 heads, its own seed
+    Config tc = {1, 3, 12, S, V, 48};
+    GPT teacher;
+    if (!check(build_gpt(&teacher, &tc) == 0, "build a teacher (L=1 NH=3 C=12 S=%d V=%d)", S, V))
+        return;
+    init_gpt_random(&teacher, 21);
+    ts->soft = alloc_floats((size_t)B * S * V); // free_train_state frees it
+    teacher_targets(&teacher, ts, inputs);
+    // the soft targets against the double reference's softmax, row by row
+    double *z = malloc((size_t)S * V * sizeof(double)), worst_p = 0.0, worst_sum = 0.0;
+    for (int b = 0; b < B; b++) {
+        ref_forward(&teacher, inputs + (size_t)b * S, S, z);
+        for (int t = 0; t < S; t++) {
+            const double *zt = z + (size_t)t * V;
+            const float *p = ts->soft + ((size_t)b * S + t) * V;
+            double m = zt[0], sum = 0.0, row = 0.0;
+            for (int v = 1; v < V; v++) m = zt[v] > m ? zt[v] : m;
+            for (int v = 0; v < V; v++) sum += exp(zt[v] - m);
+            for (int v = 0; v < V; v++) {
+                double d = fabs((double)p[v] - exp(zt[v] - m) / sum);
+                if (d > worst_p) worst_p = d;
+                row += p[v];
+            }
+            if (fabs(row - 1.0) > worst_sum) worst_sum = fabs(row - 1.0);
+        }
+    }
+    free(z);
+    check(worst_p < 1e-6 && worst_sum < 1e-6, "teacher_targets == the double reference's "
+          "softmax of the teacher (max |diff| %.2g), each row sums to 1 (max |sum - 1| %.2g)",
+          worst_p, worst_sum);
+    // the loss against the teacher, then its gradient, as a --teacher run takes them
+    double loss = train_forward(g, ts, inputs, targets);
+    double ref = reference_loss(g, inputs, targets, ts->soft, B);
+    double hard = reference_loss(g, inputs, targets, NULL, B);
+    check(fabs(loss - ref) < 1e-5 && fabs(loss - hard) > 1e-2, "distillation: train_forward's "
+          "loss against the teacher %.9f == the double reference's %.9f (|diff| %.2g), and "
+          "not the next-character loss %.6f", loss, ref, fabs(loss - ref), hard);
+    train_backward(g, ts, inputs, targets);
+    const char *worst_name;
+    double worst = gradient_check(g, ts, inputs, targets, ts->soft, &worst_name, 0);
+    check(worst < TOLERANCE, "distillation gradient (q - p_teacher through every layer) == "
+          "central differences of the loss against the teacher: worst relative error %.2g in "
+          "%s (tolerance %.0e, all %d tensors)", worst, worst_name, TOLERANCE, N_TENSORS);
+    // the same check must catch a backward pass that ignores the teacher: the
+    // next-character gradient, p - onehot(target), against the distillation loss
+    float *soft = ts->soft;
+    ts->soft = NULL;
+    train_forward(g, ts, inputs, targets);
+    train_backward(g, ts, inputs, targets);
+    ts->soft = soft;
+    worst = gradient_check(g, ts, inputs, targets, ts->soft, &worst_name, 0);
+    check(worst > TOLERANCE, "the check fails on the next-character gradient in place of the "
+          "distillation one: worst relative error %.2g in %s (tolerance %.0e)", worst,
+          worst_name, TOLERANCE);
+    free_gpt(&teacher);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     // a tiny, odd config: every tensor small enough to difference every entry, and no
@@ -206,19 +286,24 @@ int main(void) {
     }
     // the loss first: the training forward and the reference must agree on it
     double loss = train_forward(&g, &ts, inputs, targets);
-    double ref = reference_loss(&g, inputs, targets, B);
+    double ref = reference_loss(&g, inputs, targets, NULL, B);
     check(fabs(loss - ref) < 1e-5, "train_forward's loss %.9f == the double reference's %.9f "
           "(|diff| %.2g); ln(7) = %.4f", loss, ref, fabs(loss - ref), log(7.0));
     train_backward(&g, &ts, inputs, targets);
     const char *worst_name;
 #ifndef BREAK_LAYERNORM_BACKWARD
-    double worst = gradient_check(&g, &ts, inputs, targets, &worst_name, 1);
+    double worst = gradient_check(&g, &ts, inputs, targets, NULL, &worst_name, 1);
     printf("worst relative error %.2g, in %s\n", worst, worst_name);
 #else
     // the test-only broken build: the check must fail, or it could not catch this bug
-    double worst = gradient_check(&g, &ts, inputs, targets, &worst_name, 0);
+    double worst = gradient_check(&g, &ts, inputs, targets, NULL, &worst_name, 0);
     check(worst > TOLERANCE, "the gradient check catches a LayerNorm backward with a dropped "
           "term: worst relative error %.2g in %s (tolerance %.0e)", worst, worst_name, TOLERANCE);
+#endif
+#ifndef BREAK_LAYERNORM_BACKWARD
+    test_distillation(&g, &ts, inputs, targets);
+#else
+    (void)test_distillation; // the broken build checks the gradient check only
 #endif
     free_train_state(&ts);
     free_gpt(&g);

@@ -10,9 +10,14 @@
  * adds the backward passes, the optimiser, batches, evaluation, checkpoint writing and an
  * exact --resume.
  *
+ * With --teacher PATH it distils instead: the student (a small model, the speculative
+ * decoder's draft) learns the teacher's whole next-character distribution at every position
+ * of the same windows, the teacher run through specdec.c's own forward pass.
+ *
  *   make train                                  # = tinyshakespeare/train (the defaults)
  *   tinyshakespeare/train --iters 200 -o /tmp/m.bin
  *   tinyshakespeare/train --resume -o /tmp/m.bin --iters 400
+ *   tinyshakespeare/train --layers 1 --teacher tinyshakespeare/model.bin -o /tmp/d.bin
  *   tinyshakespeare/train eval [-m PATH] [-i PATH]    # the whole validation split's loss
  *   tinyshakespeare/train init [--seed S] -o PATH     # a seeded random model, untrained
  *
@@ -46,6 +51,8 @@ typedef struct {
     float *ln_f;        // (B, S, C)      ln_f output
     float *logits;      // (B, S, V)
     float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
+    float *soft;        // (B, S, V)      soft targets: the teacher's probabilities at each
+                        //                position, or NULL: the next character (see train)
     float *grads;       // (P)            dLoss/dparameter, in checkpoint order
     Weights dw;         //                grads split like the weights: dw.key is dLoss/dkey
     float *weights_t;   // (P)            the weights with every matrix transposed ...
@@ -120,7 +127,7 @@ void free_train_state(TrainState *ts) {
     // blocks is calloc'd, so a record never built holds NULLs and frees as nothing
     for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
     free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->key); free(ts->value);
-    free(ts->ln_f); free(ts->logits); free(ts->probs); free(ts->grads);
+    free(ts->ln_f); free(ts->logits); free(ts->probs); free(ts->soft); free(ts->grads);
     free(ts->weights_t);
     free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
     free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
@@ -378,9 +385,43 @@ static double cross_entropy(const float *z, int V, int target, float *probs) {
     return m + log(sum) - z[target];
 }
 
+// Cross-entropy of one row of logits against a whole distribution over the next character,
+// sum_v -target[v] log softmax(z)[v]: the distillation loss, with the teacher's probabilities
+// as target (a one-hot target would give cross_entropy's value). In double with the max
+// taken out first, as there; probs (V), if not NULL, receives softmax(z).
+static double soft_cross_entropy(const float *z, int V, const float *target, float *probs) {
+    double m = z[0], sum = 0.0, loss = 0.0;
+    for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+    for (int v = 0; v < V; v++) sum += exp((double)z[v] - m);
+    if (probs)
+        for (int v = 0; v < V; v++) probs[v] = (float)(exp((double)z[v] - m) / sum);
+    // log softmax(z)[v] = z[v] - m - log(sum), weighed by the target's probability of v
+    double log_sum = log(sum);
+    for (int v = 0; v < V; v++) loss -= (double)target[v] * ((double)z[v] - m - log_sum);
+    return loss;
+}
+
+// The soft targets of B windows of S tokens, into ts->soft: each window runs through the
+// teacher from an empty cache, with specdec.c's forward as eval_loss runs it, and each
+// position's logits become the teacher's softmax at temperature 1 (cross_entropy computes
+// it, in double; the loss it returns is not needed here). inputs: (B, S).
+void teacher_targets(GPT *teacher, TrainState *ts, const int *inputs) {
+    int S = teacher->config.block_size, V = teacher->config.vocab_size;
+    size_t SV = (size_t)S * V;
+    for (int b = 0; b < ts->B; b++) {
+        teacher->state.kv_len = 0;
+        const float *logits = forward(teacher, inputs + (size_t)b * S, S);
+        for (int t = 0; t < S; t++)
+            cross_entropy(logits + (size_t)t * V, V, 0, ts->soft + b * SV + (size_t)t * V);
+    }
+    teacher->state.kv_len = 0;
+}
+
 // Mean next-character cross-entropy of B windows of S tokens: each window runs from
 // position 0 through specdec.c's block_forward, with its own record per block, so every
 // activation stays for train_backward. inputs, targets: (B, S). Returns the mean loss.
+// When distilling (ts->soft is not NULL), the loss at each position is the cross-entropy
+// against the teacher's distribution there instead, and targets is not read.
 double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int *targets) {
     const Config *c = &g->config;
     int S = c->block_size, V = c->vocab_size, L = c->n_layer, C = c->n_embd;
@@ -396,9 +437,14 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
         matmul(ts->logits + b * SV, ts->ln_f + b * SC, g->w.lm_head_weight, g->w.lm_head_bias,
                S, C, V);
         // every position predicts its next token; the softmax is kept for the backward
-        for (int t = 0; t < S; t++)
-            loss += cross_entropy(ts->logits + b * SV + (size_t)t * V, V,
-                                  targets[(size_t)b * S + t], ts->probs + b * SV + (size_t)t * V);
+        for (int t = 0; t < S; t++) {
+            const float *z = ts->logits + b * SV + (size_t)t * V;
+            float *p = ts->probs + b * SV + (size_t)t * V;
+            if (ts->soft) // distilling: the teacher's whole distribution at this position
+                loss += soft_cross_entropy(z, V, ts->soft + b * SV + (size_t)t * V, p);
+            else
+                loss += cross_entropy(z, V, targets[(size_t)b * S + t], p);
+        }
     }
     return loss / ((double)ts->B * S);
 }
@@ -455,12 +501,17 @@ void train_backward(const GPT *g, TrainState *ts, const int *inputs, const int *
     transpose_matrices(c, w, &ts->wt);
     float scale = 1.0f / ((float)ts->B * S); // the loss is a mean over B*S positions
     for (int b = 0; b < ts->B; b++) {
-        // cross-entropy through softmax: dLoss/dlogits = (p - onehot(target)) / (B*S)
+        // cross-entropy through softmax: dLoss/dlogits = (p - onehot(target)) / (B*S), or,
+        // distilling, (p - p_teacher) / (B*S): the same formula with a soft target
         for (int t = 0; t < S; t++) {
             const float *p = ts->probs + b * SV + (size_t)t * V;
             float *dz = ts->d_logits + (size_t)t * V;
             for (int v = 0; v < V; v++) dz[v] = p[v] * scale;
-            dz[targets[(size_t)b * S + t]] -= scale;
+            if (ts->soft) {
+                const float *soft = ts->soft + b * SV + (size_t)t * V;
+                for (int v = 0; v < V; v++) dz[v] -= soft[v] * scale;
+            } else
+                dz[targets[(size_t)b * S + t]] -= scale;
         }
         // lm_head and ln_f, into the residual stream that left the last block
         memset(ts->d_ln_f, 0, SC * sizeof(float));
@@ -679,7 +730,7 @@ double eval_loss(GPT *g, const int *tokens, size_t n) {
 //   0          4       magic "SPDS"
 //   4          4       version = 1
 //   8          4       batch: windows per step
-//   12         4       0 (padding)
+//   12         4       1 if the run distils from a teacher (--resume refuses it), else 0
 //   16         8       step: optimiser updates made so far
 //   24         8       the batch sampler's generator state
 //   32         8       the checksum of the checkpoint saved with it: the pair must match
@@ -697,6 +748,8 @@ typedef struct {
     Rng rng;            // the batch sampler's generator
     int batch;          // windows per step                e.g. 16
     uint64_t ckpt_sum;  // checksum of the checkpoint this state goes with
+    int distilled;      // 1: trained against a teacher (--teacher), which the state does
+                        // not record, so --resume cannot go on with it
 } TrainProgress;
 
 // The training state of p as the bytes of a file (*n of them, malloc'd); NULL if out
@@ -709,7 +762,7 @@ static unsigned char *serialize_train_state(const TrainProgress *p, size_t P, si
     memcpy(buf, STATE_MAGIC, 4);
     put_u32(buf + 4, STATE_VERSION);
     put_u32(buf + 8, (uint32_t)p->batch);
-    put_u32(buf + 12, 0);
+    put_u32(buf + 12, (uint32_t)p->distilled);
     put_u64(buf + 16, (uint64_t)p->opt.step);
     put_u64(buf + 24, p->rng.state);
     put_u64(buf + 32, p->ckpt_sum);
@@ -763,8 +816,8 @@ int load_train_state(TrainProgress *p, size_t P, uint64_t ckpt_sum, const char *
         snprintf(why, sizeof(why), "it was saved with a different checkpoint (a run stopped "
                  "between writing the two, or another run's file)");
     else if (get_u32(buf + 8) < 1 || get_u32(buf + 8) > 4096 || get_u64(buf + 24) == 0 ||
-             get_u64(buf + 16) > 10000000)
-        snprintf(why, sizeof(why), "batch, step or generator state out of range");
+             get_u64(buf + 16) > 10000000 || get_u32(buf + 12) > 1)
+        snprintf(why, sizeof(why), "batch, step, generator state or teacher flag out of range");
     else
         ok = 1;
     if (ok) {
@@ -772,6 +825,7 @@ int load_train_state(TrainProgress *p, size_t P, uint64_t ckpt_sum, const char *
         p->opt.step = (long)get_u64(buf + 16);
         p->rng.state = get_u64(buf + 24);
         p->ckpt_sum = ckpt_sum;
+        p->distilled = (int)get_u32(buf + 12);
         for (size_t i = 0; i < P; i++) {
             uint32_t m = get_u32(buf + STATE_HEADER + 4 * i);
             uint32_t v = get_u32(buf + STATE_HEADER + 4 * (P + i));
@@ -794,6 +848,7 @@ typedef struct {
     uint64_t seed;     // initialisation and batch sampling           e.g. 2
     const char *out;   // checkpoint path, rewritten at every evaluation; PATH.state too
     int resume;        // 1: continue from out and out.state
+    GPT *teacher;      // --teacher: the model to distil, or NULL: learn the next character
 } TrainOptions;
 
 // Floating-point operations in one training step, counting a multiply-add as 2: the
@@ -818,6 +873,7 @@ int build_train_progress(TrainProgress *p, size_t P, int batch, uint64_t seed) {
     rng_seed(&p->rng, seed);
     p->batch = batch;
     p->ckpt_sum = 0;
+    p->distilled = 0;
     return p->opt.m && p->opt.v ? 0 : -1;
 }
 
@@ -925,8 +981,10 @@ static int probe_outputs(const char *path, char *err, size_t errlen) {
 
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
 // steps, printing progress on stderr and writing a checkpoint and its training state
-// (atomically) at every evaluation after step 0 and at the end. 0 on success; 2 when a
-// signal stopped it early, after a whole step and a checkpoint of it (stop_signals).
+// (atomically) at every evaluation after step 0 and at the end. With to->teacher, every
+// batch's targets are the teacher's distributions (distillation); the evaluations stay
+// next-character losses. 0 on success; 2 when a signal stopped it early, after a whole
+// step and a checkpoint of it (stop_signals).
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
           TrainProgress *p, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
@@ -936,6 +994,14 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
     if (build_train_state(&ts, &g->config, B) != 0 || !inputs || !targets) {
         snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
         goto done;
+    }
+    // distilling: the teacher's probabilities for every position of a batch are the targets
+    if (to->teacher) {
+        ts.soft = alloc_floats((size_t)B * S * g->config.vocab_size);
+        if (!ts.soft) {
+            snprintf(err, errlen, "out of memory for the teacher's targets");
+            goto done;
+        }
     }
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     int recent_n = 0, first = (int)p->opt.step;
@@ -953,8 +1019,9 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
             t_log += now_seconds() - t0; // evaluation time is not training time
         }
         if (it == to->iters) break;
-        // one step: a batch, the loss, its gradient, the update
+        // one step: a batch (and the teacher's targets for it), the loss, its gradient, the update
         get_batch(corpus, B, S, &p->rng, inputs, targets);
+        if (to->teacher) teacher_targets(to->teacher, &ts, inputs);
         recent += train_forward(g, &ts, inputs, targets);
         recent_n++;
         train_backward(g, &ts, inputs, targets);
@@ -962,8 +1029,13 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         // progress: mean train loss since the last line, speed, and time left
         if ((it + 1) % to->log_interval == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
-            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step (%.1f GFLOP/s), ETA %.0f s\n",
-                    it + 1, recent / recent_n, ms, train_step_flops(&g->config, B) / ms / 1e6,
+            // the work of a step: the student's pass and its backward, and the teacher's
+            // forward pass (a third of what a training step of it would be)
+            double flops = train_step_flops(&g->config, B);
+            if (to->teacher) flops += train_step_flops(&to->teacher->config, B) / 3.0;
+            fprintf(stderr, "step %5d: %s %.4f, %.1f ms/step (%.1f GFLOP/s), ETA %.0f s\n",
+                    it + 1, to->teacher ? "loss against the teacher" : "train loss",
+                    recent / recent_n, ms, flops / ms / 1e6,
                     ms * (to->iters - it - 1) / 1e3);
             recent = 0.0;
             recent_n = 0;
@@ -1014,6 +1086,12 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     char state_path[4096];
     if (state_path_of(to->out, state_path, sizeof(state_path), err, errlen) != 0) return -1;
     if (load_train_state(p, g->n_params, sum, state_path, err, errlen) != 0) return -1;
+    if (p->distilled) {
+        snprintf(err, errlen, "checkpoint '%s' was distilled from a teacher, which its .state "
+                 "does not record, so --resume cannot go on with it; run the --teacher "
+                 "command again from the start", to->out);
+        return -1;
+    }
     if (p->opt.step >= to->iters) {
         snprintf(err, errlen, "checkpoint '%s' has already had %ld steps; ask for more with "
                  "--iters N (N > %ld)", to->out, p->opt.step, p->opt.step);
@@ -1025,6 +1103,37 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     return 0;
 }
 
+// --teacher PATH: loads the model to distil into t and checks that it can teach a student
+// of config c on the corpus of vocabulary v: the same characters in the same order (its
+// probabilities are over token ids) and the same block size (it reads the student's
+// windows, position for position). Fills err with one line and returns -1 on a problem.
+static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *t,
+                        char *err, size_t errlen) {
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "teacher checkpoint", "--teacher takes a "
+                                   "trained checkpoint of this corpus, e.g. " DEFAULT_MODEL,
+                                   err, errlen);
+    if (!buf) return -1;
+    char why[256]; // the reason alone; the message below adds path and fix
+    Vocab tv;
+    int rc = parse_checkpoint(buf, n, t, &tv, why, sizeof(why));
+    free(buf); // the parameters were copied out of it
+    if (rc != 0)
+        snprintf(err, errlen, "teacher checkpoint '%s': %s (--teacher takes a checkpoint "
+                 "written by tinyshakespeare/train)", path, why);
+    else if (tv.size != v->size || memcmp(tv.chars, v->chars, (size_t)v->size) != 0)
+        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%d and %d "
+                 "characters): its probabilities are over other characters; give --teacher a "
+                 "model trained on this corpus (-i)", path, tv.size, v->size);
+    else if (t->config.block_size != c->block_size)
+        snprintf(err, errlen, "teacher '%s' has block_size %d, the student %d: it must read "
+                 "the same windows; train the student with --block %d", path,
+                 t->config.block_size, c->block_size, t->config.block_size);
+    else
+        return 0;
+    return -1;
+}
+
 // Where training writes without -o: beside the shipped model, never over it. Replacing
 // tinyshakespeare/model.bin takes -o tinyshakespeare/model.bin, which make train gives.
 #define TRAIN_OUT "tinyshakespeare/retrained.bin"
@@ -1032,9 +1141,9 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
 // `tinyshakespeare/train [flags]`: trains a model from a seeded initialisation, or goes
 // on with --resume. Returns the exit status; every bad flag is one line on stderr.
 int main_train(int argc, char **argv) {
-    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0}; // seed 2: notes/training.md
+    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0, NULL}; // seed 2: notes/training.md
     Config c = DEFAULT_CONFIG;
-    const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL;
+    const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL, *teacher_path = NULL;
     char err[512];
     // flags: --resume alone, every other one with one value, checked in full
     for (int i = 1; i < argc; i += 2) {
@@ -1050,7 +1159,8 @@ int main_train(int argc, char **argv) {
             {"--iters", &to.iters, 1, 10000000}, {"--batch", &to.batch, 1, 4096},
             {"--layers", &c.n_layer, 1, 64}, {"--heads", &c.n_head, 1, 64},
             {"--embd", &c.n_embd, 1, 4096}, {"--block", &c.block_size, 2, 4096}};
-        int known = !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "-i");
+        int known = !strcmp(a, "--seed") || !strcmp(a, "-o") || !strcmp(a, "-i") ||
+                    !strcmp(a, "--teacher");
         for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) known |= !strcmp(a, ints[k].flag);
         if (!known) {
             error_line("unknown train option '%s' (see tinyshakespeare/train -h)", a);
@@ -1067,6 +1177,7 @@ int main_train(int argc, char **argv) {
             }
         } else if (!strcmp(a, "-o")) to.out = val;
         else if (!strcmp(a, "-i")) corpus_path = val;
+        else if (!strcmp(a, "--teacher")) teacher_path = val;
         else
             for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
                 long v;
@@ -1079,6 +1190,11 @@ int main_train(int argc, char **argv) {
                 *ints[k].dst = (int)v;
             }
     }
+    if (to.resume && teacher_path) {
+        error_line("train --resume cannot go on with a distillation (its .state does not "
+                   "record the teacher); drop --resume and run the --teacher command afresh");
+        return 1;
+    }
     if (to.resume && fixed_flag) {
         error_line("train --resume takes the model size, batch and seed from "
                    "the checkpoint and its .state file; drop %s", fixed_flag);
@@ -1087,10 +1203,11 @@ int main_train(int argc, char **argv) {
     // the corpus gives the vocabulary; then the config must hold together
     Vocab v;
     Corpus corpus;
-    GPT g;
+    GPT g, teacher;
     TrainProgress p;
     memset(&v, 0, sizeof(v));
     memset(&g, 0, sizeof(g));
+    memset(&teacher, 0, sizeof(teacher));
     memset(&p, 0, sizeof(p));
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
         error_line("%s", err);
@@ -1105,6 +1222,11 @@ int main_train(int argc, char **argv) {
     c.vocab_size = v.size;
     c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
     if (validate_config(&c, err, sizeof(err)) != 0) goto done;
+    // distilling: the teacher must share the corpus's vocabulary and the student's block
+    if (teacher_path) {
+        if (load_teacher(teacher_path, &c, &v, &teacher, err, sizeof(err)) != 0) goto done;
+        to.teacher = &teacher;
+    }
     if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
                  "Tiny Shakespeare (make data)", corpus_path, c.block_size);
@@ -1122,11 +1244,17 @@ int main_train(int argc, char **argv) {
         snprintf(err, sizeof(err), "out of memory for the optimiser");
         goto done;
     }
+    p.distilled = to.teacher != NULL; // the .state says so, and --resume refuses it
     if (probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
     print_config(&g, "training from a random initialisation");
     fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
             "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
             c.block_size, (unsigned long long)to.seed);
+    if (to.teacher)
+        fprintf(stderr, "distilling: the loss is the cross-entropy against the softmax "
+                "(temperature 1) of teacher %s (%d layers, %zu parameters); val loss stays "
+                "the next character's\n", teacher_path, teacher.config.n_layer,
+                teacher.n_params);
 run:; // (a declaration cannot follow a label in C11)
     // say what will be replaced, and how a run can be stopped without losing it
     struct stat st;
@@ -1140,6 +1268,13 @@ run:; // (a declaration cannot follow a label in C11)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     int trc = train(&g, &v, &corpus, &to, &p, err, sizeof(err));
+    if (trc == 2 && to.teacher) { // stopped by a signal; a distillation cannot be resumed
+        snprintf(err, sizeof(err), "interrupted after step %ld of %d; the checkpoint is in %s, "
+                 "but --resume cannot go on with a distillation: run the command again",
+                 p.opt.step, to.iters, to.out);
+        rc = 130; // as a shell reports a run that Ctrl-C ended
+        goto done;
+    }
     if (trc == 2) { // stopped by a signal, after a whole step that is saved
         snprintf(err, sizeof(err), "interrupted after step %ld of %d; the checkpoint and its "
                  "state are in %s and %s.state: go on with tinyshakespeare/train --resume "
@@ -1156,6 +1291,7 @@ done:
     if (rc != 0) error_line("%s", err);
     free_train_progress(&p);
     free_gpt(&g);
+    free_gpt(&teacher);
     free_corpus(&corpus);
     return rc;
 }
@@ -1276,12 +1412,16 @@ int main_init(int argc, char **argv) {
 static void train_usage(void) {
     printf("usage: tinyshakespeare/train [--iters 5000] [--seed 2] [-o " TRAIN_OUT "]\n"
            "           [--layers 4] [--heads 4] [--embd 64] [--block 32] [--batch 16] [-i corpus]\n"
+           "           [--teacher PATH]\n"
            "       tinyshakespeare/train --resume [--iters 5000] [-o " TRAIN_OUT "] [-i corpus]\n"
            "  trains the target with the lecture's recipe (AdamW, lr 1e-3); the checkpoint and\n"
            "  PATH.state (optimiser and sampler, for --resume) are written atomically every 500\n"
            "  steps, at the end, and after the step a Ctrl-C interrupts (a second one stops at\n"
            "  once); --resume continues exactly where they were written. Without -o nothing\n"
            "  replaces the shipped model; make train gives -o " DEFAULT_MODEL ".\n"
+           "  --teacher PATH distils: the loss is the cross-entropy against that checkpoint's\n"
+           "  softmax at every position (same vocabulary and --block); make train-draft writes\n"
+           "  " DEFAULT_DRAFT " so. A distillation cannot be resumed.\n"
            "usage: tinyshakespeare/train eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
            "  mean cross-entropy over the whole validation and training splits\n"
            "usage: tinyshakespeare/train init [--seed 1337] -o PATH [-i corpus]\n"
