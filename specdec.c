@@ -45,11 +45,13 @@
  *
  * Map: the blog's Python, and where it is here (the sections come in this order)
  *   F.softmax(logits / t)         served_probs()           Random numbers and sampling
+ *   (top-k, top-p)                apply_top_k_top_p()
  *   BigramDraftModel.__init__     BigramDraftModel()       The draft model
  *   BigramDraftModel.get_probs    bigram_get_probs()
  *   BigramDraftModel.sample       bigram_sample()
  *   (beyond the blog)             gpt_draft_tokens()       A small GPT, and prompt lookup
  *                                 lookup_draft_tokens()
+ *                                 setup_draft()            (the command line: --draft)
  *   draft_tokens                  draft_tokens()           The four phases of one round
  *   verify_candidates             verify_candidates()
  *   accept_reject                 accept_reject()
@@ -140,8 +142,7 @@ static const char *TENSOR_NAMES[N_TENSORS] = {
 
 // What one transformer block computes for the T tokens of a pass, one buffer per role.
 // Inference shares ONE set among all layers, and there x_in, x_mid and x_out are the same
-// array (RunState.x, the residual stream, updated in place); the trainer keeps a set per
-// layer with three distinct arrays (its backward pass needs them all).
+// array (RunState.x, the residual stream, updated in place).
 typedef struct {
     float *x_in;    // (S, C)      residual stream entering the block
     float *ln1;     // (S, C)      ln1(x_in): the input of query, key and value
@@ -321,8 +322,9 @@ void target_probs(float *p, const float *logits, int V, float temperature) {
 
 // The served distribution: what a token is really sampled from. The target's p must be
 // the served row, or the output follows some other distribution; the draft's q must be
-// the row its guess was really drawn from. specdec serves the draft the same way, so that
-// q stays close to p (a guess the target's top-k removed could only be rejected).
+// the row its guess was really drawn from. specdec serves the bigram and the model draft
+// the same way, so that q stays close to p (a guess the target's top-k removed could only
+// be rejected); lookup's q is one-hot, and stays so.
 typedef struct {
     float temperature; // softmax(logits / t), the draft's row tempered alike; 0 = greedy
     int top_k;         // then keep the top_k most likely tokens; 0 = off
@@ -362,10 +364,18 @@ void apply_top_k_top_p(float *p, int V, const Sampler *s) {
     for (int r = 0; r < kept; r++) p[order[r]] = (float)(p[order[r]] / mass);
 }
 
-// p = the served distribution of a row of target logits: temperature, top-k, top-p.
+// p = the served distribution of a row of logits (the target's, or the model draft's):
+// temperature, top-k, top-p.
 void served_probs(float *p, const float *logits, int V, const Sampler *s) {
     target_probs(p, logits, V, s->temperature);
     apply_top_k_top_p(p, V, s);
+}
+
+// Samples one token from a row of logits as served, with one uniform; p: (V) receives
+// the row it was drawn from.
+static int sample_served(const float *logits, int V, const Sampler *s, float *p, Rng *rng) {
+    served_probs(p, logits, V, s);
+    return sample_from(p, V, rng_uniform(rng));
 }
 
 // ----------------------------------------------------------------------------
@@ -453,7 +463,7 @@ int bigram_sample(const BigramDraft *d, int token, const Sampler *s, Rng *rng, f
 // Which draft proposes the guesses (--draft).
 typedef enum {
     DRAFT_BIGRAM, // the blog's table (the default)
-    DRAFT_GPT,    // a small GPT trained like the target, with a KV cache of its own
+    DRAFT_GPT,    // a small GPT distilled from the target (make train-draft), with its own KV cache
     DRAFT_LOOKUP  // prompt lookup: copies earlier text; q is one-hot at each guess
 } DraftKind;
 
@@ -469,9 +479,12 @@ typedef struct {
 } Draft;
 
 // Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
-// LOOKUP_MAX_N down to LOOKUP_MIN_N (notes/speed.md measures these lengths).
+// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
+// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
+// only, so that a round's search costs the same however long the text grows.
 #define LOOKUP_MAX_N 8
 #define LOOKUP_MIN_N 2
+#define LOOKUP_WINDOW 1024
 
 // Prompt lookup: finds the most recent earlier occurrence of the last n tokens of seq
 // (prompt and generated text together), longest n first, and proposes up to k of the
@@ -483,7 +496,7 @@ static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *
         const int *tail = seq + n_seq - n; // the last n tokens, current_token last
         // end = the index of an earlier occurrence's last token, newest first; it must have
         // a next token to propose, so end <= n_seq - 2
-        for (int end = n_seq - 2; end >= n - 1; end--) {
+        for (int end = n_seq - 2; end >= n - 1 && end >= n_seq - 1 - LOOKUP_WINDOW; end--) {
             if (memcmp(seq + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
             // a match: propose what followed it, as far as the text goes
             d->match_n = n; // for the trace
@@ -501,35 +514,37 @@ static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *
 }
 
 // The model draft's guesses: k passes of the draft model on its own KV cache, one guess
-// each, every q served like the target's row. Its cache must hold what the target's holds,
-// the tokens before current_token. It may lag by `lag` tokens: the last guess of a round
-// that ended in a bonus (never run through the draft), or a whole window after a prefill or
-// refill emptied it. The first pass runs those with current_token: one rule for all three
-// cases, and one pass of lag+1 tokens costs less than lag+1 passes (c(T), notes/speed.md).
+// each, every q served like the target's row. Between rounds its cache holds a prefix of
+// the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
+// ended in a bonus (the draft never ran the last guess), a whole window after a prefill or
+// refill emptied it, else 0. The first pass runs those lag tokens and current_token
+// together: one rule for all three cases, and one pass of lag+1 tokens costs less than
+// lag+1 passes (c(T), notes/speed.md).
 static int gpt_draft_tokens(GPT *m, const int *seq, int n_seq, int cache_len, int k,
                             const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
     int V = m->config.vocab_size;
     int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
     if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
-        fprintf(stderr, "specdec: internal error: the draft's cache (%d) is ahead of the "
-                "target's (%d)\n", m->state.kv_len, cache_len);
+        fprintf(stderr, "specdec: internal error: the draft's cache (%d) is out of step "
+                "with the target's (%d)\n", m->state.kv_len, cache_len);
         abort();
     }
     const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
     int n = lag + 1;
     for (int i = 0; i < k; i++) {
         const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
-        float *q = q_draft + (size_t)i * V;
-        served_probs(q, logits + (size_t)(n - 1) * V, V, s); // the last row: after next
-        candidates[i] = sample_from(q, V, rng_uniform(rng)); // one uniform per guess
+        // the last row (after next), served; one uniform per guess
+        candidates[i] = sample_served(logits + (size_t)(n - 1) * V, V, s, q_draft + (size_t)i * V,
+                                      rng);
         next = &candidates[i]; // each later pass runs the previous guess alone
         n = 1;
     }
     return k;
 }
 
-// Empties the model draft's cache when the target's is refilled: the next draft pass
-// catches up on the new window, so both caches restart at the same sequence index.
+// Empties the model draft's cache whenever the target's is filled again from position 0
+// (the prefill, and the refill of a full cache: "The loop"): its next pass catches up on
+// the same window, so both caches restart at the same sequence index.
 static void restart_draft_cache(Draft *d) {
     if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
 }
@@ -577,7 +592,8 @@ void free_spec_buffers(SpecBuffers *b) {
 }
 
 // Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
-// conditioned on the one before, and keeps every q row: accept_reject needs q(c_i) and the
+// continuing the ones before (sampled from the bigram or the model draft, or copied by
+// lookup), and keeps every q row: accept_reject needs q(c_i) and the
 // whole row for the residual. cache_len is the target's kv_len (the model draft's cache
 // must catch up to it). Returns how many it proposed: k, but prompt lookup may find fewer,
 // or none, and then the round is one plain step.
@@ -629,7 +645,8 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 // Phase 3, ACCEPT/REJECT: walks the k candidates left to right. Candidate i is
 // accepted when u_i < min(1, p_i(c_i) / q_i(c_i)). The first rejection is replaced by
 // a draw from norm(max(0, p_i - q_i)) and ends the round. If all k pass and
-// allow_bonus is set, one bonus token is drawn from p_k. Writes the emitted tokens
+// allow_bonus is set, one bonus token is drawn from p_k (k = 0 needs allow_bonus: it
+// is then one plain step from p_0). Writes the emitted tokens
 // to accepted and returns how many there are: 1 .. k+1 (1 .. k if no bonus is allowed).
 // *rejected_at = the index of the rejected candidate, or -1.
 int accept_reject(const int *candidates, int k, const float *q_draft, const float *p_target,
@@ -673,9 +690,9 @@ static void roll_back_cache(GPT *g, int keep) {
 // every token the round emitted but the last. num_accepted = len(accepted)
 // counts that last token too (a resample, a bonus, or in a final round without bonus
 // the last accepted draft), and it is NOT cached: it becomes the next current_token.
-// THE INVARIANT, for the target's cache and the model draft's alike: each cache holds
-// every token before current_token, and never current_token itself. (The draft's holds it
-// whenever a guess is drawn: it may lag between rounds, and its next pass catches up.)
+// THE INVARIANT, between rounds: the target's cache holds exactly the tokens before
+// current_token, never current_token itself. A model draft's cache holds a prefix of those
+// same tokens, never more: it may lag (gpt_draft_tokens), and its next pass catches up.
 // draft is the model draft (NULL for a table or lookup). It ran current_token and every
 // guess but the last, so it keeps the same positions; after a bonus it holds one fewer
 // (it never ran the last guess), and draft_tokens catches it up in the next round.
@@ -713,7 +730,7 @@ typedef struct {
     long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
     long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds; // wall time spent drafting
-    double verify_seconds; // wall time of the verify passes
+    double verify_seconds; // wall time of verify_candidates: the passes and their served rows
     double step_seconds;  // wall time of plain decoding's one-token passes (its unit of cost)
     double seconds;       // wall time of the whole generation
 } Stats;
@@ -831,11 +848,6 @@ static int start_sequence(int *seq, const int *prompt, int n_prompt) {
     return n_prompt;
 }
 
-// Samples one token from a row of target logits as served (sampler); p: (V).
-static int sample_target(const float *logits, int V, const Sampler *s, float *p, Rng *rng) {
-    served_probs(p, logits, V, s);
-    return sample_from(p, V, rng_uniform(rng));
-}
 
 // Plain autoregressive decoding with the same cache: one target pass per token.
 // seq receives the prompt (or the start token) and then n_new generated tokens;
@@ -849,7 +861,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     while (n_seq - first < n_new && !echo_failed(o)) {
         // sample the next token from the logits of the current token
-        seq[n_seq] = sample_target(logits, V, &o->sampler, p, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
         mark_source(o, n_seq, 1, FROM_TARGET);
         echo_tokens(o, seq, n_seq, 1);
         n_seq++;
@@ -916,14 +928,15 @@ static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, i
     double t1 = now_seconds();
     verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
                       b->p_target); // 2. VERIFY: one pass
+    double t2 = now_seconds();
     int cache_verified = g->state.kv_len; // cache_len + k + 1, for the trace
     int allow_bonus = k < remaining; // never emit more than was asked for
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at); // 3. ACCEPT/REJECT
-    trim_kv_cache(g, draft_model, n, cache_len); // 4. TRIM: both caches to cache_len + n
+    trim_kv_cache(g, draft_model, n, cache_len); // 4. TRIM: to cache_len + n (the draft: at most)
     // count and show what happened; a model draft ran one pass per guess
     st->draft_seconds += t1 - t0;
-    st->verify_seconds += now_seconds() - t1;
+    st->verify_seconds += t2 - t1;
     if (draft_model) st->draft_passes += k;
     count_round(st, b, k, n);
     if (o->trace)
@@ -950,7 +963,7 @@ static int single_pass_step(GPT *g, Draft *d, SpecBuffers *b, const DecodeOption
         logits = forward(g, &seq[n_seq - 1], 1);
         st->decode_passes++;
     }
-    seq[n_seq] = sample_target(logits, g->config.vocab_size, &o->sampler, b->p_next, rng);
+    seq[n_seq] = sample_served(logits, g->config.vocab_size, &o->sampler, b->p_next, rng);
     mark_source(o, n_seq, 1, FROM_TARGET);
     if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
     echo_tokens(o, seq, n_seq, 1);
@@ -972,7 +985,7 @@ void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
     const float *logits = prefill(g, seq, n_seq, S, st, 0);
     restart_draft_cache(d);
     if (n_new > 0) {
-        seq[n_seq] = sample_target(logits, V, &o->sampler, b->p_next, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
         mark_source(o, n_seq, 1, FROM_TARGET);
         if (o->trace) trace_pass(o, "PREFILL", g->state.kv_len, 0, g->state.kv_len, seq[n_seq]);
         echo_tokens(o, seq, n_seq, 1);
@@ -1047,8 +1060,9 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
         fprintf(stderr, "  DRAFT   lookup: the last %d tokens occurred before, ending at "
                 "index %d; copy what followed", d->match_n, d->match_end);
     if (d->kind == DRAFT_GPT)
-        fprintf(stderr, "  DRAFT   %d passes of the draft model on its own cache "
-                "(draft cache_len %d -> %d)", k, cache_before - b->draft_lag, cache_before + k);
+        fprintf(stderr, "  DRAFT   %d pass%s of the draft model on its own cache (draft "
+                "cache_len %d -> %d)", k, k == 1 ? "" : "es", cache_before - b->draft_lag,
+                cache_before + k);
     for (int i = 0; i < k; i++) {
         float q = b->q_draft[(size_t)i * b->V + b->candidates[i]];
         if (d->kind == DRAFT_GPT) { // one pass per guess; the first catches up, if it lags
@@ -1149,8 +1163,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
-        fprintf(stderr, "  drafted                 %ld   (judged %ld: the rest followed a "
-                "rejection)\n", s->drafted, s->judged);
+        fprintf(stderr, "  drafted                 %ld   (%.2f a round; judged %ld: the rest "
+                "followed a rejection)\n", s->drafted, s->rounds ? (double)s->drafted / s->rounds
+                : 0.0, s->judged);
         fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
                 s->accepted, s->drafted ? (double)s->accepted / s->drafted : 0.0);
         fprintf(stderr, "  alpha                   %.3f   (expected acceptance, the mean of "
@@ -1163,8 +1178,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
                 s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
                 expected_tokens_per_pass(alpha, K));
         print_by_position(s, K);
-        fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: a "
-                "plain step)\n", s->empty_rounds);
+        if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
+            fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: "
+                    "a plain step)\n", s->empty_rounds);
         fprintf(stderr, "  target passes           %ld   (prefill %ld, refill %ld, verify %ld, "
                 "one-token steps at the cache edge %ld)\n", target_passes(s), s->prefill_passes,
                 s->refill_passes, s->verify_passes, s->decode_passes);
@@ -1203,8 +1219,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
     double c_verify = spec->verify_passes && pass > 0 ? spec->verify_seconds /
                       spec->verify_passes / pass : 0.0;
     double c_draft = spec->drafted && pass > 0 ? spec->draft_seconds / spec->drafted / pass : 0.0;
-    fprintf(stderr, "  speedup model        c(K+1) %.2f and c_draft %.3f one-token passes: "
-            "predicted %.3f, measured %.3f (plain/spec wall time)\n", c_verify, c_draft,
+    fprintf(stderr, "  speedup model        a verify pass %.2f and a guess %.3f one-token passes "
+            "(c(K+1), c_draft): predicted %.3f, measured %.3f (plain/spec wall time)\n",
+            c_verify, c_draft,
             c_verify > 0 ? predicted_speedup(stats_alpha(spec), K, c_verify, c_draft) : 0.0,
             spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0);
     // only greedy decoding promises equal texts; sampling promises equal distributions
@@ -2025,15 +2042,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         else if (!strcmp(a, "-i")) o->corpus_path = val;
         else if (!strcmp(a, "-p")) o->prompt = val; // encode_prompt checks it once V is known
         else if (!strcmp(a, "--draft")) o->draft = val; // setup_draft checks it
-        else if (!strcmp(a, "--top-k")) {
-            // at most V: checked once the model is loaded
-            if (parse_int(val, 1, 256, &v) != 0) {
-                snprintf(err, errlen, "--top-k must be a whole number of tokens from 1 to the "
-                         "vocabulary's size, got '%s'", val);
-                return -1;
-            }
-            o->top_k = (int)v;
-        } else if (!strcmp(a, "--top-p")) {
+        else if (!strcmp(a, "--top-p")) {
             char *end;
             errno = 0;
             double p = strtod(val, &end); // nan fails both comparisons, and so is refused
@@ -2043,20 +2052,6 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                 return -1;
             }
             o->top_p = (float)p;
-        }
-        else if (!strcmp(a, "-n")) {
-            if (parse_int(val, 1, MAX_NEW_TOKENS, &v) != 0) {
-                snprintf(err, errlen, "-n must be a whole number of tokens from 1 to %d, got '%s'",
-                         MAX_NEW_TOKENS, val); return -1;
-            }
-            o->n_new = (int)v;
-        } else if (!strcmp(a, "-k")) {
-            // the upper bound depends on the model's block_size, checked once it is loaded
-            if (parse_int(val, 1, 4096, &v) != 0) {
-                snprintf(err, errlen, "-k must be a whole number from 1 to block_size-1, "
-                         "got '%s'", val); return -1;
-            }
-            o->K = (int)v;
         } else if (!strcmp(a, "-t")) {
             // strtod happily reads "nan" and "inf": a temperature must be finite and >= 0
             char *end; errno = 0;
@@ -2080,14 +2075,22 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
                          "got '%s'", val); return -1;
             }
             o->init = 1; // -m beside it is refused below
-        } else if (!strcmp(a, "--ffn-width")) {
-            // at least the model's own width and within memory: checked once it is loaded
-            if (parse_int(val, 1, MAX_FFN_WIDTH, &v) != 0) {
-                snprintf(err, errlen, "--ffn-width must be a whole number of hidden units up "
-                         "to %d, at least the model's own (256 here), got '%s'", MAX_FFN_WIDTH, val);
+        }
+        // the whole numbers, one table (its texts spell out MAX_NEW_TOKENS and MAX_FFN_WIDTH);
+        // what needs the model comes later: -k < block_size, --top-k <= V, --ffn-width
+        struct { const char *flag; int *dst; long hi; const char *what; } ints[] = {
+            {"-n", &o->n_new, MAX_NEW_TOKENS, "a whole number of tokens from 1 to 10000000"},
+            {"-k", &o->K, 4096, "a whole number from 1 to block_size-1"},
+            {"--top-k", &o->top_k, 256, "a whole number of tokens from 1 to the vocabulary's size"},
+            {"--ffn-width", &o->ffn_width, MAX_FFN_WIDTH, "a whole number of hidden units up to "
+             "16777216, at least the model's own (256 here)"}};
+        for (int j = 0; j < 4; j++) {
+            if (strcmp(a, ints[j].flag)) continue; // not this option
+            if (parse_int(val, 1, ints[j].hi, &v) != 0) {
+                snprintf(err, errlen, "%s must be %s, got '%s'", a, ints[j].what, val);
                 return -1;
             }
-            o->ffn_width = (int)v;
+            *ints[j].dst = (int)v;
         }
     }
     // combinations that cannot both hold; the first that applies is the one reported
@@ -2197,8 +2200,10 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
     memset(d, 0, sizeof(*d)); // free_draft is safe on it from here on
     d->V = v->size;
     d->name = kind;
-    if (!strcmp(kind, "lookup")) d->kind = DRAFT_LOOKUP;
-    if (!strcmp(kind, "lookup")) return 0;
+    if (!strcmp(kind, "lookup")) { // nothing to build: it drafts from the text itself
+        d->kind = DRAFT_LOOKUP;
+        return 0;
+    }
     if (!strcmp(kind, "bigram")) { // counted from the training split, as the blog does
         if (BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0) return 0;
         snprintf(err, errlen, "out of memory building the bigram table");
@@ -2270,9 +2275,12 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
     if (o->top_k || o->top_p) // the served distribution, on both sides
         fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
                 "draft\n", o->top_k, o->top_p);
-    if (!o->plain) // which draft proposes the guesses
-        fprintf(stderr, "draft: %s%s%s\n", d->name, d->kind == DRAFT_GPT ? ", " : "",
-                d->kind == DRAFT_GPT ? o->draft : "");
+    if (!o->plain && d->kind != DRAFT_GPT) // which draft proposes the guesses
+        fprintf(stderr, "draft: %s\n", d->name);
+    if (!o->plain && d->kind == DRAFT_GPT) // and a model's size: what a draft pass costs
+        fprintf(stderr, "draft: gpt, %s, n_layer=%d n_embd=%d -> %zu parameters\n",
+                strcmp(o->draft, "gpt") ? o->draft : DEFAULT_DRAFT, d->model.config.n_layer,
+                d->model.config.n_embd, d->model.n_params);
     if (color) { // the legend, one line, each name in its own colour
         fputs("colours:", stderr);
         for (int i = 0; i < N_SOURCES; i++)
@@ -2353,24 +2361,18 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (!o.run_selftest && !strcmp(o.draft, "lookup") && strlen(o.prompt) <= LOOKUP_MIN_N) {
-        snprintf(err, sizeof(err), "--draft lookup copies from earlier text, and a prompt of "
-                 "%zu character%s has no %d-gram to find again; give -p at least %d "
-                 "characters", strlen(o.prompt), strlen(o.prompt) == 1 ? "" : "s",
-                 LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
+        snprintf(err, sizeof(err), "--draft lookup drafts by copying from the prompt, and a "
+                 "prompt of %zu character%s holds no %d-gram to find again; give -p at least %d "
+                 "characters, or another draft", strlen(o.prompt), strlen(o.prompt) == 1 ? "" :
+                 "s", LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
         goto done;
     }
-    // the drafts: --draft's; the self-test runs the bigram, lookup, and a model draft
-    // (--draft's, or the shipped one if it is there)
-    struct stat st;
-    const char *kinds[3] = {o.draft, NULL, NULL};
-    int n_drafts = 1;
-    if (o.run_selftest) {
-        int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup");
-        kinds[0] = "bigram";
-        kinds[1] = "lookup";
-        kinds[2] = named_model ? o.draft : stat(DEFAULT_DRAFT, &st) == 0 ? "gpt" : NULL;
-        n_drafts = kinds[2] ? 3 : 2;
-    }
+    // the drafts: --draft's; the self-test runs every kind: the bigram, lookup, and a model
+    // draft (--draft's, or the shipped one)
+    int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup");
+    const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
+    const char **kinds = o.run_selftest ? every_kind : &o.draft;
+    int n_drafts = o.run_selftest ? 3 : 1;
     for (int i = 0; i < n_drafts; i++)
         if (setup_draft(kinds[i], &v, &corpus, S, &drafts[i], err, sizeof(err)) != 0) goto done;
     print_config(&g, source); // every input is good: say what runs, then run it
@@ -2384,7 +2386,9 @@ done:
     // every failure above left its one-line reason in err
     if (rc != 0 && err[0]) error_line("%s", err);
     for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
-    free(prompt); free_corpus(&corpus); free_gpt(&g);
+    free(prompt);
+    free_corpus(&corpus);
+    free_gpt(&g);
     return (rc == 0 || rc == 2) ? close_stdout() : rc;
 }
 #endif
