@@ -61,6 +61,9 @@ typedef struct {
     long drafted, judged, accepted, resampled, rounds, round_tokens, passes, emitted;
     double alpha_sum;    // sum of sum_x min(p, q) over the judged candidates (Stats)
     long pos_judged[BENCH_MAX_K], pos_accepted[BENCH_MAX_K]; // per draft position
+    long draft_passes;   // a model draft's forward passes (Stats.draft_passes)
+    double draft_seconds, counted_seconds; // time spent drafting, and in all, in the
+                                           // counted (warm-up) pass: the draft's share
     long greedy_runs;    // t = 0: speculative texts compared with plain decoding's
     long greedy_differ;  // ... and how many differed (a bug: greedy must give the same text)
     double sec_spec;     // median wall time of BENCH_N_PROMPTS x BENCH_TOKENS tokens
@@ -84,31 +87,6 @@ static double cell_tpv(const BenchCell *x) {
 // and c_draft measured on the target the cell ran (K <= 8, so c[K+1] was measured).
 static double cell_predicted(const BenchCell *x, const double c[10]) {
     return predicted_speedup(cell_alpha(x), x->K, c[x->K + 1], x->c_draft);
-}
-
-// What the after_step hook sees of a run: the round buffers and the counters.
-typedef struct {
-    const SpecBuffers *b;
-    const Stats *st;
-    BenchCell *cell;
-    long last_rounds, last_drafted;
-} BenchWatch;
-
-// after_step hook: after each round, which draft positions were judged and accepted.
-static void bench_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
-    BenchWatch *w = ctx;
-    (void)g; (void)seq; (void)n_seq;
-    if (w->st->rounds > w->last_rounds) {
-        int k = (int)(w->st->drafted - w->last_drafted);
-        int rej = w->b->rejected_at;
-        // positions before the rejection were accepted; the rejected one was judged too
-        for (int i = 0; i < k && (rej < 0 || i <= rej); i++) {
-            w->cell->pos_judged[i]++;
-            w->cell->pos_accepted[i] += rej < 0 || i < rej;
-        }
-    }
-    w->last_rounds = w->st->rounds;
-    w->last_drafted = w->st->drafted;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -172,10 +150,7 @@ static void bench_group(GPT *g, Draft *drafts, int n, const Vocab *v, BenchCell 
                 encode(v, (const unsigned char *)BENCH_PROMPTS[i], (size_t)np, prompt);
                 Stats st;
                 memset(&st, 0, sizeof(st));
-                BenchWatch w = {&b, &st, c, 0, 0};
-                // only the first pass counts positions; the timed ones run without the hook
-                DecodeOptions o = {.sampler.temperature = t, .K = K, .vocab = v,
-                                   .after_step = rep == 0 ? bench_watch : NULL, .ctx = &w};
+                DecodeOptions o = {.sampler.temperature = t, .K = K, .vocab = v};
                 Rng r;
                 rng_seed(&r, 1000 + (uint64_t)i);
                 speculative_generate(g, &drafts[j], &b, prompt, np, BENCH_TOKENS, &o, &r, seq,
@@ -199,6 +174,14 @@ static void bench_group(GPT *g, Draft *drafts, int n, const Vocab *v, BenchCell 
                     c->round_tokens += st.round_tokens;
                     c->passes += target_passes(&st);
                     c->emitted += st.emitted;
+                    c->draft_passes += st.draft_passes;
+                    c->draft_seconds += st.draft_seconds;
+                    c->counted_seconds += st.seconds;
+                    // acceptance by position, from the decoder's own counters
+                    for (int q = 0; q < K && q < POSITIONS; q++) {
+                        c->pos_judged[q] += st.judged_at[q];
+                        c->pos_accepted[q] += st.accepted_at[q];
+                    }
                 }
             }
             ratio[j][rep] = plain[rep] / spec[j][rep];
@@ -481,11 +464,20 @@ static int widened_copy(const GPT *g, int H, GPT *out) {
 // greedy_same is 1 if every t = 0 text was plain decoding's, empty at t = 1.
 static void csv_row(const char *sweep, int H, double mb, const BenchCell *x, const double c[10]) {
     double n = (double)x->emitted, alpha = cell_alpha(x);
-    printf("%s,%s,%d,%.2f,%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f,%s\n", sweep,
+    printf("%s,%s,%d,%.2f,%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f,%s", sweep,
            x->draft, H, mb, x->t, x->K, x->c_draft, cell_rate(x), alpha, cell_tpv(x),
            expected_tokens_per_pass(alpha, x->K), (double)x->passes / n, 1e6 * x->sec_plain / n,
            1e6 * x->sec_spec / n, x->speedup, cell_predicted(x, c),
            x->t != 0.0f ? "" : x->greedy_differ ? "0" : "1");
+    // the draft's passes and share of the wall time, then acceptance at each position
+    printf(",%ld,%.4f", x->draft_passes, x->counted_seconds > 0 ?
+           x->draft_seconds / x->counted_seconds : 0.0);
+    for (int i = 0; i < BENCH_MAX_K; i++) {
+        if (i < x->K && x->pos_judged[i] > 0)
+            printf(",%.4f", (double)x->pos_accepted[i] / x->pos_judged[i]);
+        else printf(","); // past K, or never reached
+    }
+    printf("\n");
 }
 
 // The index in SWEEP_K of draft j's best K (the highest wall speedup) at temperature ti.
@@ -806,7 +798,8 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     if (csv) printf("sweep,draft,ffn_width,weight_mb,t,K,c_draft,acceptance_rate,alpha,"
                     "tokens_per_verify,predicted_tokens_per_verify,passes_per_token,"
                     "us_per_token_plain,us_per_token_spec,speedup,predicted_speedup,"
-                    "greedy_same\n");
+                    "greedy_same,draft_passes,draft_share,accept_pos1,accept_pos2,accept_pos3,"
+                    "accept_pos4,accept_pos5,accept_pos6,accept_pos7,accept_pos8\n");
     for (int ti = 0; ti < 2; ti++) {
         fprintf(stderr, "\nK sweep at t = %g: %d prompts x %d tokens per cell, plain decoding and "
                 "each draft alternating, medians of %d timed runs after a warm-up\n",

@@ -630,7 +630,13 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
               [[ $(grep -cE "^k,(bigram|gpt|lookup),256,0.84,[01],[1-8]," "$T/out") == 48 ]] &&
               [[ $(grep -cE "^size,(bigram|gpt|lookup|ceiling),4096,8.76,[01],[1-4]," "$T/out") == 32 ]]'
     check "bench --csv: every t = 0 cell passed the greedy check (greedy_same 1), t = 1 cells leave it empty" \
-        eval '[[ $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,0,.*,1$" "$T/out") == 56 && $(grep -cE "^(k|size),[a-z]+,[0-9]+,[0-9.]+,1,.*,$" "$T/out") == 56 ]]'
+        eval '[[ $(awk -F, "NR > 1 && \$5 == 0 && \$17 == 1" "$T/out" | wc -l) == 56 && $(awk -F, "NR > 1 && \$5 == 1 && \$17 == \"\"" "$T/out" | wc -l) == 56 ]]'
+    check "bench --csv: draft passes only for the model drafts, a draft share in [0, 1), and acceptance by position for positions 1..K only" \
+        eval '[[ $(head -n 1 "$T/out") == *,greedy_same,draft_passes,draft_share,accept_pos1,*,accept_pos8 &&
+                 $(awk -F, "NR > 1 && (\$2 == \"gpt\" || \$2 == \"ceiling\") && \$18 > 0" "$T/out" | wc -l) == 48 &&
+                 $(awk -F, "NR > 1 && (\$2 == \"bigram\" || \$2 == \"lookup\") && \$18 == 0" "$T/out" | wc -l) == 64 &&
+                 $(awk -F, "NR > 1 && \$19 >= 0 && \$19 < 1" "$T/out" | wc -l) == 112 &&
+                 $(awk -F, "NR > 1 && \$2 == \"bigram\" && \$20 != \"\" && (\$6 == 8 || \$(20 + \$6) == \"\")" "$T/out" | wc -l) == 32 ]]'
     check "bench --csv: the ceiling's alpha and acceptance rate are 1 in every cell (the same function as the padded target)" \
         eval '[[ $(grep -cE "^size,ceiling,[0-9]+,[0-9.]+,[01],[1-4],[0-9.]+,1.0000,1.0000," "$T/out") == 16 ]]'
     check "bench prints c(T) for T = 1..9, the refill's cost, each draft's c_draft, both K sweeps with the best K and their charts on stderr" \
