@@ -156,7 +156,7 @@ test: all debug data
 bench: test/bench data
 	test/bench --svg notes/speed.svg
 
-# Seed 004's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
+# Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
 explain: test/explain
 	test/explain
 

@@ -610,7 +610,7 @@ check "train eval exits 0, stdout empty, with the val and train losses on stderr
 check "train eval's val loss is what training printed at step 3 ($eval_val vs $train_val)" \
     eval '[[ -n $train_val && $eval_val == "$train_val" ]]'
 
-# explain: seed 004's A/B/C/D rows worked out, the exact chances beside 200,000 real
+# explain: Nain's A/B/C/D rows worked out, the exact chances beside 200,000 real
 # accept/reject runs. The exact column must be p itself, and acceptance 0.45.
 run_explain
 check "explain exits 0, stdout empty, and prints acceptance = sum min(p, q) = 0.4500 and the greedy case" \

@@ -1,7 +1,7 @@
 /*
  * test/explain.c — one position of accept/reject, worked out exactly (make explain).
  *
- * Seed document 004's example: a draft q and a target p over four tokens A, B, C, D.
+ * The example of Aakash Kumar Nain's "Speculative Decoding - The Bits and the Bytes!": a draft q and a target p over four tokens A, B, C, D.
  * For each token it prints the exact chance of being emitted, min(p, q) (drafted and
  * accepted) + P(reject) * residual (rejected, then drawn from norm(max(0, p - q))), which
  * is p, beside its frequency in 200,000 runs of specdec.c's real draft_tokens and
@@ -18,7 +18,7 @@
 // ----------------------------------------------------------------------------
 // One position's accept/reject: exactly, and by running the real phases
 
-// Seed 004's example ("Why do we sample from the adjusted distribution?"): a draft q and
+// Nain's example ("Why do we sample from the adjusted distribution?"): a draft q and
 // a target p over four tokens A, B, C, D.
 #define EXPLAIN_V 4
 #define EXPLAIN_ROUNDS 200000
@@ -99,16 +99,16 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
 // The command line
 
 #ifdef EXPLAIN_MAIN
-// test/explain: seed 004's table at t = 1 and t = 0, exact beside measured.
+// test/explain: Nain's table at t = 1 and t = 0, exact beside measured.
 int main(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: test/explain\n  seed 004's A/B/C/D example: the exact chance of each "
+        printf("usage: test/explain\n  Nain's A/B/C/D example: the exact chance of each "
                "token beside %d runs\n  of draft_tokens + accept_reject, at t = 1 and t = 0 "
                "(see test/explain.c)\n", EXPLAIN_ROUNDS);
         return close_stdout(); // a failed write of the usage is one line and exit 1
     }
     if (argc > 1) {
-        error_line("explain takes no options, got '%s' (it prints seed 004's table; see "
+        error_line("explain takes no options, got '%s' (it prints Nain's table; see "
                    "test/explain.c)", argv[1]);
         return 1;
     }
@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
             "with probability\nmin(1, p(x)/q(x)); otherwise the position is drawn from "
             "norm(max(0, p - q)).\nP(emit x) = min(p(x), q(x)) + (1 - sum min(p, q)) * "
             "residual(x), which is p(x).\n");
-    explain_position(stderr, "seed 004's example: draft q and target p over A, B, C, D",
+    explain_position(stderr, "Nain's example: draft q and target p over A, B, C, D",
                      EXPLAIN_Q, EXPLAIN_P, EXPLAIN_NAMES, EXPLAIN_V, 1.0f, EXPLAIN_ROUNDS, 1,
                      exact, &beta, counts, &n_acc);
     explain_position(stderr, "the same rows, greedy: both become one-hot at their argmax",

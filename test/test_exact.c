@@ -1422,7 +1422,7 @@ static void test_cache_and_stats(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
-// 6. test/explain: the numbers it prints for seed 004's table
+// 6. test/explain: the numbers it prints for Nain's table
 
 // explain_position's exact column must be p itself (the identity notes/math.md derives),
 // with acceptance sum min(p, q) = 0.45; its measured column (200,000 real draft_tokens +
