@@ -150,18 +150,6 @@
 // The cut-dependent bugs: they change nothing while top-k and top-p are off.
 #define CATCH_CUT (CATCH_FILTER_DRAFT | CATCH_UNFILTERED_Q)
 
-// Sanitizer builds are 20-50x slower in the forward pass: they run fewer model runs.
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 // ----------------------------------------------------------------------------
 // The mutants: the phases this file calls, with this build's bug planted (none in the
 // correct build). Each calls specdec.c's real function, then breaks its result.

@@ -75,18 +75,6 @@
 #define BUG_NAME ""
 #endif
 
-// Sanitizer builds are 20-50x slower in the forward pass: they run fewer model tokens.
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 // ----------------------------------------------------------------------------
 // The mutants: the draft phases with this build's bug planted (none in the correct
 // build). Each calls specdec.c's real function and changes what it is given or gives.
