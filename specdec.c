@@ -199,7 +199,10 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
     v->size = 0;
     for (int b = 0; b < 256; b++) {
         v->id[b] = -1;
-        if (seen[b]) { v->id[b] = v->size; v->chars[v->size++] = (unsigned char)b; }
+        if (!seen[b]) continue; // not in the text: no token
+        v->id[b] = v->size; // the next token number, so tokens go in byte order
+        v->chars[v->size] = (unsigned char)b;
+        v->size++;
     }
 }
 
@@ -246,19 +249,23 @@ void rng_seed(Rng *r, uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     z ^= z >> 31;
     r->state = z ? z : 0x2545F4914F6CDD1DULL; // xorshift must never hold 0
-    r->forced = NULL; r->n_forced = 0;        // nothing forced: every draw is generated
+    r->forced = NULL; // nothing forced: every draw is generated
+    r->n_forced = 0;
 }
 
 // Makes the next n uniform draws return u[0] .. u[n-1]; the generator's state does not
 // move while they are used up, so afterwards it continues where it was.
 void rng_force(Rng *r, const double *u, int n) {
-    r->forced = u; r->n_forced = n; // u must outlive the n draws: it is not copied
+    r->forced = u; // u must outlive the n draws: it is not copied
+    r->n_forced = n;
 }
 
 // The next 64 random bits: three shifts and a multiply (xorshift64*).
 uint64_t rng_u64(Rng *r) {
     uint64_t x = r->state;
-    x ^= x >> 12; x ^= x << 25; x ^= x >> 27; // this shift triple gives period 2^64 - 1
+    x ^= x >> 12; // this shift triple (12, 25, 27) gives period 2^64 - 1
+    x ^= x << 25;
+    x ^= x >> 27;
     r->state = x;
     return x * 0x2545F4914F6CDD1DULL; // the multiply scrambles the weak low bits
 }
@@ -266,7 +273,10 @@ uint64_t rng_u64(Rng *r) {
 // A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0. Every
 // value is a multiple of 2^-53, so a branch's probability is a count of such values.
 double rng_uniform(Rng *r) {
-    if (r->n_forced > 0) { r->n_forced--; return *r->forced++; } // forced (rng_force)
+    if (r->n_forced > 0) { // a forced value comes first (rng_force)
+        r->n_forced--;
+        return *r->forced++;
+    }
     // the top 53 bits, exactly a double's mantissa, times 2^-53
     return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
 }
@@ -312,11 +322,17 @@ static void one_hot(float *out, int n, int i) {
 // p = softmax(logits / t): the target's distribution at the decoding temperature (the
 // blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy).
 void target_probs(float *p, const float *logits, int V, float temperature) {
-    if (temperature == 0.0f) { one_hot(p, V, argmax(logits, V)); return; } // its limit as t -> 0
+    if (temperature == 0.0f) { // greedy: the limit of the softmax as t -> 0
+        one_hot(p, V, argmax(logits, V));
+        return;
+    }
     // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
     float maxv = logits[argmax(logits, V)];
     double e[256], sum = 0.0; // V <= 256 (validate_config); each exp is taken once
-    for (int i = 0; i < V; i++) sum += e[i] = exp(((double)logits[i] - maxv) / temperature);
+    for (int i = 0; i < V; i++) {
+        e[i] = exp(((double)logits[i] - maxv) / temperature);
+        sum += e[i];
+    }
     for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum); // divide in double, round once
 }
 
@@ -394,7 +410,10 @@ int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     d->probs = malloc((size_t)V * V * sizeof(float)); // (V, V): 16.9 KB for V = 65
     double *counts = calloc((size_t)V * V, sizeof(double));
     if (!d->probs || !counts) { // out of memory: leave d as free_bigram_draft expects it
-        free(counts); free(d->probs); d->probs = NULL; return -1;
+        free(counts);
+        free(d->probs);
+        d->probs = NULL;
+        return -1;
     }
     // counts[a][b] = how often b follows a; in double, because a float would stop
     // counting exactly past 2^24 pairs
@@ -411,7 +430,8 @@ int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
 
 // Frees what BigramDraftModel allocated.
 void free_bigram_draft(BigramDraft *d) {
-    free(d->probs); d->probs = NULL; // NULL, so a second call is harmless
+    free(d->probs);
+    d->probs = NULL; // so a second call is harmless
 }
 
 // Returns the row P(next | token): the blog's get_probs, an O(1) lookup.
@@ -431,7 +451,10 @@ void draft_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
     float t = s->temperature;
-    if (t == 0.0f) { one_hot(q, V, argmax(row, V)); return; } // as target_probs does
+    if (t == 0.0f) { // greedy: one-hot, as target_probs does
+        one_hot(q, V, argmax(row, V));
+        return;
+    }
     if (t == 1.0f) {
         memcpy(q, row, (size_t)V * sizeof(float)); // t = 1: the table's row exactly
     } else {
@@ -569,28 +592,6 @@ typedef struct {
     float *p_next;    // (V)       the target's distribution from a pass outside a round
 } SpecBuffers;
 
-// Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
-int build_spec_buffers(SpecBuffers *b, int K, int V) {
-    b->K = K; b->V = V; // a round may draft fewer (k <= K): the rows are V wide whatever k is
-    // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
-    b->candidates = calloc((size_t)K, sizeof(int));
-    b->q_draft = calloc((size_t)K * V, sizeof(float));
-    b->all_tokens = calloc((size_t)K + 1, sizeof(int));
-    b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
-    b->u = calloc((size_t)K, sizeof(double)); b->residual = calloc((size_t)V, sizeof(float));
-    b->accepted = calloc((size_t)K + 1, sizeof(int)); b->rejected_at = -1;
-    b->p_next = calloc((size_t)V, sizeof(float));
-    return (b->candidates && b->q_draft && b->all_tokens && b->p_target && b->u &&
-            b->residual && b->accepted && b->p_next) ? 0 : -1;
-}
-
-// Frees what build_spec_buffers allocated.
-void free_spec_buffers(SpecBuffers *b) {
-    free(b->candidates); free(b->q_draft); free(b->all_tokens); free(b->p_target);
-    free(b->u); free(b->residual); free(b->accepted); free(b->p_next);
-    memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
-}
-
 // Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
 // continuing the ones before (sampled from the bigram or the model draft, or copied by
 // lookup), and keeps every q row: accept_reject needs q(c_i) and the
@@ -658,8 +659,10 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
         double q = q_draft[(size_t)i * V + tok]; // > 0: tok was sampled from this row
         double p = p_target[(size_t)i * V + tok]; // the target's chance of the same token
         u[i] = rng_uniform(rng); // kept in u, so the trace can print it
-        // the target agrees often enough: keep the draft's token
-        if (u[i] < fmin(1.0, p / q)) { accepted[i] = tok; continue; }
+        if (u[i] < fmin(1.0, p / q)) {
+            accepted[i] = tok; // the target agrees often enough: keep the draft's token
+            continue;
+        }
         // rejected: this position is drawn again from the mass the draft under-covered
         *rejected_at = i;
         accepted[i] = sample_residual(p_target + (size_t)i * V, q_draft + (size_t)i * V, V,
@@ -705,6 +708,37 @@ void trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
 
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding, and plain decoding, the baseline it must match
+
+// Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
+int build_spec_buffers(SpecBuffers *b, int K, int V) {
+    b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
+    b->V = V;
+    b->rejected_at = -1;
+    // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
+    b->candidates = calloc((size_t)K, sizeof(int));
+    b->q_draft = calloc((size_t)K * V, sizeof(float));
+    b->all_tokens = calloc((size_t)K + 1, sizeof(int));
+    b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
+    b->u = calloc((size_t)K, sizeof(double));
+    b->residual = calloc((size_t)V, sizeof(float));
+    b->accepted = calloc((size_t)K + 1, sizeof(int));
+    b->p_next = calloc((size_t)V, sizeof(float));
+    return (b->candidates && b->q_draft && b->all_tokens && b->p_target && b->u &&
+            b->residual && b->accepted && b->p_next) ? 0 : -1;
+}
+
+// Frees what build_spec_buffers allocated.
+void free_spec_buffers(SpecBuffers *b) {
+    free(b->candidates);
+    free(b->q_draft);
+    free(b->all_tokens);
+    free(b->p_target);
+    free(b->u);
+    free(b->residual);
+    free(b->accepted);
+    free(b->p_next);
+    memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
+}
 
 // Counters of one generation; the trace-and-stats section prints them.
 #define POSITIONS 16 // guesses whose acceptance is counted one by one
@@ -774,7 +808,8 @@ struct DecodeOptions {
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
 static double now_seconds(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -835,7 +870,8 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.kv_len = 0;
     const float *logits = forward(g, seq + n_seq - n, n);
-    if (is_refill) st->refill_passes++; else st->prefill_passes++;
+    st->refill_passes += is_refill; // counted as one kind of pass or the other
+    st->prefill_passes += !is_refill;
     return logits + (size_t)(n - 1) * g->config.vocab_size; // the blog's logits[0, -1, :]
 }
 
@@ -843,7 +879,10 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *
 // Shakespeare), as the lecture's generate starts from torch.zeros((1, 1)).
 // seq must have room for max(n_prompt, 1) + n_new tokens. Returns the sequence length.
 static int start_sequence(int *seq, const int *prompt, int n_prompt) {
-    if (n_prompt == 0) { seq[0] = 0; return 1; } // a round needs a current token to start from
+    if (n_prompt == 0) { // a round needs a current token to start from
+        seq[0] = 0;
+        return 1;
+    }
     memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
     return n_prompt;
 }
@@ -1126,16 +1165,23 @@ static void trace_round(const DecodeOptions *o, const Draft *d, long round, int 
     fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
     // the last emitted token is not cached: it is the next round's current_token
     visible_char(vis, decode(v, b->accepted[n_out - 1]));
-    fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d accepted, dropped %d); ",
-            cache_verified, cache_after, cache_after - cache_before - 1,
-            cache_verified - cache_after);
+    int kept = cache_after - cache_before - 1; // emitted tokens cached: all but the last
+    int dropped = cache_verified - cache_after;
+    fprintf(stderr, "  TRIM    cache_len %d -> %d ", cache_verified, cache_after);
+    if (b->rejected_at < 0 && n_out == k && k > 0) // the last emitted guess is not a rejection
+        fprintf(stderr, "(kept current + %d of the %d accepted; the last one, as every "
+                "round's last token, is not cached); ", kept, k);
+    else
+        fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
     if (d->kind == DRAFT_GPT) // the draft's cache: the same positions, or one short after a bonus
         fprintf(stderr, "draft cache_len %d -> %d; ", cache_before + k, d->model.state.kv_len);
     fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
 // The papers' alpha (Leviathan et al.): the expected acceptance E[sum min(p, q)], here
-// the mean over every judged candidate; 0 if none was judged.
+// the mean over every judged candidate; 0 if none was judged. accepted / judged estimates
+// the same alpha by counting outcomes; this mean of each guess's chance to pass is the
+// steadier of the two, and they differ by sampling noise only (notes/math.md).
 double stats_alpha(const Stats *s) { return s->judged ? s->alpha_sum / s->judged : 0.0; }
 
 // The tokens one verify pass is expected to give at draft length K, if each guess passes
@@ -1352,9 +1398,11 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
 //
 // The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read
 // from memory once and used for all T tokens before row i+1 is touched. This is the one
-// idea that makes a verify pass of k+1 tokens cheaper than k+1 one-token passes: a
-// one-token pass spends its time streaming the weights, and a verify pass streams them
-// once for all its tokens (notes/speed.md measures how far that goes on this CPU).
+// idea that can make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when
+// the weights must come from main memory, a one-token pass waits on them, and a verify
+// pass fetches them once for all its tokens. The shipped model's 0.84 MB of weights sit in
+// the CPU's L2 cache, so here a pass waits on arithmetic instead, which grows with T;
+// --ffn-width pads the weights past the caches (notes/speed.md measures both).
 // Each out[t][o] adds its terms for i = 0, 1, 2, ... in that order, whatever T is, so a
 // token's output does not depend on the other tokens of the pass.
 void matmul(float *out, const float *in, const float *weight, const float *bias, int T,
