@@ -4,17 +4,18 @@
  * What this is
  *   The lesson of the blog post "Adding Speculative Decoding to Andrej Karpathy's NanoGPT",
  *   in C that you read once, top to bottom, and can step through in a debugger:
- *     - the draft model: a Laplace-smoothed bigram table counted from Tiny Shakespeare;
- *       then, beyond the blog, the drafts of the papers and of serving engines: a small
- *       GPT with a KV cache of its own (tinyshakespeare/draft.bin), and prompt lookup;
+ *     - the draft: the blog's Laplace-smoothed bigram table from Tiny Shakespeare; then the
+ *       papers' small GPT with a KV cache of its own (tinyshakespeare/draft.bin), and the
+ *       serving engines' prompt lookup;
  *     - the served distribution (temperature, top-k, top-p), applied to target and draft;
  *     - the four phases of one round, draft -> verify -> accept/reject -> trim the KV
  *       cache, and the loop around them, with a trace that prints every p/q decision;
  *     - plain autoregressive decoding beside it, and a self-test that greedy speculative
  *       decoding is plain greedy decoding, byte for byte;
  *     - the target model the phases call: the lecture's character-level GPT (4 layers,
- *       4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729 parameters),
- *       written with textbook loops and a KV cache.
+ *       4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729 parameters) in
+ *       textbook loops, with a KV cache. Loading, the self-test and the command line come
+ *       last: plumbing, which a reader of the lesson can skip.
  *
  * What this is not
  *   Not a fast inference engine, and not a trainer. Beside this file, each including it
@@ -35,12 +36,8 @@
  *   make run                          # build, fetch the corpus, run the demo
  *   ./specdec --trace -n 24 -s 160    # each round; round 1 goes as the blog's example does
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
- *   gdb --args ./specdec_debug -n 20 --trace
- *   (gdb) set environment ASAN_OPTIONS detect_leaks=0   # no leak check under ptrace
- *   (gdb) break accept_reject         # one p/q decision per candidate
- *   (gdb) run
- *   (gdb) p candidates[0]@k           # the draft's guesses
- *   (gdb) p q_draft[0]@V              # the row guess 0 was drawn from (guess i: q_draft[i*V])
+ *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
+ *   (gdb) p candidates[0]@k           # the draft's guesses; q_draft[i*V] starts guess i's row
  *   (gdb) finish                      # how many tokens the round emits
  *
  * Map: the blog's Python, and where it is here (the sections come in this order)
@@ -103,9 +100,6 @@ typedef struct {
     int vocab_size; // V,  distinct characters               e.g. 65
     int ffn_width;  // H,  the MLP's hidden units: 4C, or more e.g. 256 (--ffn-width widens)
 } Config;
-
-// The lecture's model, the blog's target: 4 layers, 4 heads, 64 wide, 32 context, 65 chars.
-#define DEFAULT_CONFIG {4, 4, 64, 32, 65, 256}
 
 // The model's parameters, pointing into one allocation (see weight_sizes). Names follow
 // the lecture's PyTorch modules; each block's tensors are stacked along a leading L axis.
@@ -170,7 +164,7 @@ typedef struct {
 
 // The target model: config, parameters (one block of floats) and run state.
 typedef struct {
-    Config config; // the sizes: from a checkpoint's header, or DEFAULT_CONFIG
+    Config config; // the sizes, from the checkpoint's header
     Weights w; // named views into params: owns no memory of its own
     float *params;   // (P) all parameters, in checkpoint order
     size_t n_params; // P, 209,729 for the default config
@@ -709,6 +703,11 @@ void trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding, and plain decoding, the baseline it must match
 
+// Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
+static void free_all(void *const *owned, size_t n) {
+    for (size_t i = 0; i < n; i++) free(owned[i]);
+}
+
 // Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
@@ -729,14 +728,9 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
-    free(b->candidates);
-    free(b->q_draft);
-    free(b->all_tokens);
-    free(b->p_target);
-    free(b->u);
-    free(b->residual);
-    free(b->accepted);
-    free(b->p_next);
+    void *owned[] = {b->candidates, b->q_draft, b->all_tokens, b->p_target, b->u,
+                     b->residual, b->accepted, b->p_next};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
@@ -854,8 +848,7 @@ static void mark_source(const DecodeOptions *o, int from, int n, TokenSource src
 static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
                        int kv_len, int sampled);
 static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
-                        int k, const SpecBuffers *b, int n_out, int cache_before,
-                        int cache_verified, int cache_after);
+                        int k, const SpecBuffers *b, int n_out, int cache_before, int cache_after);
 
 // The context policy, one rule for both decoders. The cache holds at most S positions.
 // (Re)prefill runs the last tokens of the sequence, current token included, with
@@ -961,26 +954,26 @@ static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, i
     GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL; // a second cache to keep
     b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0; // for the trace
     double t0 = now_seconds();
-    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates,
-                     b->q_draft); // 1. DRAFT: k guesses, or fewer from lookup
+    // 1. DRAFT: k guesses, or fewer from lookup
+    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates, b->q_draft);
     b->drafted = k;
     double t1 = now_seconds();
-    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
-                      b->p_target); // 2. VERIFY: one pass
+    // 2. VERIFY: one target pass over current_token and the k guesses
+    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens, b->p_target);
     double t2 = now_seconds();
-    int cache_verified = g->state.kv_len; // cache_len + k + 1, for the trace
     int allow_bonus = k < remaining; // never emit more than was asked for
-    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
-                          b->u, b->residual, b->accepted, &b->rejected_at); // 3. ACCEPT/REJECT
-    trim_kv_cache(g, draft_model, n, cache_len); // 4. TRIM: to cache_len + n (the draft: at most)
+    // 3. ACCEPT/REJECT: n tokens, the accepted guesses, then a resample or a bonus
+    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng, b->u,
+                          b->residual, b->accepted, &b->rejected_at);
+    // 4. TRIM: the target's cache to cache_len + n (the draft's: at most that)
+    trim_kv_cache(g, draft_model, n, cache_len);
     // count and show what happened; a model draft ran one pass per guess
     st->draft_seconds += t1 - t0;
     st->verify_seconds += t2 - t1;
     if (draft_model) st->draft_passes += k;
     count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, cache_verified,
-                    g->state.kv_len);
+        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, g->state.kv_len);
     return n;
 }
 
@@ -1066,7 +1059,8 @@ void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
 // cache edge): what it ran, where, and the token sampled from its last row.
 static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
                        int kv_len, int sampled) {
-    char vis[8]; visible_char(vis, decode(o->vocab, sampled));
+    char vis[8];
+    visible_char(vis, decode(o->vocab, sampled));
     if (!strcmp(what, "REFILL")) // why this pass is not a round
         fprintf(stderr, "cache full (cache_len = block_size): keep the last %d tokens\n", n_tokens);
     if (!strcmp(what, "STEP"))
@@ -1119,11 +1113,11 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
 
 // Prints one round the way the blog's worked example reads, with real numbers.
 static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
-                        int k, const SpecBuffers *b, int n_out, int cache_before,
-                        int cache_verified, int cache_after) {
+                        int k, const SpecBuffers *b, int n_out, int cache_before, int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V;
-    char vis[8]; visible_char(vis, decode(v, current));
+    char vis[8];
+    visible_char(vis, decode(v, current));
     fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
             cache_before, k);
     trace_draft(d, v, current, k, b, cache_before);
@@ -1141,31 +1135,28 @@ static void trace_round(const DecodeOptions *o, const Draft *d, long round, int 
                 vis, p, q, p / q, fmin(1.0, p / q), b->u[i],
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
-    // how the round ended: a resample at the rejection, a bonus, or neither (last round)
-    if (b->rejected_at >= 0) {
-        int left = k - b->rejected_at - 1; // drafted after the rejected one
-        visible_char(vis, decode(v, b->accepted[b->rejected_at]));
+    // how the round ended, with its last token: a resample at the rejection, a bonus, or
+    // neither (a last round); that token is not cached: it is the next current_token
+    int left = k - b->rejected_at - 1; // drafted after a rejected one
+    visible_char(vis, decode(v, b->accepted[n_out - 1]));
+    if (b->rejected_at >= 0)
         fprintf(stderr, "    resample from norm(max(0, p-q)) -> %s; discard the "
                 "remaining %d candidate%s\n", vis, left, left == 1 ? "" : "s");
-    } else if (k == 0) { // nothing was drafted
-        visible_char(vis, decode(v, b->accepted[0]));
+    else if (k == 0) // nothing was drafted
         fprintf(stderr, "  STEP    one token from p_target[0] -> %s, as plain decoding "
                 "samples it\n", vis);
-    } else if (n_out == k + 1) {
-        visible_char(vis, decode(v, b->accepted[k]));
+    else if (n_out == k + 1)
         fprintf(stderr, "  BONUS   all %d passed: one more token from p_target[%d] -> %s\n",
                 k, k, vis);
-    } else { // a last round, which allows no bonus
+    else // a last round, which allows no bonus
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
                 "still needed)\n", k);
-    }
     // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
     trace_text(v, b->accepted, n_out);
     fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
-    // the last emitted token is not cached: it is the next round's current_token
-    visible_char(vis, decode(v, b->accepted[n_out - 1]));
     int kept = cache_after - cache_before - 1; // emitted tokens cached: all but the last
+    int cache_verified = cache_before + k + 1; // the verify pass added k+1 positions
     int dropped = cache_verified - cache_after;
     fprintf(stderr, "  TRIM    cache_len %d -> %d ", cache_verified, cache_after);
     if (b->rejected_at < 0 && n_out == k && k > 0) // the last emitted guess is not a rejection
@@ -1298,8 +1289,9 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
         L * H * C, L * C,                // ffwd down
         C, C,                            // ln_f
         C * V, V};                       // lm_head
+    memcpy(sizes, table, sizeof(table));
     size_t total = 0; // P: 209,729 for the default config
-    for (int i = 0; i < N_TENSORS; i++) { sizes[i] = table[i]; total += table[i]; }
+    for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
     return total;
 }
 
@@ -1312,7 +1304,10 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
         &w->ln2_weight, &w->ln2_bias, &w->ffwd_up_weight, &w->ffwd_up_bias,
         &w->ffwd_down_weight, &w->ffwd_down_bias, &w->ln_f_weight, &w->ln_f_bias,
         &w->lm_head_weight, &w->lm_head_bias};
-    for (int i = 0; i < N_TENSORS; i++) { *fields[i] = p; p += sizes[i]; } // no gaps
+    for (int i = 0; i < N_TENSORS; i++) {
+        *fields[i] = p; // each tensor starts where the one before it ended: no gaps
+        p += sizes[i];
+    }
 }
 
 // n zeroed floats, or NULL.
@@ -1322,27 +1317,36 @@ static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); 
 // caller provides (inference passes one array three times: the residual is updated in place).
 int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
     size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
-    a->x_in = x_in; a->x_mid = x_mid; a->x_out = x_out;
+    a->x_in = x_in;
+    a->x_mid = x_mid;
+    a->x_out = x_out;
     // sized for a full context (T = S), so any pass, prefill included, fits
-    a->ln1 = alloc_floats(S * C); a->q = alloc_floats(S * C);
-    a->att = alloc_floats(NH * S * S); a->att_out = alloc_floats(S * C);
-    a->attn = alloc_floats(S * C); a->ln2 = alloc_floats(S * C);
-    a->hidden = alloc_floats(S * H); a->ffwd = alloc_floats(S * C);
+    a->ln1 = alloc_floats(S * C);
+    a->q = alloc_floats(S * C);
+    a->att = alloc_floats(NH * S * S);
+    a->att_out = alloc_floats(S * C);
+    a->attn = alloc_floats(S * C);
+    a->ln2 = alloc_floats(S * C);
+    a->hidden = alloc_floats(S * H);
+    a->ffwd = alloc_floats(S * C);
     return (a->ln1 && a->q && a->att && a->att_out && a->attn && a->ln2 && a->hidden &&
             a->ffwd) ? 0 : -1;
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 void free_block_acts(BlockActs *a) {
-    free(a->ln1); free(a->q); free(a->att); free(a->att_out); free(a->attn); free(a->ln2);
-    free(a->hidden); free(a->ffwd); memset(a, 0, sizeof(*a));
+    void *owned[] = {a->ln1, a->q, a->att, a->att_out, a->attn, a->ln2, a->hidden, a->ffwd};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
 }
 
 // Allocates the activations and the KV cache for a config; 0 on success.
 int build_run_state(RunState *s, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
     // zeroed, so that a cache position never written reads as zero in a debugger
-    s->x = alloc_floats(S * C); s->ln_f = alloc_floats(S * C); s->logits = alloc_floats(S * V);
+    s->x = alloc_floats(S * C);
+    s->ln_f = alloc_floats(S * C);
+    s->logits = alloc_floats(S * V);
     s->key_cache = alloc_floats(L * S * C);   // 4 * 32 * 64 floats: 32 KiB per cache
     s->value_cache = alloc_floats(L * S * C);
     s->kv_len = 0;                            // empty: the first pass is a prefill
@@ -1354,7 +1358,8 @@ int build_run_state(RunState *s, const Config *c) {
 // Frees what build_run_state allocated.
 void free_run_state(RunState *s) {
     free_block_acts(&s->block);
-    free(s->x); free(s->ln_f); free(s->logits); free(s->key_cache); free(s->value_cache);
+    void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(s, 0, sizeof(*s));
 }
 
@@ -1362,7 +1367,8 @@ void free_run_state(RunState *s) {
 int build_gpt(GPT *g, const Config *c) {
     memset(g, 0, sizeof(*g));
     g->config = *c;
-    size_t sizes[N_TENSORS]; g->n_params = weight_sizes(c, sizes);
+    size_t sizes[N_TENSORS];
+    g->n_params = weight_sizes(c, sizes);
     // one allocation for all parameters: one copy in, one copy out, one free
     g->params = alloc_floats(g->n_params);
     if (!g->params) return -1;
@@ -1372,7 +1378,8 @@ int build_gpt(GPT *g, const Config *c) {
 
 // Frees what build_gpt allocated; safe on a zeroed or half-built GPT.
 void free_gpt(GPT *g) {
-    free(g->params); free_run_state(&g->state); // each is safe on NULLs: half-built is fine
+    free(g->params); // each is safe on NULLs: half-built is fine
+    free_run_state(&g->state);
     memset(g, 0, sizeof(*g));
 }
 
@@ -1381,7 +1388,8 @@ void free_gpt(GPT *g) {
 void layernorm(float *out, const float *in, const float *weight, const float *bias, int T,
                int C) {
     for (int t = 0; t < T; t++) {
-        const float *x = in + (size_t)t * C; float *o = out + (size_t)t * C;
+        const float *x = in + (size_t)t * C; // row t of the input
+        float *o = out + (size_t)t * C;
         float mean = 0.0f, var = 0.0f; // the row's mean and variance
         for (int i = 0; i < C; i++) mean += x[i];
         mean /= C;
@@ -1514,7 +1522,8 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float
 // new tokens at positions kv_len .., run the L blocks (each appends its keys and values to
 // its layer of the cache), then ln_f and lm_head. Returns the (T, V) logits.
 float *forward(GPT *g, const int *tokens, int T) {
-    const Config *c = &g->config; RunState *s = &g->state;
+    const Config *c = &g->config;
+    RunState *s = &g->state;
     int C = c->n_embd, pos0 = s->kv_len;
     // the new tokens go right after the cached ones, and must fit the context
     if (T < 1 || pos0 + T > c->block_size) {
@@ -1538,7 +1547,7 @@ float *forward(GPT *g, const int *tokens, int T) {
 }
 
 // ----------------------------------------------------------------------------
-// Loading: the corpus, a checkpoint, or a seeded random model
+// Loading: the corpus and a checkpoint
 
 // The training text, its tokens and the lecture's 90% / 10% train/validation split.
 typedef struct {
@@ -1551,6 +1560,17 @@ typedef struct {
 
 // The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
 #define MAX_FILE_BYTES ((uint64_t)1 << 31)
+
+// Writes a printf-style message into err and returns -1, so that refusing a bad input
+// is one statement: return fail_with(err, errlen, "...", ...).
+__attribute__((format(printf, 3, 4)))
+int fail_with(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap); // a longer message is cut, never overrun
+    va_end(ap);
+    return -1;
+}
 
 // Reads a whole file into memory; fills err and returns NULL on any failure.
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
@@ -1580,7 +1600,8 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
     fclose(f);
     if (bad) {
         snprintf(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
-        free(buf); return NULL;
+        free(buf);
+        return NULL;
     }
     *n_out = n;
     return buf;
@@ -1588,7 +1609,8 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
 
 // Frees what load_corpus allocated; safe to call twice.
 void free_corpus(Corpus *c) {
-    free(c->bytes); free(c->tokens); // the memset below leaves NULLs for a second call
+    free(c->bytes);
+    free(c->tokens); // the memset below leaves NULLs for a second call
     memset(c, 0, sizeof(*c));
 }
 
@@ -1599,33 +1621,37 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     c->bytes = read_file(path, &c->n, "corpus", "run 'make data' to fetch Tiny Shakespeare",
                          err, errlen);
     if (!c->bytes) return -1;
-    // every error below frees through free_corpus, which leaves NULLs behind, so the
-    // caller's own free_corpus afterwards is harmless
+    // a refusal below writes err and frees at fail: (the caller's free_corpus stays harmless)
     if (c->n < 2) {
         snprintf(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to count "
                  "a bigram (run 'make data' for Tiny Shakespeare)", path, c->n,
                  c->n == 1 ? "" : "s");
-        free_corpus(c); return -1;
+        goto fail;
     }
     // a random model learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
     c->tokens = malloc(c->n * sizeof(int)); // (N) ints: 4.5 MB for Tiny Shakespeare
     if (!c->tokens) {
         snprintf(err, errlen, "out of memory encoding corpus '%s'", path);
-        free_corpus(c); return -1;
+        goto fail;
     }
     // a byte the model has no token for cannot be counted in the bigram table
     long bad = encode(vocab, c->bytes, c->n, c->tokens);
     if (bad >= 0) {
-        char vis[8]; visible_char(vis, c->bytes[bad]);
+        char vis[8];
+        visible_char(vis, c->bytes[bad]);
         snprintf(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, which is not "
                  "in the model's vocabulary (use the corpus the model was built with)",
                  path, vis, c->bytes[bad], bad);
-        free_corpus(c); return -1;
+        goto fail;
     }
     // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
-    c->n_train = (size_t)(0.9 * (double)c->n); c->n_val = c->n - c->n_train;
+    c->n_train = (size_t)(0.9 * (double)c->n);
+    c->n_val = c->n - c->n_train;
     return 0;
+fail:
+    free_corpus(c);
+    return -1;
 }
 
 // Checkpoint format (every integer uint32 and every float float32, little-endian):
@@ -1647,7 +1673,10 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
 // FNV-1a, 64-bit: a short, well-known hash; enough to catch a flipped byte.
 uint64_t fnv1a64(const unsigned char *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; } // 1a: xor, then multiply
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i]; // 1a: xor the byte in first, then multiply
+        h *= 0x100000001b3ULL;
+    }
     return h;
 }
 
@@ -1668,44 +1697,38 @@ int validate_config(const Config *c, char *err, size_t errlen) {
     if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
         c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
         c->vocab_size < 1 || c->vocab_size > 256)
-        snprintf(err, errlen, "config out of range (n_layer %d, n_head %d, n_embd %d, "
-                 "block_size %d, vocab_size %d)", c->n_layer, c->n_head, c->n_embd,
-                 c->block_size, c->vocab_size);
-    // heads split the embedding evenly: HS = C / NH must be whole
-    else if (c->n_embd % c->n_head != 0)
-        snprintf(err, errlen, "n_embd %d is not a multiple of n_head %d", c->n_embd, c->n_head);
-    else
-        return 0;
-    return -1;
+        return fail_with(err, errlen, "config out of range (n_layer %d, n_head %d, n_embd %d, "
+                         "block_size %d, vocab_size %d)", c->n_layer, c->n_head, c->n_embd,
+                         c->block_size, c->vocab_size);
+    if (c->n_embd % c->n_head != 0) // heads split the embedding evenly: HS = C / NH is whole
+        return fail_with(err, errlen, "n_embd %d is not a multiple of n_head %d", c->n_embd,
+                         c->n_head);
+    return 0;
 }
 
 // Parses a checkpoint held in memory into g (built here) and vocab. Every field is
 // checked before it is used; fills err and returns -1 on the first problem.
 int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                      char *err, size_t errlen) {
-    if (n < CKPT_HEADER) { // header: magic, version, config
-        snprintf(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n, CKPT_HEADER);
-        return -1;
-    }
-    if (memcmp(buf, CKPT_MAGIC, 4) != 0) {
-        snprintf(err, errlen, "wrong magic (not a specdec checkpoint)"); return -1;
-    }
+    if (n < CKPT_HEADER) // header: magic, version, config
+        return fail_with(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n,
+                         CKPT_HEADER);
+    if (memcmp(buf, CKPT_MAGIC, 4) != 0)
+        return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
     uint32_t version = get_u32(buf + 4);
-    if (version != CKPT_VERSION) {
-        snprintf(err, errlen, "version %u, this program reads version %d", version, CKPT_VERSION);
-        return -1;
-    }
-    Config c;
-    uint32_t f[5]; // unsigned: a huge field must not wrap yet
-    for (int i = 0; i < 5; i++) f[i] = get_u32(buf + 8 + 4 * i); // in Config's field order
-    // a huge field would wrap to a negative int: refuse it here, naming the real value
+    if (version != CKPT_VERSION)
+        return fail_with(err, errlen, "version %u, this program reads version %d", version,
+                         CKPT_VERSION);
+    // the five sizes, in Config's field order
     static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
-    for (int i = 0; i < 5; i++)
-        if (f[i] > 4096) {
-            snprintf(err, errlen, "config out of range (%s %u)", field[i], f[i]); return -1;
-        }
-    c.n_layer = (int)f[0]; c.n_head = (int)f[1]; c.n_embd = (int)f[2]; // each <= 4096 now
-    c.block_size = (int)f[3]; c.vocab_size = (int)f[4];
+    Config c;
+    int *sizes_to[5] = {&c.n_layer, &c.n_head, &c.n_embd, &c.block_size, &c.vocab_size};
+    for (int i = 0; i < 5; i++) {
+        uint32_t f = get_u32(buf + 8 + 4 * i); // unsigned: a huge field must not wrap yet
+        if (f > 4096) // it would wrap to a negative int: refuse it here, naming the real value
+            return fail_with(err, errlen, "config out of range (%s %u)", field[i], f);
+        *sizes_to[i] = (int)f;
+    }
     c.ffn_width = 4 * c.n_embd; // the lecture's 4C: a checkpoint holds no other width
     if (validate_config(&c, err, errlen) != 0) return -1;
     // size: known exactly from the config, so check it before reading further
@@ -1713,106 +1736,62 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     size_t P = weight_sizes(&c, sizes);
     // one number covers truncation at any section and a config that lies about the tensors
     size_t expect = CKPT_HEADER + V + 4 * P + 8;
-    if (n != expect) {
-        snprintf(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d V=%d, "
-                 "%zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
-                 c.block_size, c.vocab_size, P, expect,
-                 n < expect ? "truncated or mismatched"
-                            : "too long: mismatched, or bytes were appended");
-        return -1;
-    }
+    if (n != expect)
+        return fail_with(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d "
+                         "V=%d, %zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
+                         c.block_size, c.vocab_size, P, expect,
+                         n < expect ? "truncated or mismatched"
+                                    : "too long: mismatched, or bytes were appended");
     // checksum: the last 8 bytes, little-endian, over everything before them
-    if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8)) {
-        snprintf(err, errlen, "checksum mismatch: the file is corrupted"); return -1;
-    }
+    if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        return fail_with(err, errlen, "checksum mismatch: the file is corrupted");
     const unsigned char *vb = buf + CKPT_HEADER; // vocabulary: strictly ascending bytes
     for (size_t i = 1; i < V; i++)
-        if (vb[i] <= vb[i - 1]) { // else two tokens would share a byte, or decode out of order
-            snprintf(err, errlen, "vocabulary bytes are not distinct and ascending at entry %zu", i);
-            return -1;
-        }
-    if (build_gpt(g, &c) != 0) { // parameters: copied out, and every one must be a finite number
-        snprintf(err, errlen, "out of memory for %zu parameters and the activations of a "
-                 "%d-token context", P, c.block_size);
-        free_gpt(g); return -1;
+        if (vb[i] <= vb[i - 1]) // else two tokens would share a byte, or decode out of order
+            return fail_with(err, errlen, "vocabulary bytes are not distinct and ascending at "
+                             "entry %zu", i);
+    if (build_gpt(g, &c) != 0) {
+        free_gpt(g); // the caller gets no half-built model
+        return fail_with(err, errlen, "out of memory for %zu parameters and the activations of "
+                         "a %d-token context", P, c.block_size);
     }
+    // parameters, tensor by tensor so that a bad one can be named; each must be finite.
     // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
     const unsigned char *pb = vb + V;
-    for (size_t i = 0; i < P; i++) {
-        uint32_t bits = get_u32(pb + 4 * i);
-        memcpy(&g->params[i], &bits, 4);
-        if (!isfinite(g->params[i])) {
-            int t = 0; // name the tensor the bad value sits in
-            for (size_t end = sizes[0]; i >= end && t + 1 < N_TENSORS; end += sizes[++t]) {}
-            snprintf(err, errlen, "parameter %zu (in tensor %s) is not a finite number", i,
-                     TENSOR_NAMES[t]);
-            free_gpt(g); return -1; // the caller gets no half-loaded model
+    size_t i = 0; // the parameter's index in the whole block
+    for (int t = 0; t < N_TENSORS; t++)
+        for (size_t end = i + sizes[t]; i < end; i++) { // tensor t's parameters
+            uint32_t bits = get_u32(pb + 4 * i);
+            memcpy(&g->params[i], &bits, 4);
+            if (isfinite(g->params[i])) continue;
+            free_gpt(g); // the caller gets no half-loaded model
+            return fail_with(err, errlen, "parameter %zu (in tensor %s) is not a finite number",
+                             i, TENSOR_NAMES[t]);
         }
-    }
-    vocab->size = (int)V; // vocabulary: token i is the i-th byte; every other byte maps to -1
-    for (int b = 0; b < 256; b++) vocab->id[b] = -1;
-    for (size_t i = 0; i < V; i++) { vocab->chars[i] = vb[i]; vocab->id[vb[i]] = (int)i; }
+    // vocabulary: token i is the i-th byte, as building it from the bytes themselves gives
+    build_vocab(vocab, vb, V);
     return 0;
 }
 
-// Loads a checkpoint file; on failure err names the file and the problem.
-int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
+// Reads and parses a checkpoint file into g and vocab; on failure err names what the file
+// is for, its path, the problem and the fix.
+int read_checkpoint(const char *path, const char *what, const char *fix, GPT *g,
+                    Vocab *vocab, char *err, size_t errlen) {
     size_t n = 0;
-    unsigned char *buf = read_file(path, &n, "checkpoint", "train one with 'make train', or "
-                                   "write a seeded random one with 'tinyshakespeare/train "
-                                   "init --seed S -o PATH'", err, errlen); // the fix to name
+    unsigned char *buf = read_file(path, &n, what, fix, err, errlen);
     if (!buf) return -1;
-    char why[256]; // the reason alone; the message below adds path and fix
+    char why[256]; // the reason alone; the message below adds what, path and fix
     int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
     free(buf); // the parameters were copied out of it
-    if (rc != 0)
-        snprintf(err, errlen, "checkpoint '%s': %s (point -m at a file written by "
-                 "tinyshakespeare/train)", path, why);
+    if (rc != 0) snprintf(err, errlen, "%s '%s': %s (%s)", what, path, why, fix);
     return rc;
 }
 
-// A standard normal draw (Box-Muller), for the random initialisation.
-double rng_normal(Rng *r) {
-    double u1 = 1.0 - rng_uniform(r); // in (0, 1], so log(u1) is finite
-    double u2 = rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2); // the cos half; the sin half unused
-}
-
-// Fills n floats uniformly from [-bound, bound).
-static void init_uniform(float *x, size_t n, double bound, Rng *r) {
-    for (size_t i = 0; i < n; i++) x[i] = (float)(bound * (2.0 * rng_uniform(r) - 1.0));
-}
-
-// A seeded random model with PyTorch's default initialisation: Linear weight and bias
-// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Embedding N(0, 1), LayerNorm weight 1, bias 0.
-void init_gpt_random(GPT *g, uint64_t seed) {
-    // its own generator, so the model does not depend on the sampling seed
-    Rng r; rng_seed(&r, seed);
-    const Config *c = &g->config; Weights *w = &g->w;
-    size_t sizes[N_TENSORS]; // indexed like TENSOR_NAMES: sizes[4] is query's, and so on
-    weight_sizes(c, sizes);
-    size_t L = c->n_layer, C = c->n_embd;
-    double bc = 1.0 / sqrt((double)C), bh = 1.0 / sqrt((double)c->ffn_width); // fan_in C or H
-    // embeddings
-    for (size_t i = 0; i < sizes[0]; i++) w->token_embedding[i] = (float)rng_normal(&r);
-    for (size_t i = 0; i < sizes[1]; i++) w->position_embedding[i] = (float)rng_normal(&r);
-    for (size_t i = 0; i < L * C; i++) { // LayerNorms start as the identity
-        w->ln1_weight[i] = 1.0f; w->ln1_bias[i] = 0.0f;
-        w->ln2_weight[i] = 1.0f; w->ln2_bias[i] = 0.0f;
-    }
-    for (size_t i = 0; i < C; i++) { w->ln_f_weight[i] = 1.0f; w->ln_f_bias[i] = 0.0f; }
-    // Linears, each bounded by its fan-in
-    init_uniform(w->query, sizes[4], bc, &r); // query, key, value: no bias
-    init_uniform(w->key, sizes[5], bc, &r);
-    init_uniform(w->value, sizes[6], bc, &r);
-    init_uniform(w->proj_weight, sizes[7], bc, &r);
-    init_uniform(w->proj_bias, sizes[8], bc, &r);
-    init_uniform(w->ffwd_up_weight, sizes[11], bc, &r);
-    init_uniform(w->ffwd_up_bias, sizes[12], bc, &r);
-    init_uniform(w->ffwd_down_weight, sizes[13], bh, &r); // fan_in H: the MLP's hidden width
-    init_uniform(w->ffwd_down_bias, sizes[14], bh, &r);
-    init_uniform(w->lm_head_weight, sizes[17], bc, &r);
-    init_uniform(w->lm_head_bias, sizes[18], bc, &r);
+// Loads the target's checkpoint (-m); on failure err names the file, the problem, the fix.
+int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
+    return read_checkpoint(path, "checkpoint", "train one with 'make train', or write a seeded "
+                           "random one with 'tinyshakespeare/train init --seed S -o PATH'", g,
+                           vocab, err, errlen);
 }
 
 // Widens the MLP from H to H2 >= H hidden units with zeros (--ffn-width); 0 on success.
@@ -1825,7 +1804,10 @@ int widen_ffn(GPT *g, int H2) {
     Config c = g->config;
     c.ffn_width = H2;
     GPT wide;
-    if (build_gpt(&wide, &c) != 0) { free_gpt(&wide); return -1; }
+    if (build_gpt(&wide, &c) != 0) {
+        free_gpt(&wide); // whatever was built
+        return -1;
+    }
     // write the zeros: calloc's untouched pages all map the kernel's one zero page, which
     // sits in the cache, and the padded model would only pretend to stream its weights
     memset(wide.params, 0, wide.n_params * sizeof(float));
@@ -1835,12 +1817,16 @@ int widen_ffn(GPT *g, int H2) {
     const float *src = g->params;
     float *dst = wide.params;
     for (int i = 0; i < N_TENSORS; i++) {
-        // up weight (L, C, H): L*C rows of H; up bias (L, H): L rows of H; down weight
-        // (L, H, C): L layers of H*C, each unit's row of C, new units' rows after the old
-        size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
+        // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
+        // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
+        // row of C, the new units' rows after the old. The rest are copied whole, as one row.
+        size_t rows = 1;
+        if (i == 11) rows = L * C;
+        if (i == 12 || i == 13) rows = L;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
-        src += from[i]; dst += to[i];
+        src += from[i]; // the next tensor, in both blocks
+        dst += to[i];
     }
     free_gpt(g);
     *g = wide; // the Weights and RunState pointers point into wide's own allocations
@@ -1857,10 +1843,12 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    SpecBuffers b; Stats ss = {0}, sp = {0};
+    SpecBuffers b;
+    Stats ss = {0}, sp = {0};
     DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = K}; // t = 0: greedy; no echo, no trace
     Rng r1, r2; // different streams: greedy decoding must not depend on them
-    rng_seed(&r1, 1); rng_seed(&r2, 2);
+    rng_seed(&r1, 1);
+    rng_seed(&r2, 2);
     int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
     if (same) {
         // both decoders from the same prompt; each refills its own cache from scratch
@@ -1875,7 +1863,8 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
            "alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", d->name, label, K, n_new,
            same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.refill_passes,
            stats_alpha(&ss), target_passes(&sp));
-    free(seq_spec); free(seq_plain); free(p);
+    void *owned[] = {seq_spec, seq_plain, p};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return same;
 }
 
@@ -1896,7 +1885,8 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
     }
     printf("%s logits of one %d-token pass == %d one-token passes, bit for bit\n",
            same ? "PASS" : "FAIL", T, T);
-    free(multi); free(single);
+    free(multi);
+    free(single);
     return same;
 }
 
@@ -1915,14 +1905,16 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     for (int c = 0; tokens && c < 6; c++) {
         int n_prompt = texts[c] ? (int)strlen(texts[c]) : lens[c];
         if (!texts[c]) memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
-        else if (encode(v, (const unsigned char *)texts[c], (size_t)n_prompt, tokens) >= 0) {
-            // a vocabulary without these bytes cannot run the required prompts: a failure
+        // a vocabulary without these bytes cannot run the required prompts: one failed case
+        int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)n_prompt,
+                                        tokens) >= 0;
+        if (cannot)
             printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
                    "(use Tiny Shakespeare)\n", labels[c]);
-            failures++, cases++; continue;
-        }
+        failures += cannot;
+        cases += cannot;
         // every draft, K = 1..8: short and long drafts; 300 tokens is several refills
-        for (int d = 0; d < n_drafts; d++)
+        for (int d = 0; !cannot && d < n_drafts; d++)
             for (int K = 1; K <= 8 && K < S; K++, cases++)
                 failures += !selftest_greedy_case(g, &drafts[d], labels[c], tokens, n_prompt,
                                                   K, 300);
@@ -1946,7 +1938,8 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
 __attribute__((format(printf, 1, 2)))
 void error_line(const char *fmt, ...) {
     char msg[1536];
-    va_list ap; va_start(ap, fmt);
+    va_list ap;
+    va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap); // a longer message is cut, never overrun
     va_end(ap);
     fputs("specdec: ", stderr);
@@ -1967,25 +1960,14 @@ int close_stdout(void) {
     return 1;
 }
 
-// What the command line asked for.
+// What the command line asked for: each field is its option's value (usage lists them).
 typedef struct {
-    const char *model_path;  // -m, default tinyshakespeare/model.bin
-    const char *corpus_path; // -i, default tinyshakespeare/input.txt
-    const char *prompt;      // -p
-    int n_new;               // -n, tokens to generate
-    int K;                   // -k, draft length
-    float temperature;       // -t
-    uint64_t seed;           // -s
-    int init;                // --init SEED given
-    uint64_t init_seed;      // its seed
-    int trace, compare, plain, run_selftest, help; // the flags of the same names
-    int color;               // --color 1, --no-color 0; -1 (unset): on when stdout is a
-                             // terminal and NO_COLOR is unset or empty
-    int ffn_width;           // --ffn-width H; 0: the model's own width
-    int no_prompt;           // --no-prompt: stdout gets the generated text only
-    const char *draft;       // --draft: bigram, gpt, lookup, or a checkpoint's path
-    int top_k;               // --top-k N; 0: off
-    float top_p;             // --top-p P; 0: off
+    const char *model_path, *corpus_path, *prompt, *draft; // -m (NULL: the default), -i, -p, --draft
+    int n_new, K, top_k, ffn_width; // -n, -k, --top-k (0: off), --ffn-width (0: the model's own)
+    float temperature, top_p;       // -t, --top-p (0: off)
+    uint64_t seed;                  // -s
+    int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
+    int color; // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR is unset or empty
 } Options;
 
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
@@ -1999,8 +1981,7 @@ typedef struct {
 void usage(FILE *f) {
     fprintf(f,
         "usage: ./specdec [options]\n"
-        "  -m PATH     checkpoint (default " DEFAULT_MODEL "; if it is absent, a seeded\n"
-        "              random model stands in, as with --init 1337)\n"
+        "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
         "  -n N        tokens to generate, 1..%d (default 200)\n"
@@ -2013,31 +1994,27 @@ void usage(FILE *f) {
         "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
-        "  --init SEED a seeded random model instead of a checkpoint (the mechanics are\n"
-        "              real, the text is noise)\n"
         "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
         "              2 KB of weights per unit to stream (65536: 136 MB; notes/speed.md)\n"
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
-        "  --color     colour each generated character by where it came from (accepted\n"
-        "              draft, resampled, bonus, target sample), legend on stderr; the\n"
-        "              default when stdout is a terminal and NO_COLOR is unset or empty\n"
+        "  --color     colour each character by its source (accepted draft, resampled, bonus,\n"
+        "              target sample); the default on a terminal if NO_COLOR is unset or empty\n"
         "  --no-color  plain text even on a terminal\n"
         "  --no-prompt print only the generated text, not the prompt before it\n"
-        "  --selftest  greedy equivalence and KV-cache checks, one PASS/FAIL line per case\n"
-        "              on stdout; exit 1 on any failure\n"
+        "  --selftest  greedy equivalence checks, one PASS/FAIL line each; exit 1 on a failure\n"
         "  -h, --help  this text\n"
-        "Generated text goes to stdout; config, trace and stats go to stderr.\n"
-        "Beside it: make train (tinyshakespeare/train), make bench (test/bench),\n"
-        "make explain (test/explain); each has -h.\n", MAX_NEW_TOKENS);
+        "Generated text goes to stdout; config, trace and stats go to stderr. Beside it:\n"
+        "tinyshakespeare/train, test/bench and test/explain, each with -h.\n", MAX_NEW_TOKENS);
 }
 
 // Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
 static int parse_int(const char *s, long lo, long hi, long *out) {
     // strtol alone accepts "", " 5" and "5x"; demand digits from the first to the last byte
     if (!*s || isspace((unsigned char)*s)) return -1;
-    char *end; errno = 0;
+    char *end;
+    errno = 0;
     long v = strtol(s, &end, 10);
     if (*end || errno || v < lo || v > hi) return -1;
     *out = v;
@@ -2048,129 +2025,134 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 static int parse_seed(const char *s, uint64_t *out) {
     // strtoull would quietly turn "-1" into 2^64-1; a seed must start with a digit
     if (!isdigit((unsigned char)*s)) return -1;
-    char *end; errno = 0;
+    char *end;
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno) return -1;
     *out = (uint64_t)v;
     return 0;
 }
 
+// How an option's value is read, one parse path each: OPT_FLAG takes none and sets an int
+// to lo; OPT_TEXT keeps a path or the prompt as given (checked where it is used);
+// OPT_WHOLE is an int within [lo, hi], OPT_SEED a 64-bit seed, OPT_REAL a float in [lo, hi].
+typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
+
+// One option: its spelling, and where and how its value is kept.
+typedef struct {
+    const char *flag; // as typed: "-n", "--top-p"
+    OptionKind kind;
+    void *field;      // the Options field it sets
+    double lo, hi;    // OPT_WHOLE, OPT_REAL: the range accepted; OPT_FLAG: the value set
+    const char *rule; // the refusal's words: "FLAG must be RULE, got 'VALUE'"
+} OptionSpec;
+
+// Parses one option's value into its field; -1 if the value breaks the option's rule.
+static int parse_value(const OptionSpec *opt, const char *val) {
+    long whole; // parse_int's result, range-checked before the cast
+    switch (opt->kind) {
+    case OPT_TEXT:
+        *(const char **)opt->field = val;
+        return 0;
+    case OPT_SEED:
+        return parse_seed(val, opt->field);
+    case OPT_WHOLE:
+        if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
+        *(int *)opt->field = (int)whole;
+        return 0;
+    default: // OPT_REAL, below (a flag takes no value)
+        break;
+    }
+    // strtod alone accepts " 5", "nan" and "inf" (nan then fails v >= lo, inf v <= hi), and
+    // a value a float cannot hold would become 0 without a word: -t 1e-50 is not greedy
+    char *end;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (!*val || isspace((unsigned char)*val) || *end || errno || !(v >= opt->lo && v <= opt->hi)
+        || (v != 0.0 && fabs(v) < FLT_MIN))
+        return -1;
+    *(float *)opt->field = v == 0.0 ? 0.0f : (float)v; // -0 is 0 too, and prints as 0
+    return 0;
+}
+
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
-    *o = (Options){NULL, DEFAULT_CORPUS, DEFAULT_PROMPT, 200, 4, 1.0f, 42, 0, 0,
-                   0, 0, 0, 0, 0, -1, 0, 0, "bigram", 0, 0.0f};
+    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .n_new = 200,
+                   .K = 4, .temperature = 1.0f, .seed = 42, .color = -1, .draft = "bigram"};
+    // every option; what needs the model is checked later (check_inputs): -k < block_size,
+    // --top-k <= V, the prompt's bytes, --ffn-width against the model's own width
+    const OptionSpec options[] = {
+        {"-h", OPT_FLAG, &o->help, 1, 0, NULL},
+        {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
+        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL},
+        {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL},
+        {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL},
+        {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL},
+        {"--color", OPT_FLAG, &o->color, 1, 0, NULL},
+        {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL},
+        {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL},
+        {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL},
+        {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
+        {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
+        {"--draft", OPT_TEXT, &o->draft, 0, 0, NULL},
+        {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens from 1 to "
+         "10000000"},
+        {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
+        {"--top-k", OPT_WHOLE, &o->top_k, 1, 256, "a whole number of tokens from 1 to the "
+         "vocabulary's size"},
+        {"--ffn-width", OPT_WHOLE, &o->ffn_width, 1, MAX_FFN_WIDTH, "a whole number of hidden "
+         "units up to 16777216, at least the model's own (256 here)"},
+        {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64"},
+        {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
+         "from 1.2e-38 (the smallest a float holds) to 1e6"},
+        {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
+         "least 1.2e-38, the smallest a float holds) and at most 1"}};
+    int n_options = sizeof(options) / sizeof(options[0]);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        // flags without a value; a later error still wins over -h, so no typo goes unseen
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
-        if (!strcmp(a, "--trace")) { o->trace = 1; continue; }
-        if (!strcmp(a, "--compare")) { o->compare = 1; continue; }
-        if (!strcmp(a, "--plain")) { o->plain = 1; continue; }
-        if (!strcmp(a, "--selftest")) { o->run_selftest = 1; continue; }
-        if (!strcmp(a, "--color")) { o->color = 1; continue; }
-        if (!strcmp(a, "--no-color")) { o->color = 0; continue; }
-        if (!strcmp(a, "--no-prompt")) { o->no_prompt = 1; continue; }
-        int takes_value = !strcmp(a, "-m") || !strcmp(a, "-i") || !strcmp(a, "-p") ||
-                          !strcmp(a, "-n") || !strcmp(a, "-k") || !strcmp(a, "-t") ||
-                          !strcmp(a, "-s") || !strcmp(a, "--init") || !strcmp(a, "--ffn-width") ||
-                          !strcmp(a, "--draft") || !strcmp(a, "--top-k") || !strcmp(a, "--top-p");
-        if (!takes_value) { // neither a flag nor an option: a typo
-            snprintf(err, errlen, "unknown option '%s' (see ./specdec -h; the tools beside it are "
-                     "tinyshakespeare/train, test/bench and test/explain)", a); return -1;
+        const OptionSpec *opt = NULL; // a's row of the table
+        for (int j = 0; j < n_options; j++)
+            if (!strcmp(a, options[j].flag)) opt = &options[j];
+        if (!opt) // a typo, or the name of a tool beside it
+            return fail_with(err, errlen, "unknown option '%s' (see ./specdec -h; the tools "
+                             "beside it are tinyshakespeare/train, test/bench and "
+                             "test/explain)", a);
+        if (opt->kind == OPT_FLAG) { // -h too: a later error still wins, so no typo goes unseen
+            *(int *)opt->field = (int)opt->lo;
+            continue;
         }
         // the value is the next word, whatever it looks like ("-p -x" is a prompt)
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "option %s needs a value (see ./specdec -h)", a); return -1;
-        }
-        const char *val = argv[++i]; // consumed: the loop goes on after it
-        long v; // parse_int's result, range-checked before any cast
-        // options with a value, each checked in full: no silent clamping
-        if (!strcmp(a, "-m")) o->model_path = val;
-        else if (!strcmp(a, "-i")) o->corpus_path = val;
-        else if (!strcmp(a, "-p")) o->prompt = val; // encode_prompt checks it once V is known
-        else if (!strcmp(a, "--draft")) o->draft = val; // setup_draft checks it
-        else if (!strcmp(a, "--top-p")) {
-            char *end;
-            errno = 0;
-            double p = strtod(val, &end); // nan fails both comparisons, and so is refused
-            if (!*val || *end || errno || !(p > 0.0 && p <= 1.0)) {
-                snprintf(err, errlen, "--top-p must be a probability mass above 0 and at most "
-                         "1, got '%s'", val);
-                return -1;
-            }
-            o->top_p = (float)p;
-        } else if (!strcmp(a, "-t")) {
-            // strtod happily reads "nan" and "inf": a temperature must be finite and >= 0
-            char *end; errno = 0;
-            double t = strtod(val, &end);
-            if (!*val || *end || errno || !isfinite(t) || t < 0.0 || t > 1e6) {
-                snprintf(err, errlen, "-t must be a finite temperature from 0 (greedy) to 1e6, "
-                         "got '%s'", val); return -1;
-            }
-            // a temperature float cannot hold would become 0, greedy, without a word
-            if (t > 0.0 && (float)t < FLT_MIN) {
-                snprintf(err, errlen, "-t %s is too small to be a temperature; use -t 0 for "
-                         "greedy decoding", val); return -1;
-            }
-            o->temperature = t == 0.0 ? 0.0f : (float)t; // -0 is greedy too, and says 0
-        } else if (!strcmp(a, "-s") && parse_seed(val, &o->seed) != 0) {
-            snprintf(err, errlen, "-s must be a non-negative whole number below 2^64, "
-                     "got '%s'", val); return -1;
-        } else if (!strcmp(a, "--init")) {
-            if (parse_seed(val, &o->init_seed) != 0) {
-                snprintf(err, errlen, "--init must be a non-negative whole number below 2^64, "
-                         "got '%s'", val); return -1;
-            }
-            o->init = 1; // -m beside it is refused below
-        }
-        // the whole numbers, one table (its texts spell out MAX_NEW_TOKENS and MAX_FFN_WIDTH);
-        // what needs the model comes later: -k < block_size, --top-k <= V, --ffn-width
-        struct { const char *flag; int *dst; long hi; const char *what; } ints[] = {
-            {"-n", &o->n_new, MAX_NEW_TOKENS, "a whole number of tokens from 1 to 10000000"},
-            {"-k", &o->K, 4096, "a whole number from 1 to block_size-1"},
-            {"--top-k", &o->top_k, 256, "a whole number of tokens from 1 to the vocabulary's size"},
-            {"--ffn-width", &o->ffn_width, MAX_FFN_WIDTH, "a whole number of hidden units up to "
-             "16777216, at least the model's own (256 here)"}};
-        for (int j = 0; j < 4; j++) {
-            if (strcmp(a, ints[j].flag)) continue; // not this option
-            if (parse_int(val, 1, ints[j].hi, &v) != 0) {
-                snprintf(err, errlen, "%s must be %s, got '%s'", a, ints[j].what, val);
-                return -1;
-            }
-            *ints[j].dst = (int)v;
-        }
+        if (i + 1 == argc)
+            return fail_with(err, errlen, "option %s needs a value (see ./specdec -h)", a);
+        i++; // consumed: the loop goes on after it
+        if (parse_value(opt, argv[i]) != 0) // checked in full: no silent clamping
+            return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
     // combinations that cannot both hold; the first that applies is the one reported
-    if (o->init && o->model_path)
-        snprintf(err, errlen, "-m and --init both choose the model; give one of them");
-    else if (o->plain && o->compare)
-        snprintf(err, errlen, "--plain and --compare cannot be combined; --compare already "
-                 "runs plain decoding");
-    else if (o->plain && o->trace) // plain decoding has no rounds to trace
-        snprintf(err, errlen, "--trace shows the rounds of speculative decoding; drop --plain "
-                 "to see them");
-    // one action per run: the self-test, or generation
-    else if (o->run_selftest && (o->trace || o->compare || o->plain))
-        snprintf(err, errlen, "--selftest and generation (--trace, --compare, --plain) are "
-                 "separate actions; give one per run");
-    else
-        return 0; // every flag and every pairing is good
-    return -1;
+    if (o->plain && o->compare)
+        return fail_with(err, errlen, "--plain and --compare cannot be combined; --compare "
+                         "already runs plain decoding");
+    if (o->plain && o->trace) // plain decoding has no rounds to trace
+        return fail_with(err, errlen, "--trace shows the rounds of speculative decoding; drop "
+                         "--plain to see them");
+    if (o->run_selftest && (o->trace || o->compare || o->plain)) // one action per run
+        return fail_with(err, errlen, "--selftest and generation (--trace, --compare, --plain) "
+                         "are separate actions; give one per run");
+    return 0;
 }
 
 // Encodes the prompt; names the first byte not in the vocabulary. 0 on success.
 int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, size_t errlen) {
     size_t n = strlen(prompt);
     long bad = encode(v, (const unsigned char *)prompt, n, tokens);
-    if (bad >= 0) { // name the byte, visibly, and where it is: the user can find it and fix it
-        char vis[8]; visible_char(vis, (unsigned char)prompt[bad]);
-        snprintf(err, errlen, "prompt character %s (byte 0x%02x) at position %ld is not in the "
-                 "model's vocabulary of %d characters; remove or replace it", vis,
-                 (unsigned char)prompt[bad], bad, v->size);
-        return -1;
-    }
-    return 0;
+    if (bad < 0) return 0;
+    // name the byte, visibly, and where it is: the user can find it and fix it
+    char vis[8];
+    visible_char(vis, (unsigned char)prompt[bad]);
+    return fail_with(err, errlen, "prompt character %s (byte 0x%02x) at position %ld is not in "
+                     "the model's vocabulary of %d characters; remove or replace it", vis,
+                     (unsigned char)prompt[bad], bad, v->size);
 }
 
 // Prints the config and the parameter count (stderr).
@@ -2182,61 +2164,59 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
-// --ffn-width H: checks H against the model and this machine's memory, then widens.
-int widen_model(int H, GPT *g, char *source, size_t srclen, char *err, size_t errlen) {
-    const Config *c = &g->config;
-    double mb = 8.0 * c->n_layer * c->n_embd * H / 1e6; // the MLP's two (C, H) matrices
+// Loads the model, then the corpus, which must fit its vocabulary; then, for --ffn-width H,
+// checks H against the model and this machine's memory and widens the model. source
+// receives a description of the model, printed once every input is checked.
+int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
+                size_t srclen, char *err, size_t errlen) {
+    const char *path = o->model_path ? o->model_path : DEFAULT_MODEL;
+    if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
+    if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
+    int H = o->ffn_width, H_model = g->config.ffn_width;
+    double mb = 8.0 * g->config.n_layer * g->config.n_embd * H / 1e6; // the MLP's (C, H) pair
     double ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
-    if (H < c->ffn_width) // padding only adds units: a narrower MLP is another model
-        snprintf(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d units; "
-                 "use %d or more", H, c->ffn_width, c->ffn_width);
-    else if (ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
-        snprintf(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half of "
-                 "this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
-    else if (widen_ffn(g, H) != 0)
-        snprintf(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); use a "
-                 "smaller --ffn-width", H, mb);
-    else {
-        size_t n = strlen(source); // say what the weights became, on the "model:" line
-        snprintf(source + n, srclen - n, ", MLP padded with zeros to %d units (%.1f MB of "
-                 "weights)", H, g->n_params * 4.0 / 1e6);
-        return 0;
-    }
-    return -1;
+    if (H > 0 && H < H_model) // padding only adds units: a narrower MLP is another model
+        return fail_with(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d "
+                         "units; use %d or more", H, H_model, H_model);
+    if (H > 0 && ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
+        return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than "
+                         "half of this machine's %.0f MB of memory; use a smaller width", H, mb,
+                         ram_mb);
+    if (H > 0 && widen_ffn(g, H) != 0)
+        return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
+                         "use a smaller --ffn-width", H, mb);
+    snprintf(source, srclen, "%s", path); // and what the weights became, if widened
+    if (H > 0)
+        snprintf(source + strlen(source), srclen - strlen(source), ", MLP padded with zeros "
+                 "to %d units (%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
+    return 0;
 }
 
-// Loads or builds the model and the corpus (in the order the vocabulary needs).
-// source receives a description of the model, printed once every input is checked.
-int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
-                       size_t srclen, char *err, size_t errlen) {
-    const char *path = o->model_path;
-    int use_init = o->init; // copies: no -m and no default model means --init 1337
-    uint64_t init_seed = o->init_seed;
-    struct stat st;
-    if (!use_init && !path) {
-        // no model named: the default checkpoint, or a seeded random stand-in
-        if (stat(DEFAULT_MODEL, &st) == 0) path = DEFAULT_MODEL;
-        else { use_init = 1; init_seed = 1337; } // the lecture's seed, and the trainer's
-    }
-    memset(v, 0, sizeof(*v)); // size 0 until the checkpoint or the corpus fills it
-    if (use_init) {
-        // a random model takes its vocabulary from the corpus, and the blog's sizes
-        if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
-        Config c = DEFAULT_CONFIG;
-        c.vocab_size = v->size; // the corpus decides V: 65 for Tiny Shakespeare
-        if (build_gpt(g, &c) != 0) {
-            snprintf(err, errlen, "out of memory building the model"); return -1;
-        }
-        init_gpt_random(g, init_seed); // fills the zeroed parameters of build_gpt
-        snprintf(source, srclen, "random initialisation, --init %llu%s",
-                 (unsigned long long)init_seed, o->init ? "" : " (no trained checkpoint at "
-                 DEFAULT_MODEL ": the mechanics are real, the text is noise)");
-    } else { // a checkpoint brings its vocabulary; the corpus must fit it
-        if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
-        snprintf(source, srclen, "%s", path);
-        if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
-    }
-    return o->ffn_width ? widen_model(o->ffn_width, g, source, srclen, err, errlen) : 0;
+// Checks what needs the model: the self-test's corpus, --top-k against V; for generation
+// (the self-test brings its own prompts and Ks), K against block_size and the prompt,
+// encoded into prompt (a token per byte). 0, or -1 with err.
+int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *corpus,
+                 int *prompt, char *err, size_t errlen) {
+    int S = g->config.block_size;
+    size_t n = strlen(o->prompt);
+    if (o->run_selftest && corpus->n < selftest_min_corpus(S))
+        return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
+                         "corpus, which has %zu; use Tiny Shakespeare (make data)",
+                         selftest_min_corpus(S), corpus->n);
+    if (o->top_k > v->size)
+        return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
+                         "--top-k 1..%d", o->top_k, v->size, v->size);
+    if (o->run_selftest) return 0;
+    if (o->K >= S) // K+1 tokens must fit: K <= S-1
+        return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
+                         "block_size %d; use -k 1..%d", o->K, S, S - 1);
+    if (encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
+    if (!strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
+        return fail_with(err, errlen, "--draft lookup drafts by copying from the prompt, and a "
+                         "prompt of %zu character%s holds no %d-gram to find again; give -p at "
+                         "least %d characters, or another draft", n, n == 1 ? "" : "s",
+                         LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
+    return 0;
 }
 
 // Builds the draft that `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's
@@ -2254,34 +2234,25 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
     }
     if (!strcmp(kind, "bigram")) { // counted from the training split, as the blog does
         if (BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0) return 0;
-        snprintf(err, errlen, "out of memory building the bigram table");
-        return -1;
+        return fail_with(err, errlen, "out of memory building the bigram table");
     }
     d->kind = DRAFT_GPT;
     d->name = "gpt";
     const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
-    size_t n = 0;
-    unsigned char *buf = read_file(path, &n, "draft checkpoint", "--draft takes bigram, gpt, "
-                                   "lookup or a checkpoint's path; make train-draft writes "
-                                   DEFAULT_DRAFT, err, errlen);
-    char why[256];
     Vocab dv;
-    int rc = buf ? parse_checkpoint(buf, n, &d->model, &dv, why, sizeof(why)) : -1;
-    free(buf);
-    if (buf && rc != 0)
-        snprintf(err, errlen, "draft checkpoint '%s': %s (make train-draft writes %s)", path,
-                 why, DEFAULT_DRAFT);
-    else if (buf && (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0))
-        snprintf(err, errlen, "draft '%s' has another vocabulary than the target's (%d and %d "
-                 "characters): its token ids would mean other characters; train the draft "
-                 "on the target's corpus", path, dv.size, v->size);
-    else if (buf && d->model.config.block_size != block_size)
-        snprintf(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
-                 "restart together; train the draft with --block %d", path,
-                 d->model.config.block_size, block_size, block_size);
-    else if (buf)
-        return 0;
-    return -1;
+    if (read_checkpoint(path, "draft checkpoint", "--draft takes bigram, gpt, lookup or a "
+                        "checkpoint's path; make train-draft writes " DEFAULT_DRAFT, &d->model,
+                        &dv, err, errlen) != 0)
+        return -1;
+    if (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0)
+        return fail_with(err, errlen, "draft '%s' has another vocabulary than the target's (%d "
+                         "and %d characters): its token ids would mean other characters; train "
+                         "the draft on the target's corpus", path, dv.size, v->size);
+    if (d->model.config.block_size != block_size)
+        return fail_with(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
+                         "restart together; train the draft with --block %d", path,
+                         d->model.config.block_size, block_size, block_size);
+    return 0;
 }
 
 // Frees what setup_draft built.
@@ -2290,32 +2261,33 @@ void free_draft(Draft *d) {
     free_gpt(&d->model);
 }
 
-// Runs the chosen decoder(s) and prints text to stdout, stats to stderr.
-int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
-                          const int *prompt, int n_prompt) {
+// Runs the chosen decoder(s) and prints text to stdout, stats to stderr. Returns 0; 1 out
+// of memory; 2 when stdout failed (a closed pipe, a full disk), where decoding stopped.
+int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int *prompt,
+                   int n_prompt) {
     int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
-    int *seq = malloc((size_t)cap * sizeof(int)), *seq_plain = malloc((size_t)cap * sizeof(int));
-    unsigned char *source = calloc((size_t)cap, 1), *source_plain = calloc((size_t)cap, 1);
-    float *p = malloc((size_t)V * sizeof(float));
     // seq holds prompt + output for refills; the plain run keeps its own for the comparison
+    int *seq = malloc((size_t)cap * sizeof(int));
+    int *seq_plain = malloc((size_t)cap * sizeof(int));
+    unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, for --color
+    unsigned char *source_plain = calloc((size_t)cap, 1);
+    float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
+    int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
     if (!seq || !seq_plain || !source || !source_plain || !p ||
-        build_spec_buffers(&b, o->K, V) != 0) {
-        free(seq); free(seq_plain); free(source); free(source_plain); free(p);
-        free_spec_buffers(&b); return 1; // main reports it
-    }
+        build_spec_buffers(&b, o->K, V) != 0)
+        goto out;
+    rc = 0;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
-    // the text streams to stdout as it is made, except with --trace (the trace has the
-    // stage) and --compare (so that both wall times measure decoding, not printing);
-    // then it is printed whole afterwards
+    // the text streams to stdout as it is made, but not under --trace (the trace has the
+    // stage) or --compare (the wall times measure decoding): then it is printed afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = o->K,
                          .trace = o->trace, .echo = stream, .vocab = v, .source = source,
                          .color = color};
     Stats spec = {0}, plain = {0};
-    int rc = 0; // 2: stdout failed (a closed pipe, a full disk); decoding stopped there
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
@@ -2341,7 +2313,8 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
         if (!stream) write_text(stdout, v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
-        if (fflush(stdout) != 0 || ferror(stdout)) { rc = 2; goto out; } // main says why
+        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: main says why
+        if (rc != 0) goto out;
         print_stats("speculative decoding", &spec, 1, o->K);
     }
     if (o->plain || o->compare) {
@@ -2349,11 +2322,12 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
         // the same seed, so that in greedy mode the two texts can be compared byte for byte
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
-        opt.trace = 0; opt.source = source_plain; // its own colours: the texts may differ
+        opt.source = source_plain; // its own colours: the texts may differ
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
         if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
-        if (fflush(stdout) != 0 || ferror(stdout)) { rc = 2; goto out; }
+        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0;
+        if (rc != 0) goto out;
         print_stats("plain decoding", &plain, 0, o->K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
@@ -2361,82 +2335,65 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v,
         print_comparison(&spec, &plain, o->K, o->temperature == 0.0f, same);
     }
 out:
-    free(seq); free(seq_plain); free(source); free(source_plain); free(p); free_spec_buffers(&b);
+    free_spec_buffers(&b);
+    void *owned[] = {seq, seq_plain, source, source_plain, p};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return rc;
 }
 
 #ifndef TESTING
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
-    char err[512]; Options o;
+    Options o;
+    char err[512] = ""; // a refusal's one line; done: prints it if something failed
     // 1. the command line: every flag checked before anything is loaded
-    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) { error_line("%s", err); return 1; }
-    if (o.help) { usage(stdout); return close_stdout(); } // a bad flag beside -h still fails
+    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
+    if (o.help) { // a bad flag beside -h still fails, above
+        usage(stdout);
+        return close_stdout();
+    }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
-    err[0] = '\0'; // empty until a check fails; done: prints it only then
-    // 2. the model and the corpus (zeroed first, so the frees after done: are always safe)
-    GPT g; Vocab v; Corpus corpus;
-    Draft drafts[3]; // the one --draft names; the self-test takes every kind
-    memset(drafts, 0, sizeof(drafts));
-    int rc = 1, *prompt = NULL; // rc stays 1 until an action has run and succeeded
+    // 2. the model and corpus, then the checks that need them (zeroed: done: frees safely)
+    GPT g = {0};
+    Vocab v;
+    Corpus corpus = {0};
+    Draft drafts[3] = {0}; // the one --draft names; the self-test takes every kind
     char source[256]; // the "model:" line, printed once every check has passed
-    memset(&g, 0, sizeof(g)); memset(&corpus, 0, sizeof(corpus));
-    if (setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) != 0)
-        goto done;
-    // 3. checks that need the model, then the one action asked for
-    int S = g.config.block_size;
-    prompt = malloc((strlen(o.prompt) + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
-    // checks that need the model: K against block_size, the prompt against the
-    // vocabulary (generation only: the self-test brings its own prompts and Ks), and
-    // for the self-test a corpus long enough to take its longest prompt from
-    if (!prompt) {
+    int rc = 1; // stays 1 until an action has run and succeeded
+    int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
+    if (!prompt)
         snprintf(err, sizeof(err), "out of memory for a prompt of %zu bytes", strlen(o.prompt));
+    if (!prompt || setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) ||
+        check_inputs(&o, &g, &v, &corpus, prompt, err, sizeof(err)))
         goto done;
-    }
-    if (o.run_selftest && corpus.n < selftest_min_corpus(S)) {
-        snprintf(err, sizeof(err), "the self-test takes prompts of up to %zu tokens from the "
-                 "corpus, which has %zu; use Tiny Shakespeare (make data)",
-                 selftest_min_corpus(S), corpus.n); goto done;
-    }
-    if (!o.run_selftest && o.K >= S) { // K+1 tokens must fit: K <= S-1
-        snprintf(err, sizeof(err), "-k %d is too large: a verify pass of K+1 tokens must fit "
-                 "block_size %d; use -k 1..%d", o.K, S, S - 1); goto done;
-    }
-    if (!o.run_selftest && encode_prompt(&v, o.prompt, prompt, err, sizeof(err)) != 0) goto done;
-    if (o.top_k > v.size) {
-        snprintf(err, sizeof(err), "--top-k %d is more than the vocabulary's %d tokens; use "
-                 "--top-k 1..%d", o.top_k, v.size, v.size);
-        goto done;
-    }
-    if (!o.run_selftest && !strcmp(o.draft, "lookup") && strlen(o.prompt) <= LOOKUP_MIN_N) {
-        snprintf(err, sizeof(err), "--draft lookup drafts by copying from the prompt, and a "
-                 "prompt of %zu character%s holds no %d-gram to find again; give -p at least %d "
-                 "characters, or another draft", strlen(o.prompt), strlen(o.prompt) == 1 ? "" :
-                 "s", LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
-        goto done;
-    }
-    // the drafts: --draft's; the self-test runs every kind: the bigram, lookup, and a model
-    // draft (--draft's, or the shipped one)
+    // 3. the draft --draft names; the self-test runs one of each kind (gpt: --draft's model)
     int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup");
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;
     for (int i = 0; i < n_drafts; i++)
-        if (setup_draft(kinds[i], &v, &corpus, S, &drafts[i], err, sizeof(err)) != 0) goto done;
-    print_config(&g, source); // every input is good: say what runs, then run it
-    if (o.run_selftest) rc = selftest(&g, drafts, n_drafts, &v, &corpus) != 0; // 1 on any failure
-    else {
+        if (setup_draft(kinds[i], &v, &corpus, g.config.block_size, &drafts[i], err,
+                        sizeof(err)) != 0)
+            goto done;
+    // 4. every input is good: say what runs, then run it
+    print_config(&g, source);
+    if (o.run_selftest)
+        rc = selftest(&g, drafts, n_drafts, &v, &corpus) != 0; // 1 on any failure
+    else
         rc = run_generation(&o, &g, &drafts[0], &v, prompt, (int)strlen(o.prompt));
-        if (rc == 1) snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
-    }
-    if (rc == 0 || rc == 2) err[0] = '\0'; // 2: stdout failed, and close_stdout says so
+    if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
+        snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
 done:
-    // every failure above left its one-line reason in err
-    if (rc != 0 && err[0]) error_line("%s", err);
+    // rc 1: every failure above left its one-line reason in err (a failed self-test
+    // printed its own FAIL lines); rc 2: stdout failed, and close_stdout says so
+    if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
     free(prompt);
     free_corpus(&corpus);
     free_gpt(&g);
-    return (rc == 0 || rc == 2) ? close_stdout() : rc;
+    return rc == 1 ? 1 : close_stdout();
 }
 #endif

@@ -461,9 +461,9 @@ run -n 100 -s 6; cp "$T/out" "$T/seed6"
 check "same seed gives identical stdout" cmp -s "$T/seed5a" "$T/seed5b"
 check "different seed gives different stdout" eval '! cmp -s "$T/seed5a" "$T/seed6"'
 
-run --init 7 -s 3 -n 80; rc_a=$rc; cp "$T/out" "$T/init7"
+run -m "$T/good.bin" -s 3 -n 80; rc_a=$rc; cp "$T/out" "$T/init7"
 run -m "$T/good.bin" -s 3 -n 80
-check "checkpoint round trip: -m good.bin (train init --seed 7) -s 3 prints what --init 7 -s 3 prints" \
+check "a random checkpoint (train init --seed 7) loads: -m good.bin -s 3 prints the same text twice, and names the file" \
     eval '[[ $rc_a == 0 && $rc == 0 && -s $T/init7 ]] && cmp -s "$T/init7" "$T/out" && err_has "$T/good.bin"'
 
 run -t 0 --compare -n 300
@@ -676,7 +676,8 @@ run_train init --seed 8 -o "$T/over.bin"
 check "train init --seed 8 -o over an existing checkpoint exits 0" eval '[[ $rc == 0 && ! -s $T/out ]]'
 check "the overwritten checkpoint differs from the old one and keeps the right size" \
     eval '! cmp -s "$T/good.bin" "$T/over.bin" && [[ $(size_of "$T/over.bin") == "$CKPT_SIZE" ]]'
-run --init 8 -s 3 -n 80; cp "$T/out" "$T/init8"
+run_train init --seed 8 -o "$T/fresh8.bin"
+run -m "$T/fresh8.bin" -s 3 -n 80; cp "$T/out" "$T/init8"
 run -m "$T/over.bin" -s 3 -n 80
 check "the overwritten checkpoint generates as seed 8, not as the old seed 7" \
     eval '[[ $rc == 0 ]] && cmp -s "$T/init8" "$T/out" && ! cmp -s "$T/init7" "$T/out"'

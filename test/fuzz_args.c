@@ -145,7 +145,8 @@ static void fuzz_parse_args(int argc, char **argv) {
         fail("-t out of range accepted", NULL);
     if (o.color < -1 || o.color > 1) fail("colour neither on, off nor unset", NULL);
     // the combinations parse_args refuses
-    if (o.init && o.model_path) fail("-m and --init both accepted", NULL);
+    if (o.top_p != 0.0f && !(o.top_p >= FLT_MIN && o.top_p <= 1.0f))
+        fail("--top-p out of range accepted", NULL);
     if (o.plain && (o.compare || o.trace)) fail("--plain with --compare or --trace accepted", NULL);
     if (o.run_selftest && (o.trace || o.compare || o.plain))
         fail("two actions accepted in one run", NULL);

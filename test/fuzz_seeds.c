@@ -114,9 +114,9 @@ int main(int argc, char **argv) {
     ARGS(0, "--trace", "-m", "model.bin", "-i", "input.txt");
     ARGS(0, "--compare", "-t", "0", "-n", "10000000");
     ARGS(0, "--plain", "-t", "1e6", "-k", "4096");
-    ARGS(0, "--init", "1337", "-i", "input.txt", "--color");
+    ARGS(0, "--top-p", "0.9", "-i", "input.txt", "--color");
     ARGS(0, "--no-color", "-p", "ROMEO:\n", "-k", "31");
-    ARGS(0, "--selftest", "--init", "18446744073709551615");
+    ARGS(0, "--selftest", "-s", "18446744073709551615");
     ARGS(0, "-h", "--help", "-p", "");
     ARGS(0, "-t", "1e-40");
     ARGS(0, "-n", "0x10");

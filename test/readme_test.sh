@@ -35,7 +35,7 @@ number_in() { sed -n "s/$1/\1/p" "$README" | head -n 1 | tr -d ','; }
 # (per layer: ln1, ln2 (2C each), query/key/value (C*C each), proj (C*C + C),
 # ffwd (C*4C + 4C + 4C*C + C); plus token and position embeddings, ln_f and lm_head).
 readme_params=$(number_in '.*[^0-9,]\([0-9][0-9,]*\) parameters.*')
-program_params=$(./specdec --init 1 -n 1 --plain 2>&1 >/dev/null |
+program_params=$(./specdec -n 1 --plain 2>&1 >/dev/null |
                  sed -n 's/^config: .* -> \([0-9]*\) parameters$/\1/p')
 L=4 C=64 S=32 V=65
 shapes=$((V * C + S * C + L * (2 * C + 3 * C * C + C * C + C + 2 * C + C * 4 * C + 4 * C +

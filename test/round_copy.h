@@ -24,7 +24,6 @@ static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_se
     verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
                       b->p_target);
     double t2 = now_seconds();
-    int cache_verified = g->state.kv_len;
     int allow_bonus = k < remaining;
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at);
@@ -34,8 +33,7 @@ static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_se
     if (draft_model) st->draft_passes += k;
     count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, cache_verified,
-                    g->state.kv_len);
+        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, g->state.kv_len);
     return n;
 }
 

@@ -7,9 +7,10 @@
 #      flags and <name>_san with AddressSanitizer + UBSan; a test whose header
 #      has lines " * broken build: -DBREAK_X" also as <name>_broken_X, once per
 #      flag, which plants a known bug (the tests that must see it expect to fail);
-#   2. ./specdec --selftest --init 1337, the same with test/build/specdec_san
-#      (a sanitizer build of specdec.c), and ./specdec --selftest on the
-#      shipped trained model tinyshakespeare/model.bin;
+#   2. ./specdec --selftest on a seeded random model (test/build/random1337.bin, which
+#      tinyshakespeare/train init --seed 1337 writes), the same with
+#      test/build/specdec_san (a sanitizer build of specdec.c), and ./specdec --selftest
+#      on the shipped trained model tinyshakespeare/model.bin;
 #   3. every test/*_test.sh, run with bash, against ./specdec and again
 #      against test/build/specdec_san (through SPECDEC_BIN).
 # Each of these units (a compile and its run) is independent, so up to
@@ -25,7 +26,7 @@
 #   CC            C compiler (default gcc)
 #   TESTS_FILTER  only run tests whose name contains this substring; names
 #                 look like test/build/test_x, test/build/test_x_san,
-#                 test/build/test_x_broken_Y, ./specdec --selftest --init 1337,
+#                 test/build/test_x_broken_Y, ./specdec --selftest -m test/build/random1337.bin,
 #                 test/x_test.sh
 #   TEST_TIMEOUT  seconds before one test program is killed (default 1800;
 #                 needs the timeout command, 0 disables)
@@ -217,7 +218,8 @@ echo "running up to $JOBS test units at once"
 san_bin=$BUILD/specdec_san
 mkdir -p "$BUILD" || exit 1
 need_san=0 # only when a selected unit runs it
-selected "$san_bin --selftest --init 1337" && need_san=1
+random_model=$BUILD/random1337.bin # the self-test's random model, written below
+selected "$san_bin --selftest -m $random_model" && need_san=1
 for script in test/*_test.sh; do selected "$script (sanitizers)" && need_san=1; done
 if ((need_san)); then
     echo "=== compile $san_bin"
@@ -233,8 +235,11 @@ for src in test/test_*.c; do
     selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}"
 done
 # 2. The program's built-in self-test, release and sanitizer builds, random and
-# trained models.
-for name in "$san_bin --selftest --init 1337" "./specdec --selftest --init 1337" \
+# trained models; the random one is a seeded checkpoint from the trainer's init.
+if ! tinyshakespeare/train init --seed 1337 -o "$random_model" 2>/dev/null; then
+    fail "$random_model" "tinyshakespeare/train init --seed 1337 -o $random_model failed (run make first)"
+fi
+for name in "$san_bin --selftest -m $random_model" "./specdec --selftest -m $random_model" \
             "./specdec --selftest -m tinyshakespeare/model.bin"; do
     selected "$name" || continue
     bin=${name%% *}

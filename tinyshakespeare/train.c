@@ -36,6 +36,60 @@
 #include <signal.h> // sigaction: Ctrl-C ends training at a clean, resumable step
 
 // ----------------------------------------------------------------------------
+// The random initialisation: where training starts (tinyshakespeare/train init writes it)
+
+// The lecture's model, the blog's target: 4 layers, 4 heads, 64 wide, 32 context, 65 chars.
+#define DEFAULT_CONFIG {4, 4, 64, 32, 65, 256}
+
+// A standard normal draw (Box-Muller), for the random initialisation.
+double rng_normal(Rng *r) {
+    double u1 = 1.0 - rng_uniform(r); // in (0, 1], so log(u1) is finite
+    double u2 = rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2); // the cos half; the sin half unused
+}
+
+// Fills n floats uniformly from [-bound, bound).
+static void init_uniform(float *x, size_t n, double bound, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(bound * (2.0 * rng_uniform(r) - 1.0));
+}
+
+// A seeded random model with PyTorch's default initialisation: Linear weight and bias
+// U(-1/sqrt(fan_in), 1/sqrt(fan_in)), Embedding N(0, 1), LayerNorm weight 1, bias 0.
+void init_gpt_random(GPT *g, uint64_t seed) {
+    // its own generator, so the model does not depend on the sampling seed
+    Rng r;
+    rng_seed(&r, seed);
+    const Config *c = &g->config;
+    Weights *w = &g->w;
+    size_t sizes[N_TENSORS]; // indexed like TENSOR_NAMES: sizes[4] is query's, and so on
+    weight_sizes(c, sizes);
+    size_t L = c->n_layer, C = c->n_embd;
+    double bc = 1.0 / sqrt((double)C), bh = 1.0 / sqrt((double)c->ffn_width); // fan_in C or H
+    memset(g->params, 0, g->n_params * sizeof(float)); // what is not set below stays 0
+    // embeddings
+    for (size_t i = 0; i < sizes[0]; i++) w->token_embedding[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < sizes[1]; i++) w->position_embedding[i] = (float)rng_normal(&r);
+    // LayerNorms start as the identity: weight 1, bias 0
+    for (size_t i = 0; i < L * C; i++) {
+        w->ln1_weight[i] = 1.0f;
+        w->ln2_weight[i] = 1.0f;
+    }
+    for (size_t i = 0; i < C; i++) w->ln_f_weight[i] = 1.0f;
+    // Linears, each bounded by its fan-in
+    init_uniform(w->query, sizes[4], bc, &r); // query, key, value: no bias
+    init_uniform(w->key, sizes[5], bc, &r);
+    init_uniform(w->value, sizes[6], bc, &r);
+    init_uniform(w->proj_weight, sizes[7], bc, &r);
+    init_uniform(w->proj_bias, sizes[8], bc, &r);
+    init_uniform(w->ffwd_up_weight, sizes[11], bc, &r);
+    init_uniform(w->ffwd_up_bias, sizes[12], bc, &r);
+    init_uniform(w->ffwd_down_weight, sizes[13], bh, &r); // fan_in H: the MLP's hidden width
+    init_uniform(w->ffwd_down_bias, sizes[14], bh, &r);
+    init_uniform(w->lm_head_weight, sizes[17], bc, &r);
+    init_uniform(w->lm_head_bias, sizes[18], bc, &r);
+}
+
+// ----------------------------------------------------------------------------
 // A training pass: every activation of B windows, and the gradients
 
 // A training pass over B windows of S tokens: every block's activations for every window
