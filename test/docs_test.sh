@@ -68,6 +68,11 @@ matches() {
         END { exit !fits(1, 1) }' "$1" "$2"
 }
 
+# the seeded random model some notes run (run_tests.sh writes the same file, atomically)
+if ! mkdir -p test/build || ! tinyshakespeare/train init --seed 1337 -o test/build/random1337.bin 2>/dev/null; then
+    fail "quoted outputs: tinyshakespeare/train init --seed 1337 -o test/build/random1337.bin failed (run make first)"
+fi
+
 files=${DOCS_FILES:-README.md notes/*.md}
 for f in $files; do
     [[ -f $f ]] || { fail "quoted outputs: $f is missing"; continue; }
