@@ -48,24 +48,9 @@ mask() {
 }
 
 # matches EXPECTED ACTUAL: true if the actual lines match the quoted ones, with "…"
-# lines as elisions (first fit) and "X …" lines as prefixes.
+# lines as elisions (first fit) and "X …" lines as prefixes (test/quote_match.awk).
 matches() {
-    awk '
-        NR == FNR { want[++m] = $0; next }
-        { got[++n] = $0 }
-        function eq(w, g,   p) {
-            if (w ~ / …$/) { p = substr(w, 1, length(w) - 4); return substr(g, 1, length(p)) == p }
-            return w == g
-        }
-        function fits(i, j,   k) {         # want[i..m] against got[j..n]
-            if (i > m) return j > n
-            if (want[i] == "…") {
-                for (k = j; k <= n + 1; k++) if (fits(i + 1, k)) return 1
-                return 0
-            }
-            return j <= n && eq(want[i], got[j]) && fits(i + 1, j + 1)
-        }
-        END { exit !fits(1, 1) }' "$1" "$2"
+    awk -f test/quote_match.awk "$1" "$2"
 }
 
 # the seeded random model some notes run (run_tests.sh writes the same file, atomically)
