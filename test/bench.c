@@ -46,6 +46,7 @@ static const char *BENCH_PROMPTS[] = {"To be or not to be, that is the ", "ROMEO
 static int BENCH_TOKENS = 250;              // tokens per prompt and cell: 1,000 per cell
 static int BENCH_REPEATS = 2;               // timed runs per cell after one warm-up
 static int CURVE_REPS = 1000;               // calls per timing of c(T), this model
+static int TEMPER_TOKENS = BENCH_MAX_TOKENS; // tokens per prompt in the tempering section (untimed)
 
 #define BENCH_MAX_DRAFTS 4 // bigram, gpt and lookup, and the ceiling in the size sweep
 
@@ -358,16 +359,16 @@ static void temper_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
 
 // Why specdec.c tempers the draft (draft_probs): alpha of a round's first guess, with the
 // draft row raised to 1/t like the target (what specdec.c does) and with the table's row
-// as it is, at the same positions: K = 1 rounds over every prompt, at five temperatures.
+// as it is, at the same positions: K = 1 rounds over every prompt, at six temperatures.
 static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
-    float temps[5] = {0.0f, 0.5f, 0.7f, 1.0f, 1.5f};
+    float temps[6] = {0.0f, 0.5f, 0.7f, 1.0f, 1.5f, 2.0f};
     int prompt[64], seq[64 + BENCH_MAX_TOKENS];
     SpecBuffers b;
     if (build_spec_buffers(&b, 1, g->config.vocab_size) != 0) return;
     fprintf(stderr, "\nwhy the draft is tempered: alpha of a round's first guess, K = 1, "
             "%d prompts x %d tokens\n     t  tempered q^(1/t)  untempered q  rounds\n",
-            BENCH_N_PROMPTS, BENCH_TOKENS);
-    for (int ti = 0; ti < 5; ti++) {
+            BENCH_N_PROMPTS, TEMPER_TOKENS);
+    for (int ti = 0; ti < 6; ti++) {
         Stats st;
         memset(&st, 0, sizeof(st));
         TemperWatch w = {&b, d, &st, 0, 0, 0.0, 0};
@@ -382,7 +383,7 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
             // first round drafts from the token the prefill sampled, seq[np]
             w.last_rounds = st.rounds;
             w.last_n_seq = np + 1;
-            speculative_generate(g, d, &b, prompt, np, BENCH_TOKENS, &o, &r, seq, &st);
+            speculative_generate(g, d, &b, prompt, np, TEMPER_TOKENS, &o, &r, seq, &st);
         }
         fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], stats_alpha(&st),
                 w.n ? w.untempered_sum / w.n : 0.0, w.n);
@@ -893,6 +894,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--quick")) {
             // the same code on less: what the tests run
             BENCH_TOKENS = 60;
+            TEMPER_TOKENS = 60;
             BENCH_REPEATS = 1;
             CURVE_REPS = 200;
             SWEEP_N_WIDTHS = 2; // 0.84 and 8.76 MB
