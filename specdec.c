@@ -438,9 +438,9 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // Why temper at all: exactness holds for ANY draft q (accept/reject corrects whatever the
 // draft proposes; notes/math.md), so this is a design choice, made for acceptance. The
 // target is sampled from softmax(logits / t); a bigram row raised to 1/t moves the same
-// way, sharper for t < 1 and flatter for t > 1, so it stays closer to p and more guesses
-// pass. At t = 1 the row is the table's, unchanged. At t = 0 it is one-hot at the row's
-// argmax, like greedy's one-hot p: a guess then passes exactly when it is the target's argmax.
+// way, sharper for t < 1, flatter for t > 1 (measured: alpha rises below t = 1 and at 2,
+// not at 1.5; notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its
+// argmax, like greedy's p: a guess then passes exactly when it is the target's argmax.
 void draft_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
@@ -1628,7 +1628,7 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
                  c->n == 1 ? "" : "s");
         goto fail;
     }
-    // a random model learns its vocabulary here; a checkpoint brought its own
+    // a model the trainer builds learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
     c->tokens = malloc(c->n * sizeof(int)); // (N) ints: 4.5 MB for Tiny Shakespeare
     if (!c->tokens) {

@@ -1410,7 +1410,7 @@ int main_eval(int argc, char **argv) {
 }
 
 // `tinyshakespeare/train init [--seed S] [-o PATH] [-i corpus]`: writes the seeded random
-// initialisation training starts from (what ./specdec --init S builds) as a checkpoint.
+// initialisation training starts from as a checkpoint, for ./specdec -m PATH.
 int main_init(int argc, char **argv) {
     const char *out = NULL, *corpus_path = DEFAULT_CORPUS;
     uint64_t seed = 1337;
