@@ -34,7 +34,7 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                          # build, fetch the corpus, run the demo
- *   ./specdec --trace -n 24 -s 160    # each round; round 1 goes as the blog's example does
+ *   ./specdec --trace -n 24 -s 160    # round 1 (after a refill) has the blog's example's shape
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
  *   (gdb) p candidates[0]@k           # the draft's guesses; q_draft[i*V] starts guess i's row
@@ -46,15 +46,15 @@
  *   BigramDraftModel.__init__     BigramDraftModel()       The draft model
  *   BigramDraftModel.get_probs    bigram_get_probs()
  *   BigramDraftModel.sample       bigram_sample()
- *   (beyond the blog)             gpt_draft_tokens()       A small GPT, and prompt lookup
- *                                 lookup_draft_tokens()
+ *   (beyond the blog)             lookup_draft_tokens()    A small GPT, and prompt lookup
+ *                                 gpt_draft_tokens()
  *                                 setup_draft()            (the command line: --draft)
  *   draft_tokens                  draft_tokens()           The four phases of one round
  *   verify_candidates             verify_candidates()
  *   accept_reject                 accept_reject()
  *   trim_kv_cache                 trim_kv_cache()
- *   speculative_generate          speculative_generate()   The loop
- *   (the baseline it must match)  generate()
+ *   (the baseline it must match)  generate()               The loop
+ *   speculative_generate          speculative_generate()
  *   target_model(idx, past_kvs)   forward()                The target model
  *
  * Size letters used in the shape comments (declared once, here):
@@ -73,7 +73,7 @@
 #define _POSIX_C_SOURCE 200809L // clock_gettime, fileno and stat under -std=c11
 #include <ctype.h>
 #include <errno.h> // errno: strto*'s range errors, and why a file failed to open
-#include <float.h> // FLT_MIN: the smallest positive temperature -t accepts
+#include <float.h> // FLT_MIN: the smallest positive -t and --top-p that a float holds
 #include <math.h>
 #include <stdarg.h> // error_line's printf-style arguments
 #include <stdint.h>
@@ -167,7 +167,7 @@ typedef struct {
     Config config; // the sizes, from the checkpoint's header
     Weights w; // named views into params: owns no memory of its own
     float *params;   // (P) all parameters, in checkpoint order
-    size_t n_params; // P, 209,729 for the default config
+    size_t n_params; // P, 209,729 for the shipped model
     RunState state; // one sequence's activations and cache: batch size 1
 } GPT;
 
@@ -634,7 +634,9 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
         residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f; // float copy: trace, debugger
         mass += fmax(0.0, (double)p[j] - q[j]); // in double, as the draw will sum it
     }
-    return mass > 0.0 ? sample_weights(p, q, V, u) : sample_from(p, V, u);
+    if (mass > 0.0) // the usual case: a draw from the residual
+        return sample_weights(p, q, V, u);
+    return sample_from(p, V, u); // p == q up to rounding: a draw from p itself
 }
 
 // Phase 3, ACCEPT/REJECT: walks the k candidates left to right. Candidate i is
@@ -663,7 +665,8 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
                                       residual, rng_uniform(rng)); // one more uniform: the resample
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
-    if (!allow_bonus) return k; // the last round: a bonus would overshoot n_new
+    if (!allow_bonus) // the last round: a bonus would overshoot n_new
+        return k;
     // every candidate passed: p_k came free with the verify pass, so take one more token
     accepted[k] = sample_from(p_target + (size_t)k * V, V, rng_uniform(rng));
     return k + 1;
@@ -863,8 +866,8 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.kv_len = 0;
     const float *logits = forward(g, seq + n_seq - n, n);
-    st->refill_passes += is_refill; // counted as one kind of pass or the other
-    st->prefill_passes += !is_refill;
+    if (is_refill) st->refill_passes++; // counted as one kind of pass or the other
+    else st->prefill_passes++;
     return logits + (size_t)(n - 1) * g->config.vocab_size; // the blog's logits[0, -1, :]
 }
 
@@ -879,7 +882,6 @@ static int start_sequence(int *seq, const int *prompt, int n_prompt) {
     memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
     return n_prompt;
 }
-
 
 // Plain autoregressive decoding with the same cache: one target pass per token.
 // seq receives the prompt (or the start token) and then n_new generated tokens;
@@ -1159,7 +1161,7 @@ static void trace_round(const DecodeOptions *o, const Draft *d, long round, int 
     int cache_verified = cache_before + k + 1; // the verify pass added k+1 positions
     int dropped = cache_verified - cache_after;
     fprintf(stderr, "  TRIM    cache_len %d -> %d ", cache_verified, cache_after);
-    if (b->rejected_at < 0 && n_out == k && k > 0) // the last emitted guess is not a rejection
+    if (b->rejected_at < 0 && n_out == k && k > 0) // a last round: all k passed, no bonus
         fprintf(stderr, "(kept current + %d of the %d accepted; the last one, as every "
                 "round's last token, is not cached); ", kept, k);
     else
@@ -1290,7 +1292,7 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
         C, C,                            // ln_f
         C * V, V};                       // lm_head
     memcpy(sizes, table, sizeof(table));
-    size_t total = 0; // P: 209,729 for the default config
+    size_t total = 0; // P: 209,729 for the shipped model
     for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
     return total;
 }
@@ -1789,8 +1791,8 @@ int read_checkpoint(const char *path, const char *what, const char *fix, GPT *g,
 
 // Loads the target's checkpoint (-m); on failure err names the file, the problem, the fix.
 int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
-    return read_checkpoint(path, "checkpoint", "train one with 'make train', or write a seeded "
-                           "random one with 'tinyshakespeare/train init --seed S -o PATH'", g,
+    return read_checkpoint(path, "checkpoint", "point -m at a checkpoint: 'make train' trains one, "
+                           "'tinyshakespeare/train init --seed S -o PATH' writes a random one", g,
                            vocab, err, errlen);
 }
 
@@ -2080,8 +2082,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
     *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .n_new = 200,
                    .K = 4, .temperature = 1.0f, .seed = 42, .color = -1, .draft = "bigram"};
-    // every option; what needs the model is checked later (check_inputs): -k < block_size,
-    // --top-k <= V, the prompt's bytes, --ffn-width against the model's own width
+    // every option; what needs the model is checked later: --ffn-width in setup_model,
+    // -k < block_size, --top-k <= V and the prompt's bytes in check_inputs
     const OptionSpec options[] = {
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
@@ -2105,14 +2107,13 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
          "units up to 16777216, at least the model's own (256 here)"},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64"},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
-         "from 1.2e-38 (the smallest a float holds) to 1e6"},
+         "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6"},
         {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
-         "least 1.2e-38, the smallest a float holds) and at most 1"}};
-    int n_options = sizeof(options) / sizeof(options[0]);
+         "least FLT_MIN, 1.18e-38) and at most 1"}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row of the table
-        for (int j = 0; j < n_options; j++)
+        for (size_t j = 0; j < sizeof(options) / sizeof(options[0]); j++)
             if (!strcmp(a, options[j].flag)) opt = &options[j];
         if (!opt) // a typo, or the name of a tool beside it
             return fail_with(err, errlen, "unknown option '%s' (see ./specdec -h; the tools "
@@ -2192,9 +2193,9 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
     return 0;
 }
 
-// Checks what needs the model: the self-test's corpus, --top-k against V; for generation
-// (the self-test brings its own prompts and Ks), K against block_size and the prompt,
-// encoded into prompt (a token per byte). 0, or -1 with err.
+// Checks what needs the model: the self-test's corpus; for generation (the self-test
+// brings its own prompts and Ks) K against block_size, the prompt, encoded into prompt (a
+// token per byte), and a prompt lookup can draft from; --top-k against V. 0, or -1 with err.
 int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *corpus,
                  int *prompt, char *err, size_t errlen) {
     int S = g->config.block_size;
@@ -2203,15 +2204,14 @@ int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *c
         return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
                          "corpus, which has %zu; use Tiny Shakespeare (make data)",
                          selftest_min_corpus(S), corpus->n);
+    if (!o->run_selftest && o->K >= S) // K+1 tokens must fit: K <= S-1
+        return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
+                         "block_size %d; use -k 1..%d", o->K, S, S - 1);
+    if (!o->run_selftest && encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
     if (o->top_k > v->size)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
                          "--top-k 1..%d", o->top_k, v->size, v->size);
-    if (o->run_selftest) return 0;
-    if (o->K >= S) // K+1 tokens must fit: K <= S-1
-        return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
-                         "block_size %d; use -k 1..%d", o->K, S, S - 1);
-    if (encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
-    if (!strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
+    if (!o->run_selftest && !strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
         return fail_with(err, errlen, "--draft lookup drafts by copying from the prompt, and a "
                          "prompt of %zu character%s holds no %d-gram to find again; give -p at "
                          "least %d characters, or another draft", n, n == 1 ? "" : "s",
@@ -2313,8 +2313,8 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
         if (!stream) write_text(stdout, v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
-        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: main says why
-        if (rc != 0) goto out;
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
+        if (rc == 2) goto out;
         print_stats("speculative decoding", &spec, 1, o->K);
     }
     if (o->plain || o->compare) {
@@ -2326,8 +2326,8 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
         if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
-        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0;
-        if (rc != 0) goto out;
+        if (fflush(stdout) != 0 || ferror(stdout)) rc = 2;
+        if (rc == 2) goto out;
         print_stats("plain decoding", &plain, 0, o->K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
