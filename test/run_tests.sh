@@ -69,10 +69,12 @@ t_start=$SECONDS
 
 # descendants: the pid of every process below this script, however deep, read from
 # /proc (each process's PPid), leaving out the subshell that asks and its own children.
+# grep -s reads the files: a process that ends between the glob and the read is passed
+# over (mawk, Debian's awk, would stop at its missing file and print no pid at all).
 descendants() {
-    awk -v root=$$ -v self="$BASHPID" '
-        FNR == 1 { n = split(FILENAME, f, "/"); pid = f[n - 1] }
-        /^PPid:/ { parent[pid] = $2 }
+    local self=$BASHPID # the asking subshell; grep and awk below are its children
+    grep -s '^PPid:' /proc/[0-9]*/status | awk -v root=$$ -v self="$self" '
+        { split($1, f, "/"); parent[f[3]] = $2 }
         END {
             below[root] = 1
             for (changed = 1; changed; ) {
@@ -82,7 +84,7 @@ descendants() {
             }
             for (p in below)
                 if (p != root && p != self && parent[p] != self) print p
-        }' /proc/[0-9]*/status 2>/dev/null
+        }'
 }
 
 # stop_all: on Ctrl-C or SIGTERM, SIGTERM to every process below (timeout passes it on
