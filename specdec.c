@@ -493,6 +493,8 @@ typedef struct {
     GPT model;          // DRAFT_GPT: its weights and its own KV cache (model.state)
     int match_n;        // DRAFT_LOOKUP: the n-gram length the last round matched
     int match_end;      //   and the index in seq where that earlier occurrence ended
+    float p_min;        // --draft-p-min: a guess the draft itself gives less than this chance
+                        // (at t = 1, unfiltered) is its last of the round; 0 = off
 } Draft;
 
 // Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
@@ -530,15 +532,25 @@ static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *
     return 0; // no earlier occurrence of even the shortest n-gram
 }
 
-// The model draft's guesses: k passes of the draft model on its own KV cache, one guess
-// each, every q served like the target's row. Between rounds its cache holds a prefix of
-// the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
-// ended in a bonus (the draft never ran the last guess), a whole window after a prefill or
-// refill emptied it, else 0. The first pass runs those lag tokens and current_token
-// together: one rule for all three cases, and one pass of lag+1 tokens costs less than
-// lag+1 passes (c(T), notes/speed.md).
-static int gpt_draft_tokens(GPT *m, const int *seq, int n_seq, int cache_len, int k,
+// The chance a row of logits gives token i at t = 1, before any filter: softmax(logits)[i],
+// the draft model's own confidence in a guess (--draft-p-min reads it).
+static double own_probability(const float *logits, int V, int i) {
+    double maxv = logits[argmax(logits, V)], sum = 0.0; // subtract the max: nothing overflows
+    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - maxv);
+    return exp((double)logits[i] - maxv) / sum;
+}
+
+// The model draft's guesses: up to k passes of the draft model on its own KV cache, one
+// guess each, every q served like the target's row. Between rounds its cache holds a prefix
+// of the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
+// ended in a bonus (the draft never ran the last guess), a whole window after the prefill or
+// a restart of a full cache emptied it, else 0. The first pass runs those lag tokens and
+// current_token together: one rule for all three cases, and one pass of lag+1 tokens costs
+// less than lag+1 passes (c(T), notes/speed.md). A guess the model gives less than d->p_min
+// ends the round's drafting (--draft-p-min). Returns how many guesses it made.
+static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
                             const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+    GPT *m = &d->model;
     int V = m->config.vocab_size;
     int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
     if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
@@ -550,9 +562,11 @@ static int gpt_draft_tokens(GPT *m, const int *seq, int n_seq, int cache_len, in
     int n = lag + 1;
     for (int i = 0; i < k; i++) {
         const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
-        // the last row (after next), served; one uniform per guess
-        candidates[i] = sample_served(logits + (size_t)(n - 1) * V, V, s, q_draft + (size_t)i * V,
-                                      rng);
+        const float *last = logits + (size_t)(n - 1) * V; // the row after next
+        // served like the target's row; one uniform per guess
+        candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
+        if (own_probability(last, V, candidates[i]) < d->p_min) // unsure: stop after this one
+            return i + 1;
         next = &candidates[i]; // each later pass runs the previous guess alone
         n = 1;
     }
@@ -575,13 +589,18 @@ typedef struct {
     int V;            //           vocabulary size
     int *candidates;  // (K)       c0 .. c(k-1), drafted this round
     float *q_draft;   // (K, V)    q_draft[i] = the draft distribution c(i) was sampled from
-    int *all_tokens;  // (K+1)     the verify pass's input: [current, c0 .. c(k-1)]
+    int *all_tokens;  // (S)       the verify pass's input: [current, c0 .. c(k-1)], after the
+                      //           lag tokens before current_token when the round restarts the cache
+    int restarted;    //           1 when the round found the cache full and restarted it
+    int lag;          //           tokens before current_token the verify pass reran: S/2-1 when
+                      //           restarted (plain decoding's refill, folded in), else 0
     float *p_target;  // (K+1, V)  p_target[i] = the target's distribution after [current, c0..c(i-1)]
     double *u;        // (K)       the uniform draw that decided each candidate
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
     int *accepted;    // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
     int rejected_at;  //           index of the rejected candidate, or -1 if none was rejected
-    int drafted;      //           k: the guesses draft_tokens proposed this round (<= K)
+    int asked;        //           the guesses the round asked for: K, or fewer (room, text's end)
+    int drafted;      //           k: the guesses draft_tokens proposed this round (<= asked)
     int draft_lag;    //           tokens a model draft's first pass caught up on (trace)
     float *p_next;    // (V)       the target's distribution from a pass outside a round
 } SpecBuffers;
@@ -589,13 +608,13 @@ typedef struct {
 // Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
 // continuing the ones before (sampled from the bigram or the model draft, or copied by
 // lookup), and keeps every q row: accept_reject needs q(c_i) and the
-// whole row for the residual. cache_len is the target's kv_len (the model draft's cache
-// must catch up to it). Returns how many it proposed: k, but prompt lookup may find fewer,
-// or none, and then the round is one plain step.
+// whole row for the residual. cache_len is current_token's position (the model draft's
+// cache must catch up to it). Returns how many it proposed: k, but prompt lookup may find
+// fewer, or none (the round is then one plain step), and --draft-p-min may stop it early.
 int draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k, const Sampler *s,
                  Rng *rng, int *candidates, float *q_draft) {
     if (d->kind == DRAFT_GPT)
-        return gpt_draft_tokens(&d->model, seq, n_seq, cache_len, k, s, rng, candidates, q_draft);
+        return gpt_draft_tokens(d, seq, n_seq, cache_len, k, s, rng, candidates, q_draft);
     if (d->kind == DRAFT_LOOKUP)
         return lookup_draft_tokens(d, seq, n_seq, k, candidates, q_draft);
     // the blog's bigram: a table row per guess
@@ -603,25 +622,35 @@ int draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k, cons
     for (int i = 0; i < k; i++) {
         // each guess is conditioned on the previous guess, not on the target's view
         candidates[i] = bigram_sample(&d->bigram, tok, s, rng, q_draft + (size_t)i * d->V);
+        float own = bigram_get_probs(&d->bigram, tok)[candidates[i]]; // the table's own chance
         tok = candidates[i];
+        if (own < d->p_min) // --draft-p-min, beyond the blog: unsure, so stop after this guess
+            return i + 1;
     }
     return k;
 }
 
 // Phase 2, VERIFY: ONE target forward over [current_token, c0 .. c(k-1)] at positions
-// kv_len .. kv_len+k. Row i of the output is the target's distribution for the token
+// cache_len .. cache_len+k. Row i of the output is the target's distribution for the token
 // after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
-// all_tokens: (k+1) receives the pass's input, so a debugger can show it.
-void verify_candidates(GPT *g, int current_token, const int *candidates, int k,
+// Why one pass of k+1 tokens can cost little more than one token: a pass reads every weight
+// once whatever its T (matmul), and where the weights must come from memory, that read is
+// the cost (notes/speed.md measures where it holds here, and where it does not).
+// current points at current_token in the text. lag > 0 only when the round restarted a full
+// cache: the pass then first reruns the lag tokens before current_token, at positions
+// 0 .. lag-1, as plain decoding's refill does, and their rows are not needed.
+// all_tokens: (lag+k+1) receives the pass's input, so a debugger can show it.
+void verify_candidates(GPT *g, const int *current, int lag, const int *candidates, int k,
                        const Sampler *s, int *all_tokens, float *p_target) {
-    // the blog's all_tokens = [current_token] + candidates
     int V = g->config.vocab_size;
-    all_tokens[0] = current_token;
-    for (int i = 0; i < k; i++) all_tokens[i + 1] = candidates[i];
-    const float *logits = forward(g, all_tokens, k + 1); // the single pass
-    // each row as served: the blog's F.softmax, at the temperature, then top-k and top-p
+    // the blog's all_tokens = [current_token] + candidates, after any tokens the cache lacks
+    for (int i = 0; i <= lag; i++) all_tokens[i] = current[i - lag]; // current_token last
+    for (int i = 0; i < k; i++) all_tokens[lag + 1 + i] = candidates[i];
+    const float *logits = forward(g, all_tokens, lag + 1 + k); // the single pass
+    // each row from current_token on, as served: the blog's F.softmax, at the temperature,
+    // then top-k and top-p
     for (int i = 0; i <= k; i++) // k+1 rows: the bonus row k too
-        served_probs(p_target + (size_t)i * V, logits + (size_t)i * V, V, s);
+        served_probs(p_target + (size_t)i * V, logits + (size_t)(lag + i) * V, V, s);
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
@@ -711,15 +740,16 @@ static void free_all(void *const *owned, size_t n) {
     for (size_t i = 0; i < n; i++) free(owned[i]);
 }
 
-// Allocates the buffers of a round for drafts of up to K tokens; 0 on success.
-int build_spec_buffers(SpecBuffers *b, int K, int V) {
+// Allocates the buffers of a round for drafts of up to K tokens, for a target of block_size
+// S (a verify pass that restarts the cache runs up to S tokens); 0 on success.
+int build_spec_buffers(SpecBuffers *b, int K, int V, int S) {
     b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
     b->V = V;
     b->rejected_at = -1;
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
     b->candidates = calloc((size_t)K, sizeof(int));
     b->q_draft = calloc((size_t)K * V, sizeof(float));
-    b->all_tokens = calloc((size_t)K + 1, sizeof(int));
+    b->all_tokens = calloc((size_t)(S > K + 1 ? S : K + 1), sizeof(int));
     b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
     b->u = calloc((size_t)K, sizeof(double));
     b->residual = calloc((size_t)V, sizeof(float));
@@ -737,8 +767,29 @@ void free_spec_buffers(SpecBuffers *b) {
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
+// The kinds of target pass, as the stats count and time them (Stats.pass).
+typedef enum {
+    PASS_PREFILL, // the prompt's last S tokens from position 0: each decoder, once
+    PASS_REFILL,  // plain decoding, cache full: the last S/2 tokens again, from position 0
+    PASS_FOLDED,  // speculative, cache full: those S/2 tokens, then the guesses: one pass
+    PASS_VERIFY,  // speculative: current_token and k >= 1 guesses on top of the cache
+    PASS_STEP,    // one token on top of the cache: plain decoding's steps; speculative
+                  // rounds with no guess (the cache's last slot, or lookup found nothing)
+    N_PASS_KINDS
+} PassKind;
+static const char *const PASS_NAME[N_PASS_KINDS] = {"prefill", "refill", "verify + refill",
+                                                    "verify", "one-token step"};
+
+// How many target passes of one kind, or one size, ran, their tokens and their wall time.
+typedef struct {
+    long passes;
+    long tokens;    // the sum of T over those passes
+    double seconds; // a verify pass's time includes its k+1 served rows
+} PassTally;
+
 // Counters of one generation; the trace-and-stats section prints them.
-#define POSITIONS 16 // guesses whose acceptance is counted one by one
+#define POSITIONS 16  // guesses whose acceptance is counted one by one
+#define PASS_SIZES 65 // pass sizes T = 1..63 tallied one by one; the last slot pools T >= 64
 typedef struct {
     long rounds;          // speculative rounds (one verify pass each)
     long drafted;         // candidates drafted, the sum of k
@@ -748,60 +799,46 @@ typedef struct {
                           // chance to pass: alpha_sum / judged is the papers' alpha
     long resampled;       // rounds that ended in a rejection and a residual draw
     long bonus;           // rounds where all k passed and a bonus token was drawn
-    long prefill_passes;  // target passes over the prompt (1)
-    long refill_passes;   // target passes that refilled a full cache
-    long verify_passes;   // target passes of speculative rounds
-    long decode_passes;   // one-token target passes: every step of plain decoding, and
-                          // speculative decoding's steps when one cache slot is left
     long emitted;         // tokens generated
     long round_tokens;    // tokens emitted by speculative rounds
     long empty_rounds;    // rounds whose draft proposed nothing (lookup found no match):
                           // the verify pass of current_token alone is a plain step
     long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
     long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
+    PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
+    PassTally size[PASS_SIZES];   // the same passes by their size T: size[T] (c(T), the stats)
     long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds; // wall time spent drafting
-    double verify_seconds; // wall time of verify_candidates: the passes and their served rows
-    double step_seconds;  // wall time of plain decoding's one-token passes (its unit of cost)
     double seconds;       // wall time of the whole generation
 } Stats;
 
-// Every forward pass of the target model, whatever its kind: the cost speculation cuts.
+// Every forward pass of the target model, whatever its kind.
 long target_passes(const Stats *s) {
-    return s->prefill_passes + s->refill_passes + s->verify_passes + s->decode_passes;
+    long n = 0;
+    for (int i = 0; i < N_PASS_KINDS; i++) n += s->pass[i].passes;
+    return n;
 }
 
-// Where an emitted token came from; --color shows it on the terminal.
-typedef enum {
-    FROM_TARGET,    // sampled from one target pass: a prefill, refill or step, or plain decoding
-    FROM_ACCEPTED,  // a draft token that passed u < min(1, p/q)
-    FROM_RESAMPLED, // drawn from norm(max(0, p - q)) after a rejection
-    FROM_BONUS,     // drawn from p_target[k] after all k drafts passed
-    N_SOURCES
-} TokenSource;
+// Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's.
+static void count_pass(Stats *st, PassKind kind, int T, double seconds) {
+    PassTally *by_size = &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1];
+    st->pass[kind].passes++;
+    st->pass[kind].tokens += T;
+    st->pass[kind].seconds += seconds;
+    by_size->passes++;
+    by_size->tokens += T;
+    by_size->seconds += seconds;
+}
 
 // How a generation is run: shared by generate and speculative_generate.
-typedef struct DecodeOptions DecodeOptions;
-// One speculative round on top of the cache; returns how many tokens it emits.
-typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
-                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st);
-struct DecodeOptions {
-    Sampler sampler;     // the served distribution: temperature (0 = greedy), top-k, top-p
-    int K;               // draft length, e.g. 4
-    int trace;           // print each speculative round and (re)prefill on stderr
-    FILE *echo;          // where emitted text is written as it appears, or NULL
-    const Vocab *vocab;  // for echo and trace
-    unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
-                           // a TokenSource (the prompt's entries are left as they are)
-    int color;           // echo with one ANSI colour per TokenSource (needs source)
-    // called by speculative_generate after every round and every later single pass,
-    // with the text so far (seq[n_seq-1] is the current token): tests check the cache
-    // and the counters here, a debugger can break here. NULL: not called.
-    void (*after_step)(void *ctx, const GPT *g, const int *seq, int n_seq);
-    void *ctx;           // passed to after_step
-    RoundFn round;       // NULL: speculative_round. test/test_exact.c swaps in rounds
-                         // with a planted bug, to show its exactness checks can fail
-};
+typedef struct Output Output; // the streamed text and its colours: plumbing, after the loop
+typedef struct {
+    Sampler sampler;    // the served distribution: temperature (0 = greedy), top-k, top-p
+    int K;              // draft length, e.g. 4
+    int trace;          // print the prefill and every speculative round on stderr
+    const Vocab *vocab; // for the trace and the output
+    Output *out;        // where the text streams as it is made, or NULL (see Output)
+} DecodeOptions;
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
 static double now_seconds(void) {
@@ -810,64 +847,36 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// ANSI colours of the token sources, and their names for the legend.
-static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m",
-                                                    "\033[36m"};
-static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
-                                                   "resampled", "bonus"};
-
-// Writes n tokens as text; with color (and source: (n) TokenSources) each character is
-// wrapped in its source's colour. A newline always goes out uncoloured, so no colour
-// runs into the next line, and the stream is reset at the end.
-void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
-                int color) {
-    int current = -1; // the colour now in force, -1 for none
-    for (int i = 0; i < n; i++) {
-        unsigned char ch = decode(v, toks[i]);
-        int want = color && source && ch != '\n' ? source[i] : -1; // newlines stay uncoloured
-        if (want != current) fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
-        current = want;
-        fputc(ch, f);
-    }
-    if (current >= 0) fputs("\033[0m", f);
-}
-
-// Writes the tokens seq[from .. from+n-1] to the echo stream, if any.
-static void echo_tokens(const DecodeOptions *o, const int *seq, int from, int n) {
-    if (!o->echo || !o->vocab) return;
-    write_text(o->echo, o->vocab, seq + from, o->source ? o->source + from : NULL, n, o->color);
-    fflush(o->echo); // each token shows as it is decided
-}
-
-// True once the echo stream failed (a closed pipe, a full disk): the loops stop there.
-static int echo_failed(const DecodeOptions *o) { return o->echo && ferror(o->echo); }
-
-// Records where seq[from .. from+n-1] came from, if the caller asked (o->source).
-static void mark_source(const DecodeOptions *o, int from, int n, TokenSource src) {
-    if (o->source) memset(o->source + from, src, (size_t)n);
-}
-
+// The output's helpers live after the loop, with Output: they stream each new token to
+// stdout (coloured by where it came from) and say when stdout failed, so decoding stops.
+static void show_sampled(const DecodeOptions *o, const int *seq, int at);
+static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
+                       int n);
+static int output_failed(const DecodeOptions *o);
 // The trace printers live in the trace-and-stats section below.
-static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
-                       int kv_len, int sampled);
+static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
 static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
-                        int k, const SpecBuffers *b, int n_out, int cache_before, int cache_after);
+                        const SpecBuffers *b, int n_out, int cache_before, int cache_after);
 
-// The context policy, one rule for both decoders. The cache holds at most S positions.
-// (Re)prefill runs the last tokens of the sequence, current token included, with
-// positions from 0, and returns the logits row of the current token. The first
-// prefill keeps the last S tokens of the prompt; when the cache is full, a refill
-// keeps the last S/2 tokens, so the cost is paid once per S/2 tokens, not each token.
-// Both decoders refill at the same sequence index, so every token is predicted from
-// the same context in both.
-static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st,
-                            int is_refill) {
-    // empty the cache and run the window in one pass: positions restart at 0
+// The context rule, one for both decoders, and where it differs from the lecture. The
+// lecture's generate crops the text to its last S tokens at every step and runs them all
+// again; specdec keeps a KV cache of at most S positions instead. The prefill runs the
+// prompt's last S tokens from position 0. When the cache is full, the window restarts: the
+// last S/2 tokens, current_token last, run again from position 0 (a refill), so that cost
+// comes once per S/2 tokens, not at every token. Both decoders restart at the same point of
+// the text, so each token is predicted from the same context in both: "exact" means the
+// same text as specdec's own plain decoding (greedy), or the same distribution (sampled),
+// under this rule. The lecture's cropping gives other contexts, and so other text.
+// prefill empties the cache, runs the last `keep` tokens of seq (all, if fewer) and returns
+// the logits row of the current token, seq[n_seq-1]; kind: PASS_PREFILL or PASS_REFILL
+// (plain decoding's refill; speculative decoding folds it into a round's verify pass).
+static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, PassKind kind,
+                            Stats *st) {
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
-    g->state.kv_len = 0;
+    g->state.kv_len = 0; // positions restart at 0
+    double t0 = now_seconds();
     const float *logits = forward(g, seq + n_seq - n, n);
-    if (is_refill) st->refill_passes++; // counted as one kind of pass or the other
-    else st->prefill_passes++;
+    count_pass(st, kind, n, now_seconds() - t0);
     return logits + (size_t)(n - 1) * g->config.vocab_size; // the blog's logits[0, -1, :]
 }
 
@@ -892,23 +901,21 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     double t0 = now_seconds();
     // seq[first..] is the generated part; seq[n_seq-1] is always the current token
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, st, 0);
-    while (n_seq - first < n_new && !echo_failed(o)) {
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    while (n_seq - first < n_new && !output_failed(o)) {
         // sample the next token from the logits of the current token
         seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
-        mark_source(o, n_seq, 1, FROM_TARGET);
-        echo_tokens(o, seq, n_seq, 1);
+        show_sampled(o, seq, n_seq);
         n_seq++;
         if (n_seq - first == n_new) break; // the last token needs no pass
-        // feed it back: one token on top of the cache, or a refill when the cache is full
+        // feed it back: a refill when the cache is full, else one token on top of the cache
         if (g->state.kv_len == S) {
-            logits = prefill(g, seq, n_seq, S / 2, st, 1);
+            logits = prefill(g, seq, n_seq, S / 2, PASS_REFILL, st);
             continue;
         }
-        double t1 = now_seconds(); // one-token passes are timed: the unit of cost
+        double t1 = now_seconds(); // every pass is timed: the stats say where the time went
         logits = forward(g, &seq[n_seq - 1], 1);
-        st->step_seconds += now_seconds() - t1;
-        st->decode_passes++;
+        count_pass(st, PASS_STEP, 1, now_seconds() - t1);
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
@@ -936,13 +943,22 @@ static void count_round(Stats *st, const SpecBuffers *b, int k, int n) {
     // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
     if (b->rejected_at >= 0) st->resampled++;
     if (n == k + 1 && k > 0) st->bonus++; // k+1 tokens only when all k passed
-    if (k == 0) st->empty_rounds++; // nothing drafted: the pass was a plain step
+    if (k == 0 && b->asked > 0) st->empty_rounds++; // lookup found nothing: a plain step
     st->rounds++;
-    st->verify_passes++;
     st->drafted += k;
     st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += n;
+}
+
+// The context rule at a round's start: when the cache is full (kv_len == S), the window
+// restarts from the last S/2 tokens, current_token last, where plain decoding refills too.
+// Empties the target's cache and a model draft's, and returns how many tokens before
+// current_token the round's verify pass must run again: S/2 - 1.
+static int restart_cache(GPT *g, Draft *d) {
+    g->state.kv_len = 0; // the pass writes the window from position 0
+    restart_draft_cache(d); // the draft restarts at the same index: its first pass catches up
+    return g->config.block_size / 2 - 1;
 }
 
 // One speculative round on top of the cache: the four phases, the blog's loop body.
@@ -951,17 +967,26 @@ static void count_round(Stats *st, const SpecBuffers *b, int k, int n) {
 static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq,
                              int k, int remaining, const DecodeOptions *o, Rng *rng,
                              Stats *st) {
-    int V = g->config.vocab_size, current_token = seq[n_seq - 1];
-    int cache_len = g->state.kv_len; // the blog's cache_len, before the round
+    int V = g->config.vocab_size, S = g->config.block_size, current_token = seq[n_seq - 1];
+    // 0. CONTEXT: a full cache restarts, and the verify pass reruns the window: the refill
+    // plain decoding makes at this point, folded into the round instead of a pass of its own
+    b->restarted = g->state.kv_len == S;
+    b->lag = b->restarted ? restart_cache(g, d) : 0;
+    int cache_len = g->state.kv_len + b->lag; // current_token's position: the blog's cache_len
+    // the guesses take positions cache_len+1 .. cache_len+k, inside the cache; at its last
+    // position none fits, and the round is the one-token step plain decoding takes there
+    if (k > S - 1 - cache_len) k = S - 1 - cache_len;
+    b->asked = k;
     GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL; // a second cache to keep
     b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0; // for the trace
     double t0 = now_seconds();
-    // 1. DRAFT: k guesses, or fewer from lookup
+    // 1. DRAFT: k guesses, or fewer from lookup or --draft-p-min
     k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates, b->q_draft);
     b->drafted = k;
     double t1 = now_seconds();
-    // 2. VERIFY: one target pass over current_token and the k guesses
-    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens, b->p_target);
+    // 2. VERIFY: one target pass over current_token and the k guesses (after the lag tokens)
+    verify_candidates(g, seq + n_seq - 1, b->lag, b->candidates, k, &o->sampler, b->all_tokens,
+                      b->p_target);
     double t2 = now_seconds();
     int allow_bonus = k < remaining; // never emit more than was asked for
     // 3. ACCEPT/REJECT: n tokens, the accepted guesses, then a resample or a bonus
@@ -971,105 +996,134 @@ static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, i
     trim_kv_cache(g, draft_model, n, cache_len);
     // count and show what happened; a model draft ran one pass per guess
     st->draft_seconds += t1 - t0;
-    st->verify_seconds += t2 - t1;
     if (draft_model) st->draft_passes += k;
+    PassKind kind = b->restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP;
+    count_pass(st, kind, b->lag + 1 + k, t2 - t1);
     count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, g->state.kv_len);
+        trace_round(o, d, st->rounds, current_token, b, n, cache_len, g->state.kv_len);
     return n;
 }
 
-// Appends one token sampled from a single target pass: when the cache has no room for a
-// draft, exactly the pass plain decoding makes at this point of the text (a refill when
-// the cache is full, else the current token alone in its last free slot).
-static int single_pass_step(GPT *g, Draft *d, SpecBuffers *b, const DecodeOptions *o,
-                            Rng *rng, int *seq, int n_seq, Stats *st) {
-    int S = g->config.block_size, pos0 = g->state.kv_len, n_pass = 1;
-    const char *what = "STEP";
-    const float *logits;
-    if (pos0 == S) { // full: the refill plain decoding makes here too
-        logits = prefill(g, seq, n_seq, S / 2, st, 1);
-        restart_draft_cache(d); // the same window for the draft, caught up in its next pass
-        what = "REFILL";
-        n_pass = S / 2; // the refill reran S/2 tokens from position 0
-        pos0 = 0;
-    } else {
-        logits = forward(g, &seq[n_seq - 1], 1);
-        st->decode_passes++;
-    }
-    seq[n_seq] = sample_served(logits, g->config.vocab_size, &o->sampler, b->p_next, rng);
-    mark_source(o, n_seq, 1, FROM_TARGET);
-    if (o->trace) trace_pass(o, what, n_pass, pos0, g->state.kv_len, seq[n_seq]);
-    echo_tokens(o, seq, n_seq, 1);
-    return n_seq + 1;
-}
-
-// Speculative decoding: prefill, then rounds until n_new tokens exist. Each round
-// drafts k = min(K, tokens still needed, room left in the cache) tokens, so a round
-// never verifies past the end of the cache. seq: room for max(n_prompt,1) + n_new.
+// Speculative decoding: prefill, then rounds until n_new tokens exist, each drafting
+// k = min(K, tokens still needed) guesses, or fewer where the cache has less room.
+// seq: room for max(n_prompt,1) + n_new.
 void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
                           int n_prompt, int n_new, const DecodeOptions *o, Rng *rng,
                           int *seq, Stats *st) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
-    RoundFn round = o->round ? o->round : speculative_round;
     int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
     // 1. prefill, and the first token sampled straight from it (if any is wanted at all);
     // a model draft runs the same window in its first pass (restart_draft_cache)
-    const float *logits = prefill(g, seq, n_seq, S, st, 0);
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
     restart_draft_cache(d);
     if (n_new > 0) {
         seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
-        mark_source(o, n_seq, 1, FROM_TARGET);
-        if (o->trace) trace_pass(o, "PREFILL", g->state.kv_len, 0, g->state.kv_len, seq[n_seq]);
-        echo_tokens(o, seq, n_seq, 1);
+        if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
+        show_sampled(o, seq, n_seq);
         n_seq++;
     }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
-    while (n_seq - first < n_new && !echo_failed(o)) {
+    while (n_seq - first < n_new && !output_failed(o)) {
         int remaining = n_new - (n_seq - first); // >= 1: the loop's condition
-        // a verify pass writes k+1 positions from kv_len, so k <= S-1-kv_len keeps it
-        // inside the cache; a round needs room for at least one draft
-        int room = S - 1 - g->state.kv_len;
-        if (room < 1) { // kv_len is S-1 or S: not even one guess fits
-            n_seq = single_pass_step(g, d, b, o, rng, seq, n_seq, st);
-        } else {
-            int k = o->K < remaining ? o->K : remaining; // K, or fewer if fewer are needed
-            if (k > room) k = room; // and no more than the cache has room to verify
-            int n = round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
-            memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
-            // the round's tokens: the drafts that passed, then a resample or a bonus (or
-            // neither, when all k passed and no bonus was allowed)
-            int n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
-            TokenSource last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
-            if (b->drafted == 0) last = FROM_TARGET; // nothing drafted: a plain step
-            mark_source(o, n_seq, n_acc, FROM_ACCEPTED);
-            if (n > n_acc) mark_source(o, n_seq + n_acc, 1, last);
-            echo_tokens(o, seq, n_seq, n);
-            n_seq += n;
-        }
-        if (o->after_step) o->after_step(o->ctx, g, seq, n_seq); // tests check the invariants here
+        int k = o->K < remaining ? o->K : remaining; // K, or fewer if fewer are needed
+        int n = speculative_round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
+        // the round's tokens extend the text; the last is the next current_token
+        memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
+        show_round(o, b, seq, n_seq, n);
+        n_seq += n;
     }
     st->emitted = n_seq - first;
     st->seconds = now_seconds() - t0;
 }
 
 // ----------------------------------------------------------------------------
+// Output: the text on stdout as it is made, coloured by where each token came from
+
+// Where an emitted token came from; --color shows it on the terminal.
+typedef enum {
+    FROM_TARGET,    // sampled from one target pass: the prefill, plain decoding, or a round
+                    // with no guess
+    FROM_ACCEPTED,  // a draft token that passed u < min(1, p/q)
+    FROM_RESAMPLED, // drawn from norm(max(0, p - q)) after a rejection
+    FROM_BONUS,     // drawn from p_target[k] after all k drafts passed
+    N_SOURCES
+} TokenSource;
+
+// Where and how a generation's text streams (DecodeOptions.out).
+struct Output {
+    FILE *stream;          // where each token is written as it is decided, or NULL
+    unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
+                           // a TokenSource (the prompt's entries are left as they are)
+    int color;             // write with one ANSI colour per TokenSource (needs source)
+};
+
+// ANSI colours of the token sources, and their names for the legend.
+static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m",
+                                                    "\033[36m"};
+static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
+                                                   "resampled", "bonus"};
+
+// Writes n tokens as text; with color (and source: (n) TokenSources) each character is
+// wrapped in its source's colour. A newline always goes out uncoloured, so no colour
+// runs into the next line, and the stream is reset at the end.
+void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
+                int color) {
+    int current = -1; // the colour now in force, -1 for none
+    for (int i = 0; i < n; i++) {
+        unsigned char ch = decode(v, toks[i]);
+        int want = color && source && ch != '\n' ? source[i] : -1; // newlines stay uncoloured
+        if (want != current) fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
+        current = want;
+        fputc(ch, f);
+    }
+    if (current >= 0) fputs("\033[0m", f);
+}
+
+// Records where seq[from .. from+n-1] came from, and writes them to the stream, if any.
+static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
+                        TokenSource src) {
+    Output *out = o->out;
+    if (!out) return; // nobody asked: a test, the bench, the self-test
+    if (out->source) memset(out->source + from, src, (size_t)n);
+    if (!out->stream || !o->vocab) return;
+    write_text(out->stream, o->vocab, seq + from, out->source ? out->source + from : NULL, n,
+               out->color);
+    fflush(out->stream); // each token shows as it is decided
+}
+
+// Shows the token seq[at], sampled from one target pass.
+static void show_sampled(const DecodeOptions *o, const int *seq, int at) {
+    show_tokens(o, seq, at, 1, FROM_TARGET);
+}
+
+// Shows the n tokens a round appended at seq[from]: the drafts that passed, then a
+// resample or a bonus (or neither, when all k passed and no bonus was allowed).
+static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
+                       int n) {
+    int n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
+    TokenSource last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
+    if (b->drafted == 0) last = FROM_TARGET; // nothing drafted: a plain step
+    show_tokens(o, seq, from, n_acc, FROM_ACCEPTED);
+    if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last);
+}
+
+// True once the stream failed (a closed pipe, a full disk): the loops stop there.
+static int output_failed(const DecodeOptions *o) {
+    return o->out && o->out->stream && ferror(o->out->stream);
+}
+
+// ----------------------------------------------------------------------------
 // Trace and stats (stderr)
 
-// Prints a target pass outside the rounds (prefill, refill, or a one-token step at the
-// cache edge): what it ran, where, and the token sampled from its last row.
-static void trace_pass(const DecodeOptions *o, const char *what, int n_tokens, int pos0,
-                       int kv_len, int sampled) {
+// Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
+static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
     char vis[8];
     visible_char(vis, decode(o->vocab, sampled));
-    if (!strcmp(what, "REFILL")) // why this pass is not a round
-        fprintf(stderr, "cache full (cache_len = block_size): keep the last %d tokens\n", n_tokens);
-    if (!strcmp(what, "STEP"))
-        fprintf(stderr, "one free cache slot: no room to verify a draft, so one plain step\n");
-    fprintf(stderr, "%-8s one target pass over %d token%s at positions %d..%d -> cache_len %d; "
-            "sampled %s, the new current_token\n", what, n_tokens, n_tokens == 1 ? "" : "s",
-            pos0, pos0 + n_tokens - 1, kv_len, vis);
+    fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
+            "sampled %s, the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
+            n_tokens - 1, n_tokens, vis);
 }
 
 // Prints the emitted tokens of a round as text, with '\n' spelled out.
@@ -1115,17 +1169,33 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
 
 // Prints one round the way the blog's worked example reads, with real numbers.
 static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
-                        int k, const SpecBuffers *b, int n_out, int cache_before, int cache_after) {
+                        const SpecBuffers *b, int n_out, int cache_before, int cache_after) {
     const Vocab *v = o->vocab;
-    int V = b->V;
+    int V = b->V, k = b->drafted, lag = b->lag;
     char vis[8];
     visible_char(vis, decode(v, current));
-    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
-            cache_before, k);
-    trace_draft(d, v, current, k, b, cache_before);
+    if (b->restarted) // the cache was full: this round's pass carries the refill
+        fprintf(stderr, "\nround %ld: current_token %s, cache full (cache_len = block_size), "
+                "k %d\n  RESTART the window restarts from the last %d tokens, where plain "
+                "decoding refills: the verify pass reruns the %d before current_token first\n",
+                round, vis, k, lag + 1, lag);
+    else
+        fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
+                cache_before, k);
+    if (b->asked == 0) // current_token takes the last position: no room for a guess
+        fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
+                "a guess would need the next\n");
+    else
+        trace_draft(d, v, current, k, b, cache_before);
+    if (k < b->asked && d->kind != DRAFT_LOOKUP) // --draft-p-min stopped the draft early
+        fprintf(stderr, "  (the draft stopped after %d of %d guesses: it gave guess %d less "
+                "than --draft-p-min %g)\n", k, b->asked, k, d->p_min);
     // VERIFY: the one pass, and which positions it scored
-    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
-            k ? "s" : "", cache_before, cache_before + k);
+    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d", lag + k + 1,
+            lag + k ? "s" : "", cache_before - lag, cache_before + k);
+    if (lag > 0) // what the pass held: the window again, then the round's own tokens
+        fprintf(stderr, ": %d rerun, current_token, %d guess%s", lag, k, k == 1 ? "" : "es");
+    fputc('\n', stderr);
     // ACCEPT/REJECT: one line per candidate that was checked
     int checked = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // count_round's judged
     if (checked > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
@@ -1195,6 +1265,27 @@ static void print_by_position(const Stats *s, int K) {
     fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
 }
 
+// Prints where a generation's wall time went: each kind of target pass it ran (how many,
+// their tokens, their time and share), drafting, and the rest (sampling, accept/reject,
+// bookkeeping), which is what no pass and no draft took.
+static void print_time_table(const Stats *s, int speculative) {
+    double wall = s->seconds > 0 ? s->seconds : 1.0, rest = s->seconds - s->draft_seconds;
+    fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
+    for (int i = 0; i < N_PASS_KINDS; i++) {
+        const PassTally *t = &s->pass[i];
+        rest -= t->seconds;
+        if (t->passes == 0) continue; // a kind this decoder did not run
+        fprintf(stderr, "    %-19s %7ld  %7ld  %9.3f  %5.1f%%\n", PASS_NAME[i], t->passes,
+                t->tokens, 1e3 * t->seconds, 100.0 * t->seconds / wall);
+    }
+    if (speculative) // a model draft's passes; a table or lookup drafts without one
+        fprintf(stderr, "    %-19s %7ld  %7ld  %9.3f  %5.1f%%   (draft passes, guesses)\n",
+                "drafting", s->draft_passes, s->drafted, 1e3 * s->draft_seconds,
+                100.0 * s->draft_seconds / wall);
+    fprintf(stderr, "    %-19s %7s  %7s  %9.3f  %5.1f%%   (sampling, accept/reject, "
+            "bookkeeping)\n", "the rest", "", "", 1e3 * rest, 100.0 * rest / wall);
+}
+
 // Prints the counters of one generation, one per line, on stderr.
 void print_stats(const char *title, const Stats *s, int speculative, int K) {
     fprintf(stderr, "\n%s\n", title);
@@ -1220,17 +1311,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
             fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: "
                     "a plain step)\n", s->empty_rounds);
-        fprintf(stderr, "  target passes           %ld   (prefill %ld, refill %ld, verify %ld, "
-                "one-token steps at the cache edge %ld)\n", target_passes(s), s->prefill_passes,
-                s->refill_passes, s->verify_passes, s->decode_passes);
-        // what the draft cost: a model draft's passes, and any draft's share of the time
-        fprintf(stderr, "  draft passes            %ld   drafting took %.3f ms, %.1f%% of the "
-                "wall time\n", s->draft_passes, 1e3 * s->draft_seconds,
-                s->seconds > 0 ? 100.0 * s->draft_seconds / s->seconds : 0.0);
-    } else { // plain decoding: no rounds, only passes
-        fprintf(stderr, "  target passes           %ld   (prefill %ld, refill %ld, decode %ld)\n",
-                target_passes(s), s->prefill_passes, s->refill_passes, s->decode_passes);
     }
+    fprintf(stderr, "  target passes           %ld\n", target_passes(s));
+    print_time_table(s, speculative);
     // the wall time covers prefill to last token, refills included; also the trace and
     // the streamed text when they are on (--compare turns streaming off for both decoders)
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
@@ -1244,8 +1327,22 @@ double predicted_speedup(double alpha, int K, double c_verify, double c_draft) {
     return expected_tokens_per_pass(alpha, K) / (c_verify + K * c_draft);
 }
 
-// Prints speculative and plain side by side, with the ratios speculation is about, and
-// the speedup model with c(K+1) and c_draft measured in these two runs.
+// What one generation's passes cost per token emitted, in one-token passes of plain
+// decoding (unit seconds each): kind i's share in cost[i], drafting's in cost[N_PASS_KINDS].
+// Returns the sum: the full model's price of a token.
+static double cost_per_token(const Stats *s, double unit, double cost[N_PASS_KINDS + 1]) {
+    double n = s->emitted > 0 ? (double)s->emitted : 1.0, sum = 0.0;
+    for (int i = 0; i <= N_PASS_KINDS; i++) {
+        double sec = i < N_PASS_KINDS ? s->pass[i].seconds : s->draft_seconds;
+        cost[i] = sec / unit / n; // each pass at its measured c(T), over the tokens
+        sum += cost[i];
+    }
+    return sum;
+}
+
+// Prints speculative and plain side by side: the passes, the time, c(T) as this run
+// measured it, what a token cost each decoder pass by pass, and the speedup three ways:
+// measured, the full model (every pass that ran, at its c(T)), and the papers' formula.
 void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, int identical) {
     // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
@@ -1253,16 +1350,47 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
             target_passes(plain), (double)target_passes(spec) / target_passes(plain));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
-    // the unit of cost: one one-token pass of plain decoding; a verify pass and a guess in it
-    double pass = plain->decode_passes ? plain->step_seconds / plain->decode_passes : 0.0;
-    double c_verify = spec->verify_passes && pass > 0 ? spec->verify_seconds /
-                      spec->verify_passes / pass : 0.0;
-    double c_draft = spec->drafted && pass > 0 ? spec->draft_seconds / spec->drafted / pass : 0.0;
-    fprintf(stderr, "  speedup model        a verify pass %.2f and a guess %.3f one-token passes "
-            "(c(K+1), c_draft): predicted %.3f, measured %.3f (plain/spec wall time)\n",
-            c_verify, c_draft,
-            c_verify > 0 ? predicted_speedup(stats_alpha(spec), K, c_verify, c_draft) : 0.0,
-            spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0);
+    // the unit of cost: one one-token pass of plain decoding; c(T) = a T-token pass in it
+    const PassTally *step = &plain->pass[PASS_STEP];
+    double unit = step->passes > 0 && step->seconds > 0 ? step->seconds / step->passes : 0.0;
+    if (unit == 0.0) { // no one-token step to measure by: -n 1 decodes none
+        fprintf(stderr, "  (no one-token pass of plain decoding to price the others by)\n");
+    } else {
+        fprintf(stderr, "  c(T), a T-token pass over a one-token pass, as measured here:");
+        for (int T = 1; T < PASS_SIZES; T++) {
+            long n = spec->size[T].passes + plain->size[T].passes;
+            if (n > 0) // the sizes either decoder ran
+                fprintf(stderr, " %d:%.2f", T, (spec->size[T].seconds + plain->size[T].seconds) /
+                        n / unit);
+        }
+        double cs[N_PASS_KINDS + 1], cp[N_PASS_KINDS + 1];
+        double spec_cost = cost_per_token(spec, unit, cs), plain_cost = cost_per_token(plain, unit, cp);
+        fprintf(stderr, "\n  cost per token, in one-token passes\n");
+        for (int i = 0; i <= N_PASS_KINDS; i++) {
+            if (cs[i] == 0.0 && cp[i] == 0.0) continue; // neither decoder spent anything here
+            fprintf(stderr, "    %-19s %11.3f  %11.3f\n", i < N_PASS_KINDS ? PASS_NAME[i] :
+                    "drafting", cs[i], cp[i]);
+        }
+        fprintf(stderr, "    %-19s %11.3f  %11.3f  %11.3f\n", "every pass", spec_cost,
+                plain_cost, spec_cost / plain_cost);
+        // the papers' formula: one verify pass of K+1 tokens and K guesses per round, E tokens
+        const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
+        double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
+        double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
+        fprintf(stderr, "  speedup                measured %.3fx (plain/spec wall time); every "
+                "pass at its c(T): %.3fx", spec->seconds > 0 ? plain->seconds / spec->seconds :
+                0.0, plain_cost / spec_cost);
+        if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
+            fprintf(stderr, "; no round drafted K guesses, to price the papers' formula by\n");
+        } else { // in plain words: what the formula prices, and what it leaves out
+            double textbook = predicted_speedup(stats_alpha(spec), K, c_verify, c_draft);
+            fprintf(stderr, "; the papers' E/(c(K+1) + K c_draft): %.3fx\n  (the papers' formula "
+                    "prices a token at %.3f one-token passes for speculative decoding and at 1 for "
+                    "plain; the prefill, the refills and the rounds the cache or the text cut "
+                    "short, which it leaves out, make that %.3f and %.3f)\n", textbook,
+                    1.0 / textbook, spec_cost, plain_cost);
+        }
+    }
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy)
         fprintf(stderr, "  greedy outputs are %s\n", identical ? "byte-identical" : "DIFFERENT (a bug)");
@@ -1851,7 +1979,7 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     Rng r1, r2; // different streams: greedy decoding must not depend on them
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
-    int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V) == 0;
+    int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
     if (same) {
         // both decoders from the same prompt; each refills its own cache from scratch
         speculative_generate(g, d, &b, prompt, n_prompt, n_new, &o, &r1, seq_spec, &ss);
@@ -1861,9 +1989,9 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
         same = ss.emitted == n_new && sp.emitted == n_new &&
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
     }
-    printf("%s greedy %-6s %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld refills, "
-           "alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", d->name, label, K, n_new,
-           same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.refill_passes,
+    printf("%s greedy %-6s %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld with a "
+           "refill, alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", d->name, label, K,
+           n_new, same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.pass[PASS_FOLDED].passes,
            stats_alpha(&ss), target_passes(&sp));
     void *owned[] = {seq_spec, seq_plain, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
@@ -1967,6 +2095,7 @@ typedef struct {
     const char *model_path, *corpus_path, *prompt, *draft; // -m (NULL: the default), -i, -p, --draft
     int n_new, K, top_k, ffn_width; // -n, -k, --top-k (0: off), --ffn-width (0: the model's own)
     float temperature, top_p;       // -t, --top-p (0: off)
+    float draft_p_min;              // --draft-p-min (0: off)
     uint64_t seed;                  // -s
     int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
     int color; // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR is unset or empty
@@ -1996,6 +2125,8 @@ void usage(FILE *f) {
         "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
+        "  --draft-p-min P  a guess the draft gives less than P (at t = 1, unfiltered) is its\n"
+        "              round's last: fewer wasted guesses, the same output (0 = off)\n"
         "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
         "              2 KB of weights per unit to stream (65536: 136 MB; notes/speed.md)\n"
         "  --trace     print every round's draft, verify, accept/reject and trim on stderr\n"
@@ -2109,7 +2240,9 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6"},
         {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
-         "least FLT_MIN, 1.18e-38) and at most 1"}};
+         "least FLT_MIN, 1.18e-38) and at most 1"},
+        {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "a probability from 0 (off) "
+         "to 1"}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row of the table
@@ -2211,6 +2344,10 @@ int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *c
     if (o->top_k > v->size)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
                          "--top-k 1..%d", o->top_k, v->size, v->size);
+    if (!o->run_selftest && !strcmp(o->draft, "lookup") && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
+                         "and lookup's copies have no chance below 1 to compare; drop "
+                         "--draft-p-min, or use --draft bigram or gpt");
     if (!o->run_selftest && !strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
         return fail_with(err, errlen, "--draft lookup drafts by copying from the prompt, and a "
                          "prompt of %zu character%s holds no %d-gram to find again; give -p at "
@@ -2275,7 +2412,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
     if (!seq || !seq_plain || !source || !source_plain || !p ||
-        build_spec_buffers(&b, o->K, V) != 0)
+        build_spec_buffers(&b, o->K, V, g->config.block_size) != 0)
         goto out;
     rc = 0;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
@@ -2284,14 +2421,17 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // the text streams to stdout as it is made, but not under --trace (the trace has the
     // stage) or --compare (the wall times measure decoding): then it is printed afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
+    Output out = {.stream = stream, .source = source, .color = color};
     DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = o->K,
-                         .trace = o->trace, .echo = stream, .vocab = v, .source = source,
-                         .color = color};
+                         .trace = o->trace, .vocab = v, .out = &out};
     Stats spec = {0}, plain = {0};
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->n_new);
+    if (o->draft_p_min > 0.0f && !o->plain) // the draft's stopping rule
+        fprintf(stderr, "draft-p-min: %g (a guess the draft gives less is its round's last)\n",
+                o->draft_p_min);
     if (o->top_k || o->top_p) // the served distribution, on both sides
         fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
                 "draft\n", o->top_k, o->top_p);
@@ -2322,7 +2462,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         // the same seed, so that in greedy mode the two texts can be compared byte for byte
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed);
-        opt.source = source_plain; // its own colours: the texts may differ
+        out.source = source_plain; // its own colours: the texts may differ
         generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
         if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
         fputc('\n', stdout);
@@ -2378,6 +2518,8 @@ int main(int argc, char **argv) {
         if (setup_draft(kinds[i], &v, &corpus, g.config.block_size, &drafts[i], err,
                         sizeof(err)) != 0)
             goto done;
+        else
+            drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
     // 4. every input is good: say what runs, then run it
     print_config(&g, source);
     if (o.run_selftest)

@@ -1,19 +1,28 @@
 /*
  * test/round_copy.h: what test_exact.c and test_specdec.c share to plant bugs from the
- * test file. Include it after the file has #defined draft_tokens, accept_reject and
- * trim_kv_cache to its own mutants, and defined BUG (0 in the correct build) and
- * BUG_NAME. specdec.c carries no test-only code: a broken build runs test_round, this
- * copy of speculative_round routed through the mutants, and the correct build checks
- * that the copy, bug-free, gives speculative_round's text and counters.
+ * test file, and to watch a generation round by round. Include it after the file has
+ * #defined the phases it mutates (draft_tokens, accept_reject, trim_kv_cache, and any of
+ * verify_candidates and restart_cache) to its own mutants, and defined BUG (0 in the
+ * correct build) and BUG_NAME. specdec.c carries no test-only code and no hook: its
+ * speculative_generate calls speculative_round by name. A test that must reach the loop
+ * with a planted bug, or look at the caches after every round, runs test_generate, this
+ * file's copy of speculative_generate, which calls ROUND: test_round (this copy of
+ * speculative_round, routed through the mutants) in a broken build, speculative_round
+ * itself in the correct one. The correct build checks that both copies, bug-free, give
+ * speculative_generate's text, counters and caches.
  */
 
-// speculative_round (a RoundFn) rebuilt from the phases as routed by the includer, with
-// its bookkeeping (the draft's lag, time and passes, b->drafted), then specdec.c's own
-// count_round and trace: the round speculative_generate runs in a broken build.
+// speculative_round rebuilt from the phases as routed by the includer, with its
+// bookkeeping (the restart, the room, the draft's lag, time and passes, b->drafted),
+// then specdec.c's own count_pass, count_round and trace: the round a broken build runs.
 static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
-    int V = g->config.vocab_size, current_token = seq[n_seq - 1];
-    int cache_len = g->state.kv_len;
+    int V = g->config.vocab_size, S = g->config.block_size, current_token = seq[n_seq - 1];
+    b->restarted = g->state.kv_len == S;
+    b->lag = b->restarted ? restart_cache(g, d) : 0;
+    int cache_len = g->state.kv_len + b->lag;
+    if (k > S - 1 - cache_len) k = S - 1 - cache_len;
+    b->asked = k;
     GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
     b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0;
     double t0 = now_seconds();
@@ -21,24 +30,60 @@ static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_se
                      b->q_draft);
     b->drafted = k;
     double t1 = now_seconds();
-    verify_candidates(g, current_token, b->candidates, k, &o->sampler, b->all_tokens,
-                      b->p_target);
+    verify_candidates(g, seq + n_seq - 1, b->lag, b->candidates, k, &o->sampler,
+                      b->all_tokens, b->p_target);
     double t2 = now_seconds();
     int allow_bonus = k < remaining;
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at);
     trim_kv_cache(g, draft_model, n, cache_len);
     st->draft_seconds += t1 - t0;
-    st->verify_seconds += t2 - t1;
     if (draft_model) st->draft_passes += k;
+    PassKind kind = b->restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP;
+    count_pass(st, kind, b->lag + 1 + k, t2 - t1);
     count_round(st, b, k, n);
     if (o->trace)
-        trace_round(o, d, st->rounds, current_token, k, b, n, cache_len, g->state.kv_len);
+        trace_round(o, d, st->rounds, current_token, b, n, cache_len, g->state.kv_len);
     return n;
 }
 
-// The round speculative_generate runs here: NULL (speculative_round) in the correct build.
-#define ROUND (BUG ? test_round : NULL)
+// The round test_generate runs: the mutants' copy in a broken build, the real one otherwise.
+typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
+                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st);
+#define ROUND (BUG ? test_round : speculative_round)
+
+// Called by test_generate after every round, with the text so far (seq[n_seq-1] is the
+// current token): the tests check the caches and the counters here.
+typedef void (*RoundHook)(void *ctx, const GPT *g, const int *seq, int n_seq);
+
+// speculative_generate, copied: the same prefill, first token and loop, with `round` in
+// place of speculative_round and hook(ctx, ...) after every round (hook may be NULL).
+static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt, int n_prompt,
+                          int n_new, const DecodeOptions *o, Rng *rng, int *seq, Stats *st,
+                          RoundFn round, RoundHook hook, void *ctx) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    restart_draft_cache(d);
+    if (n_new > 0) {
+        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
+        if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
+        show_sampled(o, seq, n_seq);
+        n_seq++;
+    }
+    while (n_seq - first < n_new && !output_failed(o)) {
+        int remaining = n_new - (n_seq - first);
+        int k = o->K < remaining ? o->K : remaining;
+        int n = round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
+        memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
+        show_round(o, b, seq, n_seq, n);
+        n_seq += n;
+        if (hook) hook(ctx, g, seq, n_seq);
+    }
+    st->emitted = n_seq - first;
+    st->seconds = now_seconds() - t0;
+}
 
 // Whether this build runs a test that can see the bugs in catches: the correct build
 // runs everything; a broken build runs only the tests that must catch its bug.
