@@ -342,37 +342,8 @@ typedef struct {
                        // 0 (or 1) = off
 } Sampler;
 
-// Keeps the most likely entries of a probability row and renormalises it: first the top_k
-// (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
-// in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
-void apply_top_k_top_p(float *p, int V, const Sampler *s) {
-    int use_k = s->top_k > 0 && s->top_k < V;
-    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
-    if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
-    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
-    int order[256]; // V <= 256 (validate_config)
-    for (int i = 0; i < V; i++) {
-        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
-        for (int j = 0; j < V; j++)
-            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
-        order[rank] = i;
-    }
-    // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
-    int keep = use_k ? s->top_k : V;
-    double top_k_mass = 0.0;
-    for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
-    // walk down the ranking until top-p's share of that mass is reached
-    double mass = 0.0; // of the tokens kept so far
-    int kept = 0;
-    while (kept < keep) {
-        mass += p[order[kept]];
-        kept++;
-        if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
-    }
-    // zero everything past the cut, then rescale the kept tokens to sum to 1
-    for (int r = kept; r < V; r++) p[order[r]] = 0.0f;
-    for (int r = 0; r < kept; r++) p[order[r]] = (float)(p[order[r]] / mass);
-}
+// Cuts a row to its top-k and top-p and renormalises it: beyond the blog, after the loop.
+void apply_top_k_top_p(float *p, int V, const Sampler *s);
 
 // p = the served distribution of a row of logits (the target's, or the model draft's):
 // temperature, top-k, top-p.
@@ -469,14 +440,6 @@ int bigram_sample(const BigramDraft *d, int token, const Sampler *s, Rng *rng, f
     return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess
 }
 
-// ----------------------------------------------------------------------------
-// Beyond the blog: a small GPT as the draft, and prompt lookup
-//
-// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
-// draft with a smaller transformer of the target's family, and serving engines also offer
-// prompt lookup, which copies what followed the last earlier occurrence of the text's
-// ending. Accept/reject, verify and trim do not care which: any q is exact (notes/math.md).
-
 // Which draft proposes the guesses (--draft).
 typedef enum {
     DRAFT_BIGRAM, // the blog's table (the default)
@@ -497,88 +460,13 @@ typedef struct {
                         // (at t = 1, unfiltered) is its last of the round; 0 = off
 } Draft;
 
-// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
-// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
-// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
-// only, so that a round's search costs the same however long the text grows.
-#define LOOKUP_MAX_N 8
-#define LOOKUP_MIN_N 2
-#define LOOKUP_WINDOW 1024
-
-// Prompt lookup: finds the most recent earlier occurrence of the last n tokens of seq
-// (prompt and generated text together), longest n first, and proposes up to k of the
-// tokens that followed it, each with a one-hot q. Returns how many: 0 if nothing matched.
+// The drafts beyond the blog come after the loop ("Beyond the blog: a small GPT as the
+// draft, and prompt lookup"); draft_tokens reaches them through these.
 static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *candidates,
-                               float *q_draft) {
-    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
-        if (n > n_seq - 1) continue; // too short a text for an earlier occurrence this long
-        const int *tail = seq + n_seq - n; // the last n tokens, current_token last
-        // end = the index of an earlier occurrence's last token, newest first; it must have
-        // a next token to propose, so end <= n_seq - 2
-        for (int end = n_seq - 2; end >= n - 1 && end >= n_seq - 1 - LOOKUP_WINDOW; end--) {
-            if (memcmp(seq + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
-            // a match: propose what followed it, as far as the text goes
-            d->match_n = n; // for the trace
-            d->match_end = end;
-            int m = 0;
-            while (m < k && end + 1 + m < n_seq) {
-                candidates[m] = seq[end + 1 + m];
-                one_hot(q_draft + (size_t)m * d->V, d->V, candidates[m]); // deterministic: q = 1
-                m++;
-            }
-            return m;
-        }
-    }
-    return 0; // no earlier occurrence of even the shortest n-gram
-}
-
-// The chance a row of logits gives token i at t = 1, before any filter: softmax(logits)[i],
-// the draft model's own confidence in a guess (--draft-p-min reads it).
-static double own_probability(const float *logits, int V, int i) {
-    double maxv = logits[argmax(logits, V)], sum = 0.0; // subtract the max: nothing overflows
-    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - maxv);
-    return exp((double)logits[i] - maxv) / sum;
-}
-
-// The model draft's guesses: up to k passes of the draft model on its own KV cache, one
-// guess each, every q served like the target's row. Between rounds its cache holds a prefix
-// of the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
-// ended in a bonus (the draft never ran the last guess), a whole window after the prefill or
-// a restart of a full cache emptied it, else 0. The first pass runs those lag tokens and
-// current_token together: one rule for all three cases, and one pass of lag+1 tokens costs
-// less than lag+1 passes (c(T), notes/speed.md). A guess the model gives less than d->p_min
-// ends the round's drafting (--draft-p-min). Returns how many guesses it made.
+                               float *q_draft);
 static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
-                            const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
-    GPT *m = &d->model;
-    int V = m->config.vocab_size;
-    int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
-    if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
-        fprintf(stderr, "specdec: internal error: the draft's cache (%d) is out of step "
-                "with the target's (%d)\n", m->state.kv_len, cache_len);
-        abort();
-    }
-    const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
-    int n = lag + 1;
-    for (int i = 0; i < k; i++) {
-        const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
-        const float *last = logits + (size_t)(n - 1) * V; // the row after next
-        // served like the target's row; one uniform per guess
-        candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
-        if (own_probability(last, V, candidates[i]) < d->p_min) // unsure: stop after this one
-            return i + 1;
-        next = &candidates[i]; // each later pass runs the previous guess alone
-        n = 1;
-    }
-    return k;
-}
-
-// Empties the model draft's cache whenever the target's is filled again from position 0
-// (the prefill, and the refill of a full cache: "The loop"): its next pass catches up on
-// the same window, so both caches restart at the same sequence index.
-static void restart_draft_cache(Draft *d) {
-    if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
-}
+                            const Sampler *s, Rng *rng, int *candidates, float *q_draft);
+static void restart_draft_cache(Draft *d);
 
 // ----------------------------------------------------------------------------
 // The four phases of one round: draft, verify, accept/reject, trim
@@ -735,38 +623,6 @@ void trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding, and plain decoding, the baseline it must match
 
-// Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
-static void free_all(void *const *owned, size_t n) {
-    for (size_t i = 0; i < n; i++) free(owned[i]);
-}
-
-// Allocates the buffers of a round for drafts of up to K tokens, for a target of block_size
-// S (a verify pass that restarts the cache runs up to S tokens); 0 on success.
-int build_spec_buffers(SpecBuffers *b, int K, int V, int S) {
-    b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
-    b->V = V;
-    b->rejected_at = -1;
-    // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
-    b->candidates = calloc((size_t)K, sizeof(int));
-    b->q_draft = calloc((size_t)K * V, sizeof(float));
-    b->all_tokens = calloc((size_t)(S > K + 1 ? S : K + 1), sizeof(int));
-    b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
-    b->u = calloc((size_t)K, sizeof(double));
-    b->residual = calloc((size_t)V, sizeof(float));
-    b->accepted = calloc((size_t)K + 1, sizeof(int));
-    b->p_next = calloc((size_t)V, sizeof(float));
-    return (b->candidates && b->q_draft && b->all_tokens && b->p_target && b->u &&
-            b->residual && b->accepted && b->p_next) ? 0 : -1;
-}
-
-// Frees what build_spec_buffers allocated.
-void free_spec_buffers(SpecBuffers *b) {
-    void *owned[] = {b->candidates, b->q_draft, b->all_tokens, b->p_target, b->u,
-                     b->residual, b->accepted, b->p_next};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
-    memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
-}
-
 // The kinds of target pass, as the stats count and time them (Stats.pass).
 typedef enum {
     PASS_PREFILL, // the prompt's last S tokens from position 0: each decoder, once
@@ -777,58 +633,9 @@ typedef enum {
                   // rounds with no guess (the cache's last slot, or lookup found nothing)
     N_PASS_KINDS
 } PassKind;
-static const char *const PASS_NAME[N_PASS_KINDS] = {"prefill", "refill", "verify + refill",
-                                                    "verify", "one-token step"};
-
-// How many target passes of one kind, or one size, ran, their tokens and their wall time.
-typedef struct {
-    long passes;
-    long tokens;    // the sum of T over those passes
-    double seconds; // a verify pass's time includes its k+1 served rows
-} PassTally;
-
-// Counters of one generation; the trace-and-stats section prints them.
-#define POSITIONS 16  // guesses whose acceptance is counted one by one
-#define PASS_SIZES 65 // pass sizes T = 1..63 tallied one by one; the last slot pools T >= 64
-typedef struct {
-    long rounds;          // speculative rounds (one verify pass each)
-    long drafted;         // candidates drafted, the sum of k
-    long judged;          // candidates accept_reject decided on: accepted + rejected
-    long accepted;        // candidates accepted
-    double alpha_sum;     // sum over judged candidates of sum_x min(p(x), q(x)), each one's
-                          // chance to pass: alpha_sum / judged is the papers' alpha
-    long resampled;       // rounds that ended in a rejection and a residual draw
-    long bonus;           // rounds where all k passed and a bonus token was drawn
-    long emitted;         // tokens generated
-    long round_tokens;    // tokens emitted by speculative rounds
-    long empty_rounds;    // rounds whose draft proposed nothing (lookup found no match):
-                          // the verify pass of current_token alone is a plain step
-    long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
-    long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
-    PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
-    PassTally size[PASS_SIZES];   // the same passes by their size T: size[T] (c(T), the stats)
-    long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
-    double draft_seconds; // wall time spent drafting
-    double seconds;       // wall time of the whole generation
-} Stats;
-
-// Every forward pass of the target model, whatever its kind.
-long target_passes(const Stats *s) {
-    long n = 0;
-    for (int i = 0; i < N_PASS_KINDS; i++) n += s->pass[i].passes;
-    return n;
-}
-
-// Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's.
-static void count_pass(Stats *st, PassKind kind, int T, double seconds) {
-    PassTally *by_size = &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1];
-    st->pass[kind].passes++;
-    st->pass[kind].tokens += T;
-    st->pass[kind].seconds += seconds;
-    by_size->passes++;
-    by_size->tokens += T;
-    by_size->seconds += seconds;
-}
+// A generation's counters (passes by kind and size, rounds, time): after the loop, with
+// the functions that count into them and print them.
+typedef struct Stats Stats;
 
 // How a generation is run: shared by generate and speculative_generate.
 typedef struct Output Output; // the streamed text and its colours: plumbing, after the loop
@@ -847,6 +654,12 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// The counting lives after the loop, with Stats ("The loop's plumbing").
+static void count_pass(Stats *st, PassKind kind, int T, double seconds);
+static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
+                        double draft_seconds, double verify_seconds);
+static void finish_stats(Stats *st, long emitted, double t0);
+
 // The output's helpers live after the loop, with Output: they stream each new token to
 // stdout (coloured by where it came from) and say when stdout failed, so decoding stops.
 static void show_sampled(const DecodeOptions *o, const int *seq, int at);
@@ -855,7 +668,7 @@ static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *
 static int output_failed(const DecodeOptions *o);
 // The trace printers live in the trace-and-stats section below.
 static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
-static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
+static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
                         const SpecBuffers *b, int n_out, int cache_before, int cache_after);
 
 // The context rule, one for both decoders, and where it differs from the lecture. The
@@ -917,38 +730,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
         logits = forward(g, &seq[n_seq - 1], 1);
         count_pass(st, PASS_STEP, 1, now_seconds() - t1);
     }
-    st->emitted = n_seq - first;
-    st->seconds = now_seconds() - t0;
-}
-
-// sum_x min(p(x), q(x)) over a row: the chance that a guess drawn from q passes
-// u < min(1, p/q). Its mean over the judged positions is the papers' alpha.
-double expected_acceptance(const float *p, const float *q, int V) {
-    double sum = 0.0;
-    for (int x = 0; x < V; x++) sum += fmin(p[x], q[x]);
-    return sum;
-}
-
-// Adds one round of k drafts that emitted n tokens to the counters.
-static void count_round(Stats *st, const SpecBuffers *b, int k, int n) {
-    // the candidates that were looked at: up to and including a rejected one
-    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
-    for (int i = 0; i < judged; i++) {
-        st->alpha_sum += expected_acceptance(b->p_target + (size_t)i * b->V,
-                                             b->q_draft + (size_t)i * b->V, b->V);
-        int slot = i < POSITIONS ? i : POSITIONS - 1; // acceptance by position
-        st->judged_at[slot]++;
-        st->accepted_at[slot] += i != b->rejected_at;
-    }
-    // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
-    if (b->rejected_at >= 0) st->resampled++;
-    if (n == k + 1 && k > 0) st->bonus++; // k+1 tokens only when all k passed
-    if (k == 0 && b->asked > 0) st->empty_rounds++; // lookup found nothing: a plain step
-    st->rounds++;
-    st->drafted += k;
-    st->judged += judged;
-    st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
-    st->round_tokens += n;
+    finish_stats(st, n_seq - first, t0);
 }
 
 // The context rule at a round's start: when the cache is full (kv_len == S), the window
@@ -967,7 +749,7 @@ static int restart_cache(GPT *g, Draft *d) {
 static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq,
                              int k, int remaining, const DecodeOptions *o, Rng *rng,
                              Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size, current_token = seq[n_seq - 1];
+    int V = g->config.vocab_size, S = g->config.block_size;
     // 0. CONTEXT: a full cache restarts, and the verify pass reruns the window: the refill
     // plain decoding makes at this point, folded into the round instead of a pass of its own
     b->restarted = g->state.kv_len == S;
@@ -994,14 +776,9 @@ static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, i
                           b->residual, b->accepted, &b->rejected_at);
     // 4. TRIM: the target's cache to cache_len + n (the draft's: at most that)
     trim_kv_cache(g, draft_model, n, cache_len);
-    // count and show what happened; a model draft ran one pass per guess
-    st->draft_seconds += t1 - t0;
-    if (draft_model) st->draft_passes += k;
-    PassKind kind = b->restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP;
-    count_pass(st, kind, b->lag + 1 + k, t2 - t1);
-    count_round(st, b, k, n);
-    if (o->trace)
-        trace_round(o, d, st->rounds, current_token, b, n, cache_len, g->state.kv_len);
+    // count and show what happened
+    count_round(st, d, b, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_round(o, d, st, b, n, cache_len, g->state.kv_len);
     return n;
 }
 
@@ -1034,7 +811,269 @@ void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
         show_round(o, b, seq, n_seq, n);
         n_seq += n;
     }
-    st->emitted = n_seq - first;
+    finish_stats(st, n_seq - first, t0);
+}
+
+// ----------------------------------------------------------------------------
+// Beyond the blog: top-k and top-p, the rest of the served distribution
+//
+// The blog samples from softmax(logits) at a temperature. Serving engines also cut the
+// row: top-k keeps the k most likely tokens, top-p the fewest whose mass reaches p. Both
+// sides must be cut alike, and the q in the ratio must be the row the guess was drawn
+// from (notes/math.md, section 8); served_probs and bigram_served_probs call this.
+
+// Keeps the most likely entries of a probability row and renormalises it: first the top_k
+// (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
+// in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
+void apply_top_k_top_p(float *p, int V, const Sampler *s) {
+    int use_k = s->top_k > 0 && s->top_k < V;
+    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
+    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
+    int order[256]; // V <= 256 (validate_config)
+    for (int i = 0; i < V; i++) {
+        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
+        for (int j = 0; j < V; j++)
+            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
+        order[rank] = i;
+    }
+    // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
+    int keep = use_k ? s->top_k : V;
+    double top_k_mass = 0.0;
+    for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
+    // walk down the ranking until top-p's share of that mass is reached
+    double mass = 0.0; // of the tokens kept so far
+    int kept = 0;
+    while (kept < keep) {
+        mass += p[order[kept]];
+        kept++;
+        if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
+    }
+    // zero everything past the cut, then rescale the kept tokens to sum to 1
+    for (int r = kept; r < V; r++) p[order[r]] = 0.0f;
+    for (int r = 0; r < kept; r++) p[order[r]] = (float)(p[order[r]] / mass);
+}
+
+// ----------------------------------------------------------------------------
+// Beyond the blog: a small GPT as the draft, and prompt lookup
+//
+// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
+// draft with a smaller transformer of the target's family, and serving engines also offer
+// prompt lookup, which copies what followed the last earlier occurrence of the text's
+// ending. Accept/reject, verify and trim do not care which: any q is exact (notes/math.md).
+
+// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
+// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
+// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
+// only, so that a round's search costs the same however long the text grows.
+#define LOOKUP_MAX_N 8
+#define LOOKUP_MIN_N 2
+#define LOOKUP_WINDOW 1024
+
+// Prompt lookup: finds the most recent earlier occurrence of the last n tokens of seq
+// (prompt and generated text together), longest n first, and proposes up to k of the
+// tokens that followed it, each with a one-hot q. Returns how many: 0 if nothing matched.
+static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *candidates,
+                               float *q_draft) {
+    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
+        if (n > n_seq - 1) continue; // too short a text for an earlier occurrence this long
+        const int *tail = seq + n_seq - n; // the last n tokens, current_token last
+        // end = the index of an earlier occurrence's last token, newest first; it must have
+        // a next token to propose, so end <= n_seq - 2
+        for (int end = n_seq - 2; end >= n - 1 && end >= n_seq - 1 - LOOKUP_WINDOW; end--) {
+            if (memcmp(seq + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
+            // a match: propose what followed it, as far as the text goes
+            d->match_n = n; // for the trace
+            d->match_end = end;
+            int m = 0;
+            while (m < k && end + 1 + m < n_seq) {
+                candidates[m] = seq[end + 1 + m];
+                one_hot(q_draft + (size_t)m * d->V, d->V, candidates[m]); // deterministic: q = 1
+                m++;
+            }
+            return m;
+        }
+    }
+    return 0; // no earlier occurrence of even the shortest n-gram
+}
+
+// The chance a row of logits gives token i at t = 1, before any filter: softmax(logits)[i],
+// the draft model's own confidence in a guess (--draft-p-min reads it).
+static double own_probability(const float *logits, int V, int i) {
+    double maxv = logits[argmax(logits, V)], sum = 0.0; // subtract the max: nothing overflows
+    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - maxv);
+    return exp((double)logits[i] - maxv) / sum;
+}
+
+// The model draft's guesses: up to k passes of the draft model on its own KV cache, one
+// guess each, every q served like the target's row. Between rounds its cache holds a prefix
+// of the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
+// ended in a bonus (the draft never ran the last guess), a whole window after the prefill or
+// a restart of a full cache emptied it, else 0. The first pass runs those lag tokens and
+// current_token together: one rule for all three cases, and one pass of lag+1 tokens costs
+// less than lag+1 passes (c(T), notes/speed.md). A guess the model gives less than d->p_min
+// ends the round's drafting (--draft-p-min). Returns how many guesses it made.
+static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
+                            const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+    GPT *m = &d->model;
+    int V = m->config.vocab_size;
+    int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
+    if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
+        fprintf(stderr, "specdec: internal error: the draft's cache (%d) is out of step "
+                "with the target's (%d)\n", m->state.kv_len, cache_len);
+        abort();
+    }
+    const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
+    int n = lag + 1;
+    for (int i = 0; i < k; i++) {
+        const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
+        const float *last = logits + (size_t)(n - 1) * V; // the row after next
+        // served like the target's row; one uniform per guess
+        candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
+        if (own_probability(last, V, candidates[i]) < d->p_min) // unsure: stop after this one
+            return i + 1;
+        next = &candidates[i]; // each later pass runs the previous guess alone
+        n = 1;
+    }
+    return k;
+}
+
+// Empties the model draft's cache whenever the target's is filled again from position 0
+// (the prefill, and the refill of a full cache: "The loop"): its next pass catches up on
+// the same window, so both caches restart at the same sequence index.
+static void restart_draft_cache(Draft *d) {
+    if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
+}
+
+// ----------------------------------------------------------------------------
+// The loop's plumbing: the round's buffers, and the counters of a generation
+
+// Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
+static void free_all(void *const *owned, size_t n) {
+    for (size_t i = 0; i < n; i++) free(owned[i]);
+}
+
+// Allocates the buffers of a round for drafts of up to K tokens, for a target of block_size
+// S (a verify pass that restarts the cache runs up to S tokens); 0 on success.
+int build_spec_buffers(SpecBuffers *b, int K, int V, int S) {
+    b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
+    b->V = V;
+    b->rejected_at = -1;
+    // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
+    b->candidates = calloc((size_t)K, sizeof(int));
+    b->q_draft = calloc((size_t)K * V, sizeof(float));
+    b->all_tokens = calloc((size_t)(S > K + 1 ? S : K + 1), sizeof(int));
+    b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
+    b->u = calloc((size_t)K, sizeof(double));
+    b->residual = calloc((size_t)V, sizeof(float));
+    b->accepted = calloc((size_t)K + 1, sizeof(int));
+    b->p_next = calloc((size_t)V, sizeof(float));
+    return (b->candidates && b->q_draft && b->all_tokens && b->p_target && b->u &&
+            b->residual && b->accepted && b->p_next) ? 0 : -1;
+}
+
+// Frees what build_spec_buffers allocated.
+void free_spec_buffers(SpecBuffers *b) {
+    void *owned[] = {b->candidates, b->q_draft, b->all_tokens, b->p_target, b->u,
+                     b->residual, b->accepted, b->p_next};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
+}
+
+static const char *const PASS_NAME[N_PASS_KINDS] = {"prefill", "refill", "verify + refill",
+                                                    "verify", "one-token step"};
+
+// How many target passes of one kind, or one size, ran, their tokens and their wall time.
+typedef struct {
+    long passes;
+    long tokens;    // the sum of T over those passes
+    double seconds; // a verify pass's time includes its k+1 served rows
+} PassTally;
+
+// Counters of one generation; the trace-and-stats section prints them.
+#define POSITIONS 16  // guesses whose acceptance is counted one by one
+#define PASS_SIZES 65 // pass sizes T = 1..63 tallied one by one; the last slot pools T >= 64
+struct Stats {
+    long rounds;          // speculative rounds (one verify pass each)
+    long drafted;         // candidates drafted, the sum of k
+    long judged;          // candidates accept_reject decided on: accepted + rejected
+    long accepted;        // candidates accepted
+    double alpha_sum;     // sum over judged candidates of sum_x min(p(x), q(x)), each one's
+                          // chance to pass: alpha_sum / judged is the papers' alpha
+    long resampled;       // rounds that ended in a rejection and a residual draw
+    long bonus;           // rounds where all k passed and a bonus token was drawn
+    long emitted;         // tokens generated
+    long round_tokens;    // tokens emitted by speculative rounds
+    long empty_rounds;    // rounds whose draft proposed nothing (lookup found no match):
+                          // the verify pass of current_token alone is a plain step
+    long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
+    long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
+    PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
+    PassTally size[PASS_SIZES];   // the same passes by their size T: size[T] (c(T), the stats)
+    long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
+    double draft_seconds; // wall time spent drafting
+    double seconds;       // wall time of the whole generation
+};
+
+// Every forward pass of the target model, whatever its kind.
+long target_passes(const Stats *s) {
+    long n = 0;
+    for (int i = 0; i < N_PASS_KINDS; i++) n += s->pass[i].passes;
+    return n;
+}
+
+// Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's.
+static void count_pass(Stats *st, PassKind kind, int T, double seconds) {
+    PassTally *by_size = &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1];
+    st->pass[kind].passes++;
+    st->pass[kind].tokens += T;
+    st->pass[kind].seconds += seconds;
+    by_size->passes++;
+    by_size->tokens += T;
+    by_size->seconds += seconds;
+}
+
+// sum_x min(p(x), q(x)) over a row: the chance that a guess drawn from q passes
+// u < min(1, p/q). Its mean over the judged positions is the papers' alpha.
+double expected_acceptance(const float *p, const float *q, int V) {
+    double sum = 0.0;
+    for (int x = 0; x < V; x++) sum += fmin(p[x], q[x]);
+    return sum;
+}
+
+// Adds one round that emitted n tokens to the counters: its verify pass (of the kind the
+// round's restart and guesses make it) and its time, the draft's passes and time, and
+// what accept/reject decided.
+static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
+                        double draft_seconds, double verify_seconds) {
+    int k = b->drafted;
+    PassKind kind = b->restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP;
+    count_pass(st, kind, b->lag + 1 + k, verify_seconds);
+    st->draft_seconds += draft_seconds;
+    if (d->kind == DRAFT_GPT) st->draft_passes += k; // a model draft ran one pass per guess
+    // the candidates that were looked at: up to and including a rejected one
+    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+    for (int i = 0; i < judged; i++) {
+        st->alpha_sum += expected_acceptance(b->p_target + (size_t)i * b->V,
+                                             b->q_draft + (size_t)i * b->V, b->V);
+        int slot = i < POSITIONS ? i : POSITIONS - 1; // acceptance by position
+        st->judged_at[slot]++;
+        st->accepted_at[slot] += i != b->rejected_at;
+    }
+    // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
+    if (b->rejected_at >= 0) st->resampled++;
+    if (n == k + 1 && k > 0) st->bonus++; // k+1 tokens only when all k passed
+    if (k == 0 && b->asked > 0) st->empty_rounds++; // lookup found nothing: a plain step
+    st->rounds++;
+    st->drafted += k;
+    st->judged += judged;
+    st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
+    st->round_tokens += n;
+}
+
+// Closes a generation's counters: the tokens it emitted and its wall time since t0.
+static void finish_stats(Stats *st, long emitted, double t0) {
+    st->emitted = emitted;
     st->seconds = now_seconds() - t0;
 }
 
@@ -1168,10 +1207,12 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
-static void trace_round(const DecodeOptions *o, const Draft *d, long round, int current,
+static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
                         const SpecBuffers *b, int n_out, int cache_before, int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V, k = b->drafted, lag = b->lag;
+    int current = b->all_tokens[lag]; // the verify pass's input: current_token after the lag
+    long round = st->rounds; // counted already: this round's number
     char vis[8];
     visible_char(vis, decode(v, current));
     if (b->restarted) // the cache was full: this round's pass carries the refill

@@ -13,11 +13,11 @@
  */
 
 // speculative_round rebuilt from the phases as routed by the includer, with its
-// bookkeeping (the restart, the room, the draft's lag, time and passes, b->drafted),
-// then specdec.c's own count_pass, count_round and trace: the round a broken build runs.
+// bookkeeping (the restart, the room, the draft's lag, b->asked, b->drafted), then
+// specdec.c's own count_round and trace_round: the round a broken build runs.
 static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size, current_token = seq[n_seq - 1];
+    int V = g->config.vocab_size, S = g->config.block_size;
     b->restarted = g->state.kv_len == S;
     b->lag = b->restarted ? restart_cache(g, d) : 0;
     int cache_len = g->state.kv_len + b->lag;
@@ -37,13 +37,8 @@ static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_se
     int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
                           b->u, b->residual, b->accepted, &b->rejected_at);
     trim_kv_cache(g, draft_model, n, cache_len);
-    st->draft_seconds += t1 - t0;
-    if (draft_model) st->draft_passes += k;
-    PassKind kind = b->restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP;
-    count_pass(st, kind, b->lag + 1 + k, t2 - t1);
-    count_round(st, b, k, n);
-    if (o->trace)
-        trace_round(o, d, st->rounds, current_token, b, n, cache_len, g->state.kv_len);
+    count_round(st, d, b, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_round(o, d, st, b, n, cache_len, g->state.kv_len);
     return n;
 }
 
@@ -81,8 +76,7 @@ static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt, i
         n_seq += n;
         if (hook) hook(ctx, g, seq, n_seq);
     }
-    st->emitted = n_seq - first;
-    st->seconds = now_seconds() - t0;
+    finish_stats(st, n_seq - first, t0);
 }
 
 // Whether this build runs a test that can see the bugs in catches: the correct build
