@@ -34,27 +34,29 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                          # build, fetch the corpus, run the demo
- *   ./specdec --trace -n 24 -s 160    # round 1 (after a refill) has the blog's example's shape
+ *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
  *   (gdb) p candidates[0]@k           # the draft's guesses; q_draft[i*V] starts guess i's row
  *   (gdb) finish                      # how many tokens the round emits
  *
  * Map: the blog's Python, and where it is here (the sections come in this order)
- *   F.softmax(logits / t)         served_probs()           Random numbers and sampling
- *   (top-k, top-p)                apply_top_k_top_p()
+ *   F.softmax(logits / t)         tempered_softmax()       Random numbers and sampling
  *   BigramDraftModel.__init__     BigramDraftModel()       The draft model
  *   BigramDraftModel.get_probs    bigram_get_probs()
  *   BigramDraftModel.sample       bigram_sample()
- *   (beyond the blog)             lookup_draft_tokens()    A small GPT, and prompt lookup
- *                                 gpt_draft_tokens()
- *                                 setup_draft()            (the command line: --draft)
  *   draft_tokens                  draft_tokens()           The four phases of one round
  *   verify_candidates             verify_candidates()
  *   accept_reject                 accept_reject()
  *   trim_kv_cache                 trim_kv_cache()
  *   (the baseline it must match)  generate()               The loop
  *   speculative_generate          speculative_generate()
+ *   The blog's lists draft_probs and target_probs are the rows q_draft and p_target here.
+ *   Beyond the blog, after the loop (a reader of the blog can stop before them):
+ *   (top-k, top-p)                apply_top_k_top_p()      Beyond the blog: top-k and top-p
+ *   (a small GPT as the draft)    gpt_draft_tokens()       Beyond the blog: a small GPT as
+ *   (prompt lookup)               lookup_draft_tokens()      the draft, and prompt lookup
+ *   Then the plumbing (buffers, counters, output, trace and stats), and
  *   target_model(idx, past_kvs)   forward()                The target model
  *
  * Size letters used in the shape comments (declared once, here):
@@ -213,16 +215,6 @@ long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
 // Decodes one token to its byte.
 unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 
-// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
-void visible_char(char out[8], unsigned char b) {
-    if (b == '\n') snprintf(out, 8, "'\\n'");
-    else if (b == '\t') snprintf(out, 8, "'\\t'");
-    else if (b == '\'') snprintf(out, 8, "'\\''");
-    else if (b == '\\') snprintf(out, 8, "'\\\\'");
-    else if (isprint(b)) snprintf(out, 8, "'%c'", b);
-    else snprintf(out, 8, "'\\x%02x'", b);
-}
-
 // ----------------------------------------------------------------------------
 // Random numbers and sampling
 
@@ -315,7 +307,7 @@ static void one_hot(float *out, int n, int i) {
 
 // p = softmax(logits / t): the target's distribution at the decoding temperature (the
 // blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy).
-void target_probs(float *p, const float *logits, int V, float temperature) {
+void tempered_softmax(float *p, const float *logits, int V, float temperature) {
     if (temperature == 0.0f) { // greedy: the limit of the softmax as t -> 0
         one_hot(p, V, argmax(logits, V));
         return;
@@ -348,7 +340,7 @@ void apply_top_k_top_p(float *p, int V, const Sampler *s);
 // p = the served distribution of a row of logits (the target's, or the model draft's):
 // temperature, top-k, top-p.
 void served_probs(float *p, const float *logits, int V, const Sampler *s) {
-    target_probs(p, logits, V, s->temperature);
+    tempered_softmax(p, logits, V, s->temperature);
     apply_top_k_top_p(p, V, s);
 }
 
@@ -412,11 +404,11 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // way, sharper for t < 1, flatter for t > 1 (measured: alpha rises below t = 1 and at 2,
 // not at 1.5; notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its
 // argmax, like greedy's p: a guess then passes exactly when it is the target's argmax.
-void draft_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
+void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
     float t = s->temperature;
-    if (t == 0.0f) { // greedy: one-hot, as target_probs does
+    if (t == 0.0f) { // greedy: one-hot, as tempered_softmax does
         one_hot(q, V, argmax(row, V));
         return;
     }
@@ -436,7 +428,7 @@ void draft_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
 // from: the blog's BigramDraftModel.sample, which returns (token, probs) for the
 // same reason: accept_reject needs q of the guess. q: (V).
 int bigram_sample(const BigramDraft *d, int token, const Sampler *s, Rng *rng, float *q) {
-    draft_probs(q, d, token, s); // the row the ratio will use is the row we sample
+    bigram_served_probs(q, d, token, s); // the row the ratio will use is the row we sample
     return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess
 }
 
@@ -563,6 +555,12 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 // is then one plain step from p_0). Writes the emitted tokens
 // to accepted and returns how many there are: 1 .. k+1 (1 .. k if no bonus is allowed).
 // *rejected_at = the index of the rejected candidate, or -1.
+// Why one position emits exactly p: a guess x, drawn from q, passes with chance
+// min(1, p(x)/q(x)), so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x).
+// A rejection, of chance 1 - sum min(p, q), draws from norm(max(0, p - q)), whose mass
+// sum max(0, p - q) is that same 1 - sum min(p, q). So
+//     P(emit x) = min(p, q)(x) + max(0, p - q)(x) = p(x):
+// min(p, q) kept, max(0, p - q) redrawn, and their sum is p (notes/math.md, section 1).
 int accept_reject(const int *candidates, int k, const float *q_draft, const float *p_target,
                   int V, int allow_bonus, Rng *rng, double *u, float *residual, int *accepted,
                   int *rejected_at) {
@@ -1156,6 +1154,16 @@ static int output_failed(const DecodeOptions *o) {
 // ----------------------------------------------------------------------------
 // Trace and stats (stderr)
 
+// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
+void visible_char(char out[8], unsigned char b) {
+    if (b == '\n') snprintf(out, 8, "'\\n'");
+    else if (b == '\t') snprintf(out, 8, "'\\t'");
+    else if (b == '\'') snprintf(out, 8, "'\\''");
+    else if (b == '\\') snprintf(out, 8, "'\\\\'");
+    else if (isprint(b)) snprintf(out, 8, "'%c'", b);
+    else snprintf(out, 8, "'\\x%02x'", b);
+}
+
 // Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
 static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
     char vis[8];
@@ -1418,23 +1426,27 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
         double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
         double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
-        fprintf(stderr, "  speedup                measured %.3fx (plain/spec wall time); every "
-                "pass at its c(T): %.3fx", spec->seconds > 0 ? plain->seconds / spec->seconds :
-                0.0, plain_cost / spec_cost);
+        // the speedup three ways, each line first saying its point
+        double measured = spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0;
+        fprintf(stderr, "  speedup              %6.3fx: speculative decoding took %.3f times "
+                "plain decoding's wall time\n", measured, measured > 0 ? 1.0 / measured : 0.0);
+        fprintf(stderr, "  full model           %6.3fx: a token cost %.3f one-token passes "
+                "against %.3f (every pass that ran, at its c(T))\n", plain_cost / spec_cost,
+                spec_cost, plain_cost);
         if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
-            fprintf(stderr, "; no round drafted K guesses, to price the papers' formula by\n");
-        } else { // in plain words: what the formula prices, and what it leaves out
+            fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
+        } else {
             double textbook = predicted_speedup(stats_alpha(spec), K, c_verify, c_draft);
-            fprintf(stderr, "; the papers' E/(c(K+1) + K c_draft): %.3fx\n  (the papers' formula "
-                    "prices a token at %.3f one-token passes for speculative decoding and at 1 for "
-                    "plain; the prefill, the refills and the rounds the cache or the text cut "
-                    "short, which it leaves out, make that %.3f and %.3f)\n", textbook,
-                    1.0 / textbook, spec_cost, plain_cost);
+            fprintf(stderr, "  papers' formula      %6.3fx: E/(c(K+1) + K c_draft) prices a token "
+                    "at %.3f; it leaves out the prefill, the refills and the rounds the cache or "
+                    "the text cut short\n", textbook, 1.0 / textbook);
         }
     }
     // only greedy decoding promises equal texts; sampling promises equal distributions
-    if (greedy)
-        fprintf(stderr, "  greedy outputs are %s\n", identical ? "byte-identical" : "DIFFERENT (a bug)");
+    if (greedy) // and greedy text loops: the likeliest character, again and again
+        fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "
+                "character each time; -t 1 samples varied text)\n", identical ?
+                "byte-identical" : "DIFFERENT (a bug)");
     else
         fprintf(stderr, "  (sampled texts %s: the decoders consume the random stream "
                 "differently; their distributions are the same)\n", identical ? "agree" : "differ");
@@ -1864,7 +1876,7 @@ uint64_t get_u64(const unsigned char *p) {
 int validate_config(const Config *c, char *err, size_t errlen) {
     // generous bounds; every size product stays far below 2^63 (a 64-bit size_t)
     // (block_size >= 2: a verify pass needs room for the current token and one draft;
-    // vocab_size <= 256: one token per byte, and target_probs's stack row holds 256)
+    // vocab_size <= 256: one token per byte, and tempered_softmax's stack row holds 256)
     if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
         c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
         c->vocab_size < 1 || c->vocab_size > 256)
@@ -2061,6 +2073,84 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
     return same;
 }
 
+// accept_reject's signature: the sampling check runs it, or a test's planted bug.
+typedef int (*AcceptFn)(const int *, int, const float *, const float *, int, int, Rng *,
+                        double *, float *, int *, int *);
+
+// One round of the one guess c, with its two uniforms forced: u1 decides the guess, u2 draws
+// a resample. Returns the token emitted, with *rejected set. q: (V), p: (2, V), as judged.
+static int forced_round(AcceptFn accept, int c, const float *q, const float *p, int V,
+                        double u1, double u2, int *rejected) {
+    double forced[2] = {u1, u2}, u[1];
+    float residual[256];
+    int out[2];
+    Rng r;
+    rng_seed(&r, 0); // a planted bug may draw more than the two forced values
+    rng_force(&r, forced, 2);
+    accept(&c, 1, q, p, V, 0, &r, u, residual, out, rejected);
+    return out[0];
+}
+
+// The smallest of rng_uniform's 2^53 values (index i: u = i / 2^53) at which the round's
+// output passes `want`, by bisection: for x = 0 that output is "rejected", as u1 varies; for
+// x = 1 the resampled token, as u2 varies after u1 rejected. Both rise with u.
+static uint64_t first_above(AcceptFn accept, int c, const float *q, const float *p, int V,
+                            int x, int want) {
+    uint64_t lo = 0, hi = (uint64_t)1 << 53; // hi = 2^53: the output never passes want
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        double u = (double)mid / 9007199254740992.0, u_reject = 0x1.fffffffffffffp-1;
+        int rejected;
+        int tok = forced_round(accept, c, q, p, V, x ? u_reject : u, x ? u : 0.0, &rejected);
+        if ((x ? tok : rejected + 1) > want) hi = mid; // rejected: -1, or 0 for the guess
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// Rounds a row to multiples of 2^-24, its largest entry taking the rest, so that it sums
+// to exactly 1 in float and double alike: then the check below can ask for 1e-9.
+static void round_row(float *row, int V) {
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        row[i] = (float)(round(row[i] * 16777216.0) / 16777216.0);
+        sum += row[i];
+    }
+    row[argmax(row, V)] += (float)(1.0 - sum); // exact: every entry is a multiple of 2^-24
+}
+
+// Sampling is exact: the chance that one round of one guess emits each token, enumerated
+// over every value its uniforms can take (first_above), equals the target's p, on the
+// model's real rows: p after the corpus's first n tokens, q the bigram's row, both at t = 1.
+int selftest_sampling(GPT *g, const Draft *d, const int *context, int n, AcceptFn accept) {
+    int V = g->config.vocab_size;
+    Sampler t1 = {1.0f, 0, 0.0f};
+    float p[2 * 256], q[256]; // p_0, and a bonus row the round never reads (no bonus)
+    double emit[256] = {0}, grid = 9007199254740992.0; // emit[x]: the chance x comes out
+    g->state.kv_len = 0;
+    served_probs(p, forward(g, context, n) + (size_t)(n - 1) * V, V, &t1);
+    bigram_served_probs(q, &d->bigram, context[n - 1], &t1);
+    round_row(p, V);
+    round_row(q, V);
+    memcpy(p + V, p, (size_t)V * sizeof(float));
+    for (int c = 0; c < V; c++) { // the guess c, drawn with chance q(c)
+        double pass = first_above(accept, c, q, p, V, 0, 0) / grid; // u1 below it: accepted
+        emit[c] += q[c] * pass;
+        double below = 0.0; // the resample's u2 interval for token x: [below, above)
+        for (int x = 0; pass < 1.0 && x < V; x++) {
+            double above = first_above(accept, c, q, p, V, 1, x) / grid;
+            emit[x] += q[c] * (1.0 - pass) * (above - below);
+            below = above;
+        }
+    }
+    double tv = 0.0; // total variation: half the summed gaps
+    for (int x = 0; x < V; x++) tv += 0.5 * fabs(emit[x] - p[x]);
+    printf("%s sampling: one round of one guess emits the target's p, enumerated over every "
+           "forced draw (total variation %.1e, must be below 1e-9)\n", tv < 1e-9 ? "PASS" :
+           "FAIL", tv);
+    return tv < 1e-9;
+}
+
 // The corpus length the self-test needs: its longest prompt, 2S+7 tokens, comes from it.
 size_t selftest_min_corpus(int S) { return (size_t)2 * S + 7; }
 
@@ -2093,6 +2183,9 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
     for (int i = 0; tokens && i < 4; i++, cases++)
         failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
+    // the p/q rule and the residual, on real rows: drafts[0] is the bigram
+    failures += !selftest_sampling(g, &drafts[0], corpus->tokens, S, accept_reject);
+    cases++;
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
     printf("selftest: %d of %d cases passed\n", cases - failures, cases);
     int ran = tokens != NULL; // out of memory for the prompts: count it as a failure
