@@ -658,9 +658,9 @@ static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
                         double draft_seconds, double verify_seconds);
 static void finish_stats(Stats *st, long emitted, double t0);
 
-// The output's helpers live after the loop, with Output: they stream each new token to
-// stdout (coloured by where it came from) and say when stdout failed, so decoding stops.
-static void show_sampled(const DecodeOptions *o, const int *seq, int at);
+// The output's helpers live after the loop, with Output: they stream the new tokens of a
+// round (b), or one sampled from a target pass (b NULL), to stdout, coloured by where each
+// came from, and say when stdout failed, so that decoding stops.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n);
 static int output_failed(const DecodeOptions *o);
@@ -716,7 +716,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
     while (n_seq - first < n_new && !output_failed(o)) {
         // sample the next token from the logits of the current token
         seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
-        show_sampled(o, seq, n_seq);
+        show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
         if (n_seq - first == n_new) break; // the last token needs no pass
         // feed it back: a refill when the cache is full, else one token on top of the cache
@@ -796,7 +796,7 @@ void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
     if (n_new > 0) {
         seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
         if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
-        show_sampled(o, seq, n_seq);
+        show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
     }
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
@@ -1130,18 +1130,17 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
     fflush(out->stream); // each token shows as it is decided
 }
 
-// Shows the token seq[at], sampled from one target pass.
-static void show_sampled(const DecodeOptions *o, const int *seq, int at) {
-    show_tokens(o, seq, at, 1, FROM_TARGET);
-}
-
-// Shows the n tokens a round appended at seq[from]: the drafts that passed, then a
-// resample or a bonus (or neither, when all k passed and no bonus was allowed).
+// Shows the n tokens a round (b) appended at seq[from]: the drafts that passed, then a
+// resample or a bonus (or neither, when all k passed and no bonus was allowed). b NULL: one
+// token sampled from a target pass.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
-    int n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
-    TokenSource last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
-    if (b->drafted == 0) last = FROM_TARGET; // nothing drafted: a plain step
+    int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
+    TokenSource last = FROM_TARGET; // where the last token came from
+    if (b && b->drafted > 0) {
+        n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
+        last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
+    }
     show_tokens(o, seq, from, n_acc, FROM_ACCEPTED);
     if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last);
 }
@@ -2077,32 +2076,24 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
 typedef int (*AcceptFn)(const int *, int, const float *, const float *, int, int, Rng *,
                         double *, float *, int *, int *);
 
-// One round of the one guess c, with its two uniforms forced: u1 decides the guess, u2 draws
-// a resample. Returns the token emitted, with *rejected set. q: (V), p: (2, V), as judged.
-static int forced_round(AcceptFn accept, int c, const float *q, const float *p, int V,
-                        double u1, double u2, int *rejected) {
-    double forced[2] = {u1, u2}, u[1];
-    float residual[256];
-    int out[2];
-    Rng r;
-    rng_seed(&r, 0); // a planted bug may draw more than the two forced values
-    rng_force(&r, forced, 2);
-    accept(&c, 1, q, p, V, 0, &r, u, residual, out, rejected);
-    return out[0];
-}
-
-// The smallest of rng_uniform's 2^53 values (index i: u = i / 2^53) at which the round's
-// output passes `want`, by bisection: for x = 0 that output is "rejected", as u1 varies; for
-// x = 1 the resampled token, as u2 varies after u1 rejected. Both rise with u.
+// The smallest of rng_uniform's 2^53 values (index i: u = i / 2^53) at which one round of
+// the one guess c, its uniforms forced, passes `want`, by bisection. x = 0: u is the first
+// uniform, and the output is whether c was rejected; x = 1: u is the resample's uniform
+// after a first that rejects, and the output is the token drawn. Both rise with u.
 static uint64_t first_above(AcceptFn accept, int c, const float *q, const float *p, int V,
                             int x, int want) {
     uint64_t lo = 0, hi = (uint64_t)1 << 53; // hi = 2^53: the output never passes want
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        double u = (double)mid / 9007199254740992.0, u_reject = 0x1.fffffffffffffp-1;
-        int rejected;
-        int tok = forced_round(accept, c, q, p, V, x ? u_reject : u, x ? u : 0.0, &rejected);
-        if ((x ? tok : rejected + 1) > want) hi = mid; // rejected: -1, or 0 for the guess
+        double u = (double)mid / 9007199254740992.0;
+        double forced[2] = {x ? 0x1.fffffffffffffp-1 : u, u}, u_used[1];
+        float residual[256];
+        int out[2], rejected;
+        Rng r;
+        rng_seed(&r, 0); // a planted bug may draw more than the two forced values
+        rng_force(&r, forced, 2);
+        accept(&c, 1, q, p, V, 0, &r, u_used, residual, out, &rejected);
+        if ((x ? out[0] : rejected + 1) > want) hi = mid; // rejected: -1, or 0 (the guess)
         else lo = mid + 1;
     }
     return lo;

@@ -64,7 +64,7 @@ static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt, i
     if (n_new > 0) {
         seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
         if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
-        show_sampled(o, seq, n_seq);
+        show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
     }
     while (n_seq - first < n_new && !output_failed(o)) {
