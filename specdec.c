@@ -2572,28 +2572,22 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
             fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
         fputc('\n', stderr);
     }
-    if (!o->plain) { // stdout carries the prompt and the text; everything else goes to stderr
+    for (int plain_run = o->plain; plain_run <= (o->plain || o->compare); plain_run++) {
+        if (plain_run && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
+        // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
+        // the same seed for both, so that greedy texts compare byte for byte
         rng_seed(&rng, o->seed);
-        speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, seq, &spec);
-        if (!stream) write_text(stdout, v, seq + start, source + start, o->n_new, color);
+        out.source = plain_run ? source_plain : source; // each its own colours
+        int *text = plain_run ? seq_plain : seq;
+        if (plain_run) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, &plain);
+        else speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, &spec);
+        if (!stream) write_text(stdout, v, text + start, out.source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
-        print_stats("speculative decoding", &spec, 1, o->K);
-    }
-    if (o->plain || o->compare) {
-        if (o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
-        // the same seed, so that in greedy mode the two texts can be compared byte for byte
-        if (!o->no_prompt) fputs(o->prompt, stdout);
-        rng_seed(&rng, o->seed);
-        out.source = source_plain; // its own colours: the texts may differ
-        generate(g, prompt, n_prompt, o->n_new, &opt, &rng, seq_plain, p, &plain);
-        if (!stream) write_text(stdout, v, seq_plain + start, source_plain + start, o->n_new, color);
-        fputc('\n', stdout);
-        if (fflush(stdout) != 0 || ferror(stdout)) rc = 2;
-        if (rc == 2) goto out;
-        print_stats("plain decoding", &plain, 0, o->K);
+        print_stats(plain_run ? "plain decoding" : "speculative decoding",
+                    plain_run ? &plain : &spec, !plain_run, o->K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
