@@ -1,7 +1,9 @@
 /*
  * test/test_exact.c: speculative sampling is exact, shown six ways, and every way can
  * fail. "Exact" means: the text is distributed as the target SERVED it, tempered and cut
- * by top-k and top-p (Sampler), whichever draft proposed it.
+ * by top-k and top-p (Sampler), under plain decoding's context rule (the prefill runs the
+ * prompt's last S tokens; a full cache restarts from the last S/2 tokens, current token
+ * last), whichever draft proposed it and however --draft-p-min cut its drafting short.
  *
  *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
  *      probability that one round of the real draft_tokens + accept_reject (through this
@@ -13,60 +15,97 @@
  *      branches are measured. A round emits 1..k+1 tokens; completing its output with
  *      the target to k+1 tokens must give exactly the served target's probability for
  *      every sequence, to 1e-12 (the arithmetic is double; the rows are multiples of
- *      2^-20, so the float rows sum to exactly 1). The drafts: a table with one row, a
- *      bigram table, a draft whose row depends on the whole prefix (k one-guess
- *      draft_tokens calls, each with its position's table: rows no bigram could give, as
- *      a model draft's are), and prompt lookup (the real draft_tokens over a text the
- *      case builds: three one-hot proposals, one, or none, which makes the round a plain
- *      step). The targets: one row, or a row that depends on the token before and the
- *      position. The cut: top-k 2, top-p 0.45, and both (top-k 2, top-p 0.6, with ties at
- *      the cut), applied by the real functions, the target's rows by apply_top_k_top_p and
- *      the draft's by draft_tokens (draft_probs) with the same Sampler, and compared with
- *      the CUT target's probabilities; their rows are dyadic with a kept mass of 1/2, so
- *      the cut rows still sum to exactly 1 (checked). One case leaves the draft uncut
- *      against a cut target: exact too, since accept/reject is exact for any q.
- *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
+ *      2^-20, so the float rows sum to exactly 1), and the first guess must be accepted
+ *      with probability sum min(p, q). The drafts: a table with one row, a bigram table, a
+ *      draft whose row depends on the whole prefix (k one-guess draft_tokens calls, each
+ *      with its position's table: rows no bigram could give, as a model draft's are), and
+ *      prompt lookup (the real draft_tokens over a text the case builds: three one-hot
+ *      proposals, one, or none, which makes the round a plain step). The targets: one
+ *      row, or a row that depends on the token before and the position. The cut: top-k 2,
+ *      top-p 0.45, and both (top-k 2, top-p 0.6, with ties at the cut), applied by the
+ *      real functions, the target's rows by apply_top_k_top_p and the draft's by
+ *      draft_tokens (draft_probs) with the same Sampler, and compared with the CUT
+ *      target's probabilities; their rows are dyadic with a kept mass of 1/2, so the cut
+ *      rows still sum to exactly 1 (checked). One case leaves the draft uncut against a
+ *      cut target: exact too, since accept/reject is exact for any q. --draft-p-min: four
+ *      table drafts with Draft.p_min set (0.2 on one row, 0.15 and 0.45 on bigram tables
+ *      against the context-dependent target, 0.2 with top-k 2), so that some guesses fall
+ *      below it (the draft stops after them) and some do not; each must show, at t = 1,
+ *      drafts of K = 3 that stop early and drafts that go on past the first guess (the
+ *      0.45 case stops its greedy drafts too). Each case runs with the draft at t = 1 and
+ *      t = 0 (lookup at t = 1 only), K = 1..3, with and without the bonus: 22 cases, 40
+ *      checks.
+ *   2. Chi-square tests of the real code path. (a) On fixed p/q rows (draft_tokens, then
  *      accept_reject), 40,000 draws per case: hand-made rows, and the trained target's
  *      row after a prompt against the bigram row, served at t = 1, t = 0.7, top-k 5 and
- *      top-p 0.8. End to end: speculative_generate on the trained model, K = 4, seeded
- *      runs of -n 5, the joint of the first two generated characters (the 1st is sampled
- *      from the prefill, the 2nd by the first round) and of the 2nd and 3rd (the first
- *      two the speculative rounds emit) against the exact joints of the served
- *      distribution from plain forward passes: the bigram draft at t = 1.0 and 0.7
- *      (30,000 runs each), the model draft (tinyshakespeare/draft.bin, its own KV cache)
- *      at t = 1, t = 1 top-k 3 and t = 1 top-p 0.6, and prompt lookup at t = 1 on a
- *      prompt that repeats itself (6,000 runs each). Cells expected below 5 are pooled
- *      into one cell; the test passes when the p-value is above 1e-4. Tokens of served
- *      probability 0 (cut away, or 0 in the target) must never come out.
+ *      top-p 0.8. (b) End to end: test_generate (speculative_generate's loop, section 3)
+ *      running ROUND on the trained model, K = 4, seeded runs of -n 5, the joint of the
+ *      first two generated characters (the 1st is sampled from the prefill, the 2nd by
+ *      the first round) and of the 2nd and 3rd (the first two the speculative rounds
+ *      emit) against the exact joints of the served distribution from plain forward
+ *      passes under plain decoding's context rule (plain_feed): after "ROMEO:\n", the
+ *      bigram draft at t = 1.0 and 0.7 (30,000 runs each), the model draft
+ *      (tinyshakespeare/draft.bin, its own KV cache) at t = 1, t = 1 top-k 3 and t = 1
+ *      top-p 0.6 (6,000 runs each), prompt lookup at t = 1 on a prompt that repeats
+ *      itself (6,000 runs); after a prompt of exactly S tokens (the corpus at 5000), which
+ *      fills the cache, so that every first round is a folded one (it restarts the cache
+ *      and its one verify pass reruns the S/2 - 1 tokens before current_token: the window
+ *      plain decoding refills with, computed here by a refill on the target), the bigram
+ *      draft (6,000 runs) and the model draft (3,000 runs) at t = 1; and with
+ *      --draft-p-min after "ROMEO:\n", the bigram draft at 0.3 (6,000 runs) and the model
+ *      draft at 0.3 (4,000 runs), each checked to stop some first rounds early and let
+ *      some draft 2 or more. Cells expected below 5 are pooled into one cell; the test
+ *      passes when the p-value is above 1e-4. Tokens of served probability 0 (cut away,
+ *      or 0 in the target) must never come out.
  *   3. Power. Each "broken build" below plants one deliberate bug, from THIS file:
  *      specdec.c carries no test-only code. After specdec.c is included, the phases the
- *      test calls (draft_tokens, accept_reject, trim_kv_cache) are wrapped by
- *      mutant_draft_tokens, mutant_accept_reject and mutant_trim_kv_cache, which call the
- *      real functions and, in a broken build, add the bug; #defines route every call of
- *      this file through them. speculative_generate runs test_round (the same four phases,
- *      routed the same way, with speculative_round's bookkeeping: the draft's lag, time
- *      and passes, b->drafted; then specdec.c's own count_round and trace_round) through
- *      DecodeOptions.round in a broken build, and its own speculative_round in the
- *      correct one; the correct build also checks that test_round, bug-free, gives
- *      speculative_round's text, Stats (but wall times) and final cache lengths bit for
- *      bit, with each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0,
- *      and t = 1 top-k 5 top-p 0.9), so the mutants live in a faithful copy of the round.
+ *      test calls (draft_tokens, accept_reject, trim_kv_cache, restart_cache) are wrapped
+ *      by mutant_draft_tokens, mutant_accept_reject, mutant_trim_kv_cache and
+ *      mutant_restart_cache, which call the real functions and, in a broken build, add
+ *      the bug; #defines route every call of this file through them. test/round_copy.h
+ *      holds test_round (speculative_round's phases, routed the same way, with its
+ *      bookkeeping: the restart, the room, the draft's lag, time and passes, b->drafted;
+ *      then specdec.c's own count_pass, count_round and trace_round) and test_generate
+ *      (speculative_generate's loop, with a round function and a hook after every round);
+ *      every speculative run of this file is test_generate running ROUND: test_round in
+ *      a broken build, speculative_round itself in the correct one. The correct build
+ *      checks that test_generate running speculative_round, and test_generate running
+ *      test_round, both bug-free, give speculative_generate's text, token sources
+ *      (Output.source), Stats (but wall times) and final cache lengths bit for bit, with
+ *      each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0, t = 1
+ *      top-k 5 top-p 0.9, and t = 1 with --draft-p-min 0.4 for bigram and gpt), over
+ *      8S+20 tokens, which restart the cache many times (required: PASS_FOLDED > 0): 14
+ *      checks, so the mutants live in a faithful copy of the loop and the round.
  *      test/run_tests.sh builds this file once per flag, and in that build the tests
  *      that should see the bug must FAIL (each prints PASS "expected failure ...").
- *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
- *      than the tokens still needed, K = 1, K = block_size - 1, each draft greedy, a
- *      prompt that fills the context, the target as its own draft (every draft accepted,
- *      with a top-k/top-p cut too), a draft that never agrees (every round emits exactly
- *      one token).
- *   5. After every round of long runs, the target's KV cache equals, bit for bit, a
- *      fresh prefill over the same tokens, and a model draft's cache a fresh prefill of
- *      the draft over the first of them (it may lag by a bonus's last guess or a
- *      refill's window, never run ahead); the counters add up (empty lookup rounds and
- *      the model draft's passes included), Stats.judged and Stats.alpha_sum equal the
- *      test's own count and sum over the judged positions of sum_x min(p(x), q(x)), and
- *      the accepted count is within 4.5 sigma of that sum. The bigram draft at t = 1,
- *      0.7 and 0 (2,000 tokens each), the model draft at t = 1 and t = 1 top-k 5 top-p
- *      0.9 and lookup at t = 1 (1,000 tokens each).
+ *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass; greedy runs
+ *      that must equal plain decoding's text token for token (generate): K larger than
+ *      the tokens still needed, K = 1, K = block_size - 1 (every round cut to the cache's
+ *      room), each draft (and the bigram and model drafts with --draft-p-min 0.3 and
+ *      0.7), a prompt that fills the context (round 1 folded) with each draft, a draft
+ *      that never agrees (every round emits exactly one token); every greedy run but
+ *      the first restarts the cache (PASS_FOLDED > 0 required). The target as its own
+ *      draft: every draft accepted, with a top-k/top-p cut too.
+ *   5. After every round of long runs (test_generate's hook): the round's k+1 served
+ *      rows (p_target) equal, bit for bit, plain decoding's rows from a fresh model fed
+ *      current_token and then each guess one by one under the context rule on top of
+ *      the context the rule gives the round (the S/2 - 1 tokens before current_token
+ *      when the cache was full: the folded rounds; the cached tokens otherwise); the
+ *      target's KV cache has the length the rule gives (fed every token the round
+ *      emitted but the last) and equals, bit for bit, a fresh prefill over those tokens;
+ *      a model draft's cache equals a fresh prefill of the draft over the first of them
+ *      (it may lag by a bonus's last guess, a k = 0 round or a restart's window, never
+ *      run ahead). The folded rounds and the k = 0 rounds at the cache's last slot are
+ *      counted (both must occur). The counters add up (empty lookup rounds, k = 0 steps,
+ *      the model draft's passes, the guesses asked for: min(K, tokens still needed,
+ *      S - 1 - context)); Stats.pass and Stats.size, passes and tokens, equal the test's
+ *      own tally by the rule (the prefill; a folded pass of S/2 + k tokens after a
+ *      restart, else a verify pass of 1 + k, or a one-token step when k = 0; no refill);
+ *      Stats.judged and Stats.alpha_sum equal the test's own count and sum over the
+ *      judged positions of sum_x min(p(x), q(x)), and the accepted count is within 4.5
+ *      sigma of that sum. The bigram draft at t = 1, 0.7 and 0 (2,000 tokens each), the
+ *      model draft at t = 1, t = 1 top-k 5 top-p 0.9 and t = 1 with --draft-p-min 0.7,
+ *      and lookup at t = 1 (1,000 tokens each).
  *   6. test/explain's numbers (explain_position, from test/explain.c, included here):
  *      the exact column is p, the measured column fits it (correct build only: explain
  *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
@@ -78,6 +117,8 @@
  * broken build: -DBREAK_TRIM
  * broken build: -DBREAK_FILTER_DRAFT
  * broken build: -DBREAK_UNFILTERED_Q
+ * broken build: -DBREAK_FOLD
+ * broken build: -DBREAK_P_MIN
  *   BREAK_RESIDUAL      after a rejection the resampled token is drawn again, from p with a
  *                       fresh uniform, instead of from norm(max(0, p - q));
  *   BREAK_RATIO         accept_reject gets the p and q rows swapped, so a candidate is
@@ -93,18 +134,38 @@
  *                       rows handed to accept_reject are cut as the target's, so a guess
  *                       the target's cut removed has q = 0 there (and passes: p/0);
  *   BREAK_UNFILTERED_Q  the guesses are drawn from the draft's served (cut) rows, but the
- *                       q rows handed to accept_reject are the uncut ones.
+ *                       q rows handed to accept_reject are the uncut ones;
+ *   BREAK_FOLD          the round that finds the cache full folds at the wrong position:
+ *                       restart_cache returns S/2 instead of S/2 - 1, so the verify pass
+ *                       reruns S/2 tokens before current_token, a window of S/2 + 1 with
+ *                       current_token at position S/2, where plain decoding's refill keeps
+ *                       S/2 tokens, current_token last at position S/2 - 1 ("the last S/2
+ *                       tokens" read as the tokens before current_token). Caught by the
+ *                       greedy runs of section 4, section 5's rows and cache length, and
+ *                       section 2b's cases whose first round is folded;
+ *   BREAK_P_MIN         --draft-p-min drops the unsure guess: a guess below p_min ends the
+ *                       drafting WITHOUT being proposed (the real draft proposes it, then
+ *                       stops), and the guesses kept are judged with their whole q row. A
+ *                       kept guess was drawn from q but kept only when the draft was sure
+ *                       of it, so its law is q restricted to the sure tokens: biased
+ *                       wherever the draft's row holds both kinds (when a first guess is
+ *                       dropped the round is a plain step, exact on its own; the rounds
+ *                       that keep it over-emit the sure tokens). Caught by section 1's
+ *                       p_min cases and section 2b's p_min cases.
  *   A draft cut differently but CONSISTENTLY (the row drawn from is the row judged) is not
  *   a bug: accept/reject is exact for any q (section 1's uncut draft shows it), so the
  *   two cut bugs plant the mismatch between the row a guess was drawn from and the row
- *   in the ratio. Both change nothing while top-k and top-p are off.
+ *   in the ratio. Both change nothing while top-k and top-p are off. Likewise a stopping
+ *   rule that reads only the draft is exact (the guess that ends the drafting is still
+ *   drawn from q and judged with q): BREAK_P_MIN breaks it by conditioning what is kept.
  *
  * Run from the repository root with tinyshakespeare/input.txt, model.bin and draft.bin
  * present. Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of
- * 30,000 and 100 instead of 6,000 end-to-end runs, 150 instead of 2,000 and 50 instead
- * of 1,000 tokens per cache run, 2S+20 instead of 8S+20 tokens per test_round comparison
- * (and not at t = 0.7), 100 instead of 300 greedy tokens per draft (the checks are the
- * same).
+ * 30,000, 100 instead of 6,000 (the model draft and lookup after "ROMEO:\n"), 60 and 50
+ * instead of 6,000 and 3,000 (a prompt of S tokens), 200 and 100 instead of 6,000 and
+ * 4,000 (--draft-p-min) end-to-end runs; 120 or 100 instead of 2,000 and 50 instead of
+ * 1,000 tokens per cache run; 2S+20 instead of 8S+20 tokens per copy comparison (and not
+ * at t = 0.7); 100 instead of 300 greedy tokens per draft (the checks are the same).
  */
 #define TESTING
 #include "explain.c" // explain_position (section 6); it includes ../specdec.c
@@ -1452,11 +1513,12 @@ static void test_edge_runs(Fixture *fx) {
     Draft contrary = {.kind = DRAFT_BIGRAM, .name = "contrary", .V = V,
                       .bigram = {V, table}};
     ok = never >= 0 && greedy_same(fx, &contrary, prompt, np, 4, 300, &st, &at);
-    all_ok &= case_check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0,
-                         "a draft that never agrees (always '%c'): 300 greedy tokens equal plain "
-                         "decoding%s; %ld rounds, %ld accepted, %ld round tokens (exactly one "
-                         "per round)", never >= 0 ? fx->vocab.chars[never] : '?',
-                         diff_note(dn, sizeof(dn), at), st.rounds, st.accepted, st.round_tokens);
+    all_ok &= case_check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0 &&
+                         st.pass[PASS_FOLDED].passes > 0, "a draft that never agrees (always "
+                         "'%c'): 300 greedy tokens equal plain decoding%s; %ld rounds, %ld "
+                         "accepted, %ld round tokens (exactly one per round), %ld PASS_FOLDED",
+                         never >= 0 ? fx->vocab.chars[never] : '?', diff_note(dn, sizeof(dn), at),
+                         st.rounds, st.accepted, st.round_tokens, st.pass[PASS_FOLDED].passes);
     free(table);
     free(p);
     broken_verdict(all_ok, "greedy speculative text differs from plain greedy text");
