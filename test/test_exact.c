@@ -147,11 +147,15 @@
  *                       drafting WITHOUT being proposed (the real draft proposes it, then
  *                       stops), and the guesses kept are judged with their whole q row. A
  *                       kept guess was drawn from q but kept only when the draft was sure
- *                       of it, so its law is q restricted to the sure tokens: biased
- *                       wherever the draft's row holds both kinds (when a first guess is
- *                       dropped the round is a plain step, exact on its own; the rounds
- *                       that keep it over-emit the sure tokens). Caught by section 1's
- *                       p_min cases and section 2b's p_min cases.
+ *                       of it, so its law is q restricted to the sure tokens H, not the q
+ *                       in the ratio. For the first guess, with U = the unsure tokens, the
+ *                       round emits x with chance q(U) p(x) (the guess dropped: a plain
+ *                       step) + [x in H] min(p, q)(x) (kept and accepted) + (q(H) - sum over
+ *                       H of min(p, q)) r(x) (kept and rejected, r the residual), which is
+ *                       not p(x) wherever the row holds both kinds (where all its tokens
+ *                       are unsure the round is a plain step, exact). Caught by section 1's
+ *                       p_min cases (their first guess is accepted with sum over H of
+ *                       min(p, q), not sum min(p, q)) and section 2b's p_min cases.
  *   A draft cut differently but CONSISTENTLY (the row drawn from is the row judged) is not
  *   a bug: accept/reject is exact for any q (section 1's uncut draft shows it), so the
  *   two cut bugs plant the mismatch between the row a guess was drawn from and the row
