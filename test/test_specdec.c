@@ -17,8 +17,9 @@
  * with TESTING defined, neither file's main is compiled.
  *
  * A draft's bugs cost speed, not correctness: accept/reject makes the output exact for any
- * q, so greedy equivalence (section 11) cannot see them. Sections 16 and 17 can: the model
- * draft's cache against a recompute after every round, and an alpha floor for each draft.
+ * q, so greedy equivalence (section 11) cannot see them. Sections 16, 17 and 18 can: the
+ * model draft's cache against a recompute after every round, and an alpha floor for each
+ * draft, without and with --draft-p-min.
  * Each "broken build" below plants one such bug, from THIS file, as test/test_exact.c
  * does: after specdec.c is included, draft_tokens and trim_kv_cache are wrapped by
  * mutant_draft_tokens and mutant_trim_kv_cache, and the tests that must see the bug run
@@ -41,11 +42,11 @@
  *                             draft's first row (as if each pass re-ran from the same cache
  *                             state), and prompt lookup's first copied token k times.
  *
- * Sanitizer builds run the model-heavy parts of sections 16 and 17 with fewer tokens (60
- * instead of 300 per cache run; 500 instead of 2,000 per alpha run, printed, not held to
- * the floors, which are set for 2,000).
- * Compiled with -DALPHA_SPREAD, the program only prints section 17's alpha for seeds 1..10
- * (the spread the floors were set from), to re-measure them when a draft changes.
+ * Sanitizer builds run the model-heavy parts of sections 16, 17 and 18 with fewer tokens
+ * (60 instead of 300 per cache run; 500 instead of 2,000 per alpha run, printed, not held
+ * to the floors, which are set for 2,000; 100 instead of 300 or 400 per --draft-p-min run).
+ * Compiled with -DALPHA_SPREAD, the program only prints the alpha of sections 17 and 18 for
+ * seeds 1..10 (the spread the floors were set from), to re-measure them when a draft changes.
  */
 #define TESTING
 #include "../tinyshakespeare/train.c"
@@ -2996,14 +2997,14 @@ typedef struct {
 #define ALPHA_N 2000
 #define ALPHA_SEED 42
 static const AlphaCase ALPHA_CASES[] = {
-    {"bigram", 1.0f, 0.48, "measured 0.520, seeds 1..10 0.515 sd 0.007: 5 sd below; "
-     "from current_token 0.411"},
-    {"gpt", 1.0f, 0.70, "measured 0.783, seeds 1..10 0.789 sd 0.006; from current_token "
-     "0.503; any draft worth its passes"},
-    {"lookup", 1.0f, 0.24, "measured 0.280, seeds 1..10 0.288 sd 0.011: 4.4 sd below; "
-     "from current_token 0.216"},
+    {"bigram", 1.0f, 0.48, "measured 0.510, seeds 1..10 0.519 sd 0.006: 6 sd below; "
+     "from current_token 0.409"},
+    {"gpt", 1.0f, 0.70, "measured 0.829, seeds 1..10 0.830 sd 0.004; from current_token "
+     "0.527; any draft worth its passes"},
+    {"lookup", 1.0f, 0.24, "measured 0.287, seeds 1..10 0.275 sd 0.008: 4.1 sd below; "
+     "from current_token 0.221"},
     {"lookup", 0.0f, 0.90, "measured 0.996, greedy: the same for every seed; from "
-     "current_token 0.533"},
+     "current_token 0.500"},
 };
 #define N_ALPHA_CASES (int)(sizeof(ALPHA_CASES) / sizeof(ALPHA_CASES[0]))
 
@@ -3086,6 +3087,440 @@ static void test_alpha_floors(Fixture *fx) {
     free_pair(&m);
 }
 
+// ----------------------------------------------------------------------------
+// 18. --draft-p-min: the draft stops after a guess it gives less than p_min
+
+// What the hook of a --draft-p-min run knows, and what it found: after every round it
+// recomputes the draft's own probability of each guess, the chance the draft model gave
+// it at t = 1 before any filter, independently of specdec.c (the bigram: the table's cell,
+// read here; the model draft: a forward of the window and the guesses from position 0 on a
+// second copy of its weights, and a softmax in double here), and checks the rule: every
+// guess before the round's last was at least p_min, and a round that drafted fewer than
+// it asked for stopped right after a guess below p_min.
+typedef struct {
+    const SpecBuffers *b;
+    const Draft *d;       // the draft under test; d->p_min is the rule's threshold
+    GPT *fresh_draft;     // the model draft's weights again (DRAFT_GPT), for the recompute
+    double control[2];    // wrong thresholds the same rounds are checked against: they must
+                          // break the rule for one of them somewhere, or it could not fail
+    int prev_n_seq;       // the text's length before the round: seq[prev_n_seq-1] was current
+    long rounds, asked_rounds, short_rounds, low_last, guesses, bad, control_bad, near;
+    int *ctx;             // (S) the recompute's input
+    char first[256];      // the first violation, in words
+} PminWatch;
+
+// The draft's own chance of guess i of the round just run (see PminWatch): the bigram's
+// table cell after the previous token, or softmax(row) at the guess from the recompute's
+// logits (lg: rows of the pass over the window and the guesses; row pos + i).
+static double own_chance(const PminWatch *w, const int *seq, int cur, const float *lg, int pos,
+                         int i) {
+    const Draft *d = w->d;
+    int V = d->V, c = w->b->candidates[i];
+    if (d->kind == DRAFT_BIGRAM) {
+        int prev = i == 0 ? seq[cur] : w->b->candidates[i - 1];
+        return d->bigram.probs[(size_t)prev * V + c];
+    }
+    const float *row = lg + (size_t)(pos + i) * V;
+    double m = -INFINITY, z = 0.0;
+    for (int x = 0; x < V; x++) m = row[x] > m ? row[x] : m;
+    for (int x = 0; x < V; x++) z += exp((double)row[x] - m);
+    return exp((double)row[c] - m) / z;
+}
+
+// test_generate's hook for --draft-p-min runs (see PminWatch).
+static void watch_pmin(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    PminWatch *w = ctx;
+    const SpecBuffers *b = w->b;
+    int cur = w->prev_n_seq - 1, k = b->drafted, asked = b->asked;
+    // the window the round drafted from: the target's cache after it starts at the same index
+    int start = n_seq - 1 - g->state.kv_len, pos = cur - start;
+    w->prev_n_seq = n_seq;
+    w->rounds++;
+    if (asked == 0) return; // the cache's last slot: nothing asked, nothing drafted
+    w->asked_rounds++;
+    w->short_rounds += k < asked;
+    const float *lg = NULL;
+    if (w->d->kind == DRAFT_GPT && k > 0) { // the window, then every guess but the last
+        memcpy(w->ctx, seq + start, (size_t)(pos + 1) * sizeof(int));
+        memcpy(w->ctx + pos + 1, b->candidates, (size_t)(k - 1) * sizeof(int));
+        w->fresh_draft->state.kv_len = 0;
+        lg = forward(w->fresh_draft, w->ctx, pos + k);
+    }
+    double p_min = w->d->p_min;
+    int bad = k == 0, control_bad = 0; // a bigram or model draft always proposes one
+    for (int i = 0; i < k; i++) {
+        double own = own_chance(w, seq, cur, lg, pos, i);
+        w->guesses++;
+        if (fabs(own - p_min) < 1e-9) { w->near++; continue; } // too close to call either way
+        int last = i == k - 1;
+        // before the last: at least p_min; the last of a round cut short: below p_min
+        if (!last && own < p_min) bad = 1;
+        if (last && k < asked && own >= p_min) bad = 1;
+        if (last && own < p_min) w->low_last++;
+        for (int j = 0; j < 2; j++) {
+            if (!last && own < w->control[j]) control_bad = 1;
+            if (last && k < asked && own >= w->control[j]) control_bad = 1;
+        }
+        if (bad && !w->first[0])
+            snprintf(w->first, sizeof(w->first), "round %ld: %d of %d guesses drafted, guess "
+                     "%d's own probability %.6f against p_min %.3f", w->rounds, k, asked, i + 1,
+                     own, p_min);
+    }
+    w->bad += bad;
+    w->control_bad += control_bad;
+}
+
+// Runs greedy or sampled speculative decoding with draft d (its p_min set) through
+// test_generate and watch_pmin; fills w (zeroed here but for d, fresh_draft, control, ctx).
+static void pmin_run(GPT *g, Draft *d, GPT *fresh_draft, const Vocab *v, const int *prompt,
+                     int np, int n, Sampler sampler, int K, uint64_t seed, int *seq,
+                     Stats *st, PminWatch *w) {
+    SpecBuffers b;
+    memset(st, 0, sizeof(*st));
+    int *ctx = w->ctx;
+    double control[2] = {w->control[0], w->control[1]};
+    memset(w, 0, sizeof(*w));
+    w->b = &b;
+    w->d = d;
+    w->fresh_draft = fresh_draft;
+    w->control[0] = control[0];
+    w->control[1] = control[1];
+    w->ctx = ctx;
+    w->prev_n_seq = (np > 0 ? np : 1) + 1; // the prefill's token comes before the first round
+    if (build_spec_buffers(&b, K, v->size, g->config.block_size) != 0) return;
+    DecodeOptions o = {.sampler = sampler, .K = K, .vocab = v};
+    Rng r;
+    rng_seed(&r, seed);
+    test_generate(g, d, &b, prompt, np, n, &o, &r, seq, st, speculative_round, watch_pmin, w);
+    free_spec_buffers(&b);
+}
+
+// (a) Greedy equivalence with --draft-p-min: at t = 0 the text is plain greedy decoding's,
+// byte for byte, with p_min 0.3 and 0.9, the bigram and the model draft, K = 1, 4 and 8,
+// three prompts (one that fills the cache at the prefill, a short one, 50 corpus
+// characters), each run long enough for many restarts of the cache; and the rule cut
+// rounds short in those runs (else the check says nothing about it).
+static void test_pmin_greedy(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, greedy: load the target and "
+               "the model draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 100 : 300;
+    int to_be[64], n_to_be = encode_str(&m.vocab, "To be or not to be, that is the ", to_be);
+    int romeo[16], n_romeo = encode_str(&m.vocab, "ROMEO:\n", romeo);
+    struct { const char *name; const int *tok; int n; } prompts[3] = {
+        {"to-be", to_be, n_to_be}, {"ROMEO", romeo, n_romeo},
+        {"corpus-50", fx->corpus.tokens + 345678, 50}};
+    int cap = 50 + n_new, *seq = malloc((size_t)cap * sizeof(int)), *plain = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    GPT *fresh[2] = {NULL, &m.fresh_draft.model};
+    const float p_mins[2] = {0.3f, 0.9f};
+    const int Ks[3] = {1, 4, 8};
+    PminWatch w = {.ctx = malloc((size_t)S * sizeof(int)), .control = {2.0, 2.0}};
+    for (int pi = 0; pi < 3; pi++) {
+        DecodeOptions o = {.vocab = &m.vocab};
+        Stats pst = {0};
+        Rng r;
+        rng_seed(&r, 1);
+        generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain, p, &pst);
+        int start = prompts[pi].n > 0 ? prompts[pi].n : 1;
+        for (int di = 0; di < 2; di++) {
+            int same = 0, runs_ = 0;
+            long short_rounds = 0, asked_rounds = 0, restarts = 0, bad = 0;
+            for (int mi = 0; mi < 2; mi++)
+                for (int ki = 0; ki < 3; ki++) {
+                    Stats st;
+                    drafts[di]->p_min = p_mins[mi];
+                    pmin_run(g, drafts[di], fresh[di], &m.vocab, prompts[pi].tok, prompts[pi].n,
+                             n_new, (Sampler){0.0f, 0, 0.0f}, Ks[ki], 7, seq, &st, &w);
+                    drafts[di]->p_min = 0.0f;
+                    runs_++;
+                    same += st.emitted == n_new &&
+                            memcmp(seq + start, plain + start, (size_t)n_new * sizeof(int)) == 0;
+                    short_rounds += w.short_rounds;
+                    asked_rounds += w.asked_rounds;
+                    restarts += st.pass[PASS_FOLDED].passes;
+                    bad += w.bad;
+                }
+            check(same == runs_ && short_rounds > 0 && bad == 0 && restarts >= 6 * runs_,
+                  "--draft-p-min 0.3 and 0.9 at t=0, %s draft, K=1,4,8, prompt %s, %d tokens: "
+                  "%d of %d texts are plain greedy decoding's byte for byte; the rule cut %ld of "
+                  "%ld rounds short (and held in all but %ld); %ld restarts of the cache",
+                  drafts[di]->name, prompts[pi].name, n_new, same, runs_, short_rounds,
+                  asked_rounds, bad, restarts);
+        }
+    }
+    free(w.ctx);
+    free(seq);
+    free(plain);
+    free(p);
+    free_pair(&m);
+}
+
+// (b) The rule does what it says, round by round (watch_pmin): with p_min 0.5 at t = 0, 1
+// and 0.7 with top-k 3 (the rule reads the draft's own t = 1 chance, not the served row q),
+// for the bigram and the model draft, every round drafted on while its guesses were at
+// least p_min and stopped right after the first one below. Checked against a wrong
+// threshold (0.4 or 0.6) the same rounds break the rule: the check can fail. With p_min 0
+// no round stops early, and guesses below 0.5 are drafted on from.
+static void test_pmin_rule(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, the rule: load the target "
+               "and the model draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int S = g->config.block_size, K = 6, n_new = SANITIZED ? 100 : 400;
+    int prompt[64], np = encode_str(&m.vocab, "To be or not to be, that is the ", prompt);
+    int *seq = malloc((size_t)(np + n_new) * sizeof(int));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    GPT *fresh[2] = {NULL, &m.fresh_draft.model};
+    Sampler samplers[3] = {{0.0f, 0, 0.0f}, {1.0f, 0, 0.0f}, {0.7f, 3, 0.0f}};
+    PminWatch w = {.ctx = malloc((size_t)S * sizeof(int))};
+    for (int di = 0; di < 2; di++)
+        for (int si = 0; si < 3; si++) {
+            Stats st;
+            w.control[0] = 0.4;
+            w.control[1] = 0.6;
+            drafts[di]->p_min = 0.5f;
+            pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
+                     11 + si, seq, &st, &w);
+            drafts[di]->p_min = 0.0f;
+            check(w.bad == 0 && w.short_rounds > 0 && w.short_rounds < w.asked_rounds &&
+                  w.control_bad > 0 && st.drafted == w.guesses && w.near <= w.guesses / 100,
+                  "--draft-p-min 0.5, %s draft, t=%.1f top-k %d, K=%d, %d tokens: in %ld of %ld "
+                  "rounds (%ld cut short, %ld ending in a guess below 0.5) every guess before "
+                  "the last had its own probability (recomputed here) at least 0.5, and a round "
+                  "cut short ended right after one below it%s%s; %ld guesses (%ld within 1e-9 of "
+                  "0.5, not judged); against a wrong threshold, 0.4 or 0.6, the rule breaks in "
+                  "%ld rounds",
+                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k, K, n_new,
+                  w.asked_rounds - w.bad, w.asked_rounds, w.short_rounds, w.low_last,
+                  w.first[0] ? "; first violation: " : "", w.first, w.guesses, w.near,
+                  w.control_bad);
+            // p_min = 0: the draft never stops early; the control (0.5) must see it go on
+            w.control[0] = w.control[1] = 0.5;
+            pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
+                     11 + si, seq, &st, &w);
+            check(w.short_rounds == 0 && w.bad == 0 && w.asked_rounds > 0 && w.control_bad > 0,
+                  "--draft-p-min 0 (off), %s draft, t=%.1f top-k %d: %ld of %ld rounds drafted "
+                  "fewer than asked (want 0); guesses below 0.5 went on in %ld rounds",
+                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k,
+                  w.short_rounds, w.asked_rounds, w.control_bad);
+        }
+    free(w.ctx);
+    free(seq);
+    free_pair(&m);
+}
+
+// (c) The acceptance floor with --draft-p-min, as section 17's for each draft: K = 4, t = 1,
+// ALPHA_N tokens after the blog's prompt, seed 42, on the trained target. Cutting a round
+// short after an unsure guess drops guesses, not their quality: alpha stays about where it
+// is without the rule (the bigram's falls by 0.01 at p_min 0.6, the model draft's rises by
+// 0.006), so each case has a floor 5 sd or more below its mean over seeds 1..10, and well
+// above what drafting every guess from current_token gives (BREAK_DRAFT_FROM_CURRENT, which
+// also ignores the rule: bigram 0.409, gpt 0.527, the same at every p_min); and the guesses
+// per round that asked for any must drop as p_min rises. Measured with
+//   gcc -std=c11 -O3 -march=native -ffp-contract=off -DALPHA_SPREAD test/test_specdec.c -lm
+//   && ./a.out    (the PMIN lines; add -DBREAK_DRAFT_FROM_CURRENT for the broken build's)
+typedef struct {
+    const char *draft;
+    float p_min;
+    double floor;        // alpha must be at least this
+    const char *why;     // the measurements it comes from
+} PminCase;
+static const PminCase PMIN_CASES[] = {
+    {"bigram", 0.0f, 0.48, "measured 0.510, 3.64 guesses a round; seeds 1..10 0.519 sd 0.006"},
+    {"bigram", 0.3f, 0.47, "measured 0.512, 1.10 guesses a round; seeds 1..10 0.514 sd 0.007"},
+    {"bigram", 0.6f, 0.47, "measured 0.503, 1.04 guesses a round; seeds 1..10 0.510 sd 0.008"},
+    {"gpt", 0.0f, 0.70, "measured 0.829, 3.63 guesses a round; seeds 1..10 0.830 sd 0.004"},
+    {"gpt", 0.3f, 0.70, "measured 0.837, 1.58 guesses a round; seeds 1..10 0.836 sd 0.004"},
+    {"gpt", 0.6f, 0.70, "measured 0.838, 1.33 guesses a round; seeds 1..10 0.838 sd 0.005"},
+};
+#define N_PMIN_CASES (int)(sizeof(PMIN_CASES) / sizeof(PMIN_CASES[0]))
+
+// Guesses per round among the rounds that asked for any (a round at the cache's last
+// slot asks for none: a one-token step).
+static double guesses_per_round(const Stats *st) {
+    long asked_rounds = st->rounds - st->pass[PASS_STEP].passes;
+    return asked_rounds > 0 ? (double)st->drafted / asked_rounds : 0.0;
+}
+
+static void test_pmin_alpha(Fixture *fx) {
+    if (!runs(CATCH_FROM_CURRENT)) return;
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, alpha: load the target and "
+               "the model draft")) { free_pair(&m); return; }
+    int n = SANITIZED ? ALPHA_N / 4 : ALPHA_N;
+    double prev_gpr = 0.0;
+    for (int i = 0; i < N_PMIN_CASES; i++) {
+        const PminCase *c = &PMIN_CASES[i];
+        Draft *d = !strcmp(c->draft, "gpt") ? &m.draft : &fx->draft;
+        Stats st;
+        d->p_min = c->p_min;
+        double alpha = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, ALPHA_SEED, n, &st, NULL);
+        d->p_min = 0.0f;
+        double gpr = guesses_per_round(&st);
+        int first_of_draft = i == 0 || strcmp(c->draft, PMIN_CASES[i - 1].draft) != 0;
+        int drops = first_of_draft || gpr < prev_gpr, ok = alpha >= c->floor && drops;
+        prev_gpr = gpr;
+        if (SANITIZED) { // a quarter of the tokens: too few for the floor's margin
+            printf("  (sanitizer build: the %s draft with --draft-p-min %.1f over %d tokens: "
+                   "alpha %.4f, %.3f guesses a round; the floor %.2f is checked over %d in the "
+                   "release build)\n", c->draft, c->p_min, n, alpha, gpr, c->floor, ALPHA_N);
+            continue;
+        }
+        char prev[64] = "";
+        if (!first_of_draft) snprintf(prev, sizeof(prev), ", %s the p_min before", drops ?
+                                      "fewer than at" : "NOT fewer than at");
+        case_check(ok, "alpha of the %s draft with --draft-p-min %.1f, K=%d t=1, %d tokens, "
+                   "seed %d: %.4f >= floor %.2f (%s); %.3f guesses a round%s", c->draft,
+                   c->p_min, ALPHA_K, n, ALPHA_SEED, alpha, c->floor, c->why, gpr, prev);
+        char what[128];
+        snprintf(what, sizeof(what), "the %s draft's alpha with --draft-p-min %.1f falls below "
+                 "%.2f, or its guesses a round do not drop", c->draft, c->p_min, c->floor);
+        broken_verdict(ok, what);
+    }
+    free_pair(&m);
+}
+
+// (d) The per-kind tallies of both decoders on the same greedy text (the trained target,
+// the bigram and the model draft, with and without --draft-p-min, K = 2 and 7): for each,
+// the passes by kind add up to target_passes and to the passes by size, and their tokens
+// to the sizes' (T each); speculative decoding never refills on its own and plain decoding
+// neither verifies nor folds; the tokens fit the rule (a one-token step is 1, a refill S/2,
+// the rounds' passes 1 + k each plus the S/2-1 rerun of every restart, the prefill the
+// prompt's last S); plain decoding's passes are one per token; the speculative decoder
+// restarts its cache exactly where plain decoding refills, at the text indices the rule
+// gives (computed here), as many times; and every time is non-negative, the sizes' times
+// sum to the kinds', and passes and drafting together take at most the wall time.
+static int tallies_ok(const Stats *s, char *why, size_t n) {
+    long kind_p = 0, kind_t = 0, size_p = 0, size_t_ = 0, size_tt = 0, negative = 0;
+    double kind_s = 0.0, size_s = 0.0;
+    for (int i = 0; i < N_PASS_KINDS; i++) {
+        kind_p += s->pass[i].passes;
+        kind_t += s->pass[i].tokens;
+        kind_s += s->pass[i].seconds;
+        negative += s->pass[i].seconds < 0.0;
+    }
+    for (int T = 0; T < PASS_SIZES; T++) {
+        size_p += s->size[T].passes;
+        size_t_ += s->size[T].tokens;
+        size_s += s->size[T].seconds;
+        negative += s->size[T].seconds < 0.0;
+        if (T < PASS_SIZES - 1) size_tt += (long)T * s->size[T].passes;
+    }
+    negative += s->draft_seconds < 0.0 || s->seconds < 0.0;
+    int ok = kind_p == target_passes(s) && size_p == kind_p && kind_t == size_t_ &&
+             size_tt == size_t_ && s->size[0].passes == 0 && negative == 0 &&
+             fabs(kind_s - size_s) <= 1e-9 * (1.0 + kind_s) &&
+             kind_s + s->draft_seconds <= s->seconds;
+    snprintf(why, n, "passes %ld by kind, %ld by size, target_passes %ld; tokens %ld by kind, "
+             "%ld by size, %ld as sum T x passes; %ld negative times; %.3f ms in passes + %.3f "
+             "drafting of %.3f wall", kind_p, size_p, target_passes(s), kind_t, size_t_, size_tt,
+             negative, 1e3 * kind_s, 1e3 * s->draft_seconds, 1e3 * s->seconds);
+    return ok;
+}
+
+// Where the restarts went: test_generate's hook records the current token's index of every
+// round that restarted the cache.
+typedef struct {
+    const SpecBuffers *b;
+    int prev_n_seq, n;
+    int at[64];
+} RestartLog;
+
+static void log_restarts(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    (void)g;
+    (void)seq;
+    RestartLog *l = ctx;
+    if (l->b->restarted && l->n < 64) l->at[l->n++] = l->prev_n_seq - 1;
+    l->prev_n_seq = n_seq;
+}
+
+static void test_pass_tallies(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "pass tallies: load the target and the model "
+               "draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 120 : 400;
+    int prompt[64], np = encode_str(&m.vocab, "ROMEO:\nO, speak again", prompt);
+    int *spec = malloc((size_t)(np + n_new) * sizeof(int)), *plain = malloc((size_t)(np + n_new) * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    // the rule's refill indices, the test's own: the prefill leaves n0 positions, and the
+    // pass for each later current token (index i) refills when the cache is full
+    int want_at[64], n_want = 0, kv = np < S ? np : S;
+    for (int i = np; i < np + n_new - 1; i++) { // seq[np] is the prefill's token
+        if (kv == S) { if (n_want < 64) want_at[n_want++] = i; kv = S / 2; }
+        else kv++;
+    }
+    DecodeOptions o = {.vocab = &m.vocab};
+    Stats pst = {0};
+    Rng r;
+    rng_seed(&r, 1);
+    generate(g, prompt, np, n_new, &o, &r, plain, p, &pst);
+    char why[512];
+    int plain_ok = tallies_ok(&pst, why, sizeof(why));
+    check(plain_ok && pst.pass[PASS_FOLDED].passes == 0 && pst.pass[PASS_VERIFY].passes == 0 &&
+          pst.pass[PASS_PREFILL].passes == 1 && pst.pass[PASS_PREFILL].tokens == np &&
+          pst.pass[PASS_REFILL].passes == n_want &&
+          pst.pass[PASS_REFILL].tokens == (long)n_want * (S / 2) &&
+          pst.pass[PASS_STEP].tokens == pst.pass[PASS_STEP].passes &&
+          target_passes(&pst) == n_new && pst.emitted == n_new,
+          "plain decoding, %d tokens: %s; %ld refills of %ld tokens (the rule: %d refills of "
+          "%d tokens each), %ld "
+          "one-token steps, %ld verify and %ld folded passes (want 0), %ld target passes (one "
+          "per token)", n_new, why, pst.pass[PASS_REFILL].passes, pst.pass[PASS_REFILL].tokens,
+          n_want, S / 2, pst.pass[PASS_STEP].passes, pst.pass[PASS_VERIFY].passes,
+          pst.pass[PASS_FOLDED].passes, target_passes(&pst));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    const float p_mins[2] = {0.0f, 0.5f};
+    const int Ks[2] = {2, 7};
+    for (int di = 0; di < 2; di++)
+        for (int mi = 0; mi < 2; mi++)
+            for (int ki = 0; ki < 2; ki++) {
+                SpecBuffers b;
+                if (build_spec_buffers(&b, Ks[ki], V, S) != 0) continue;
+                RestartLog log = {.b = &b, .prev_n_seq = np + 1};
+                Stats st = {0};
+                DecodeOptions so = {.K = Ks[ki], .vocab = &m.vocab};
+                rng_seed(&r, 2);
+                drafts[di]->p_min = p_mins[mi];
+                test_generate(g, drafts[di], &b, prompt, np, n_new, &so, &r, spec, &st,
+                              speculative_round, log_restarts, &log);
+                drafts[di]->p_min = 0.0f;
+                free_spec_buffers(&b);
+                int ok = tallies_ok(&st, why, sizeof(why));
+                int same_text = memcmp(spec, plain, (size_t)(np + n_new) * sizeof(int)) == 0;
+                int same_at = log.n == n_want && memcmp(log.at, want_at, (size_t)n_want * sizeof(int)) == 0;
+                long round_tokens = st.pass[PASS_FOLDED].tokens + st.pass[PASS_VERIFY].tokens +
+                                    st.pass[PASS_STEP].tokens;
+                long want_tokens = st.rounds + st.drafted + st.pass[PASS_FOLDED].passes * (S / 2 - 1);
+                check(ok && same_text && same_at && st.pass[PASS_REFILL].passes == 0 &&
+                      st.pass[PASS_FOLDED].passes == pst.pass[PASS_REFILL].passes &&
+                      st.pass[PASS_PREFILL].passes == 1 && st.pass[PASS_PREFILL].tokens == np &&
+                      st.pass[PASS_STEP].tokens == st.pass[PASS_STEP].passes &&
+                      round_tokens == want_tokens &&
+                      st.pass[PASS_FOLDED].passes + st.pass[PASS_VERIFY].passes +
+                      st.pass[PASS_STEP].passes == st.rounds,
+                      "speculative, %s draft, --draft-p-min %.1f, K=%d, greedy, %d tokens (%s "
+                      "plain decoding's): %s; %ld rounds = %ld verify + refill + %ld verify + "
+                      "%ld one-token; their tokens %ld == rounds + drafted %ld + %d x %ld "
+                      "restarts; no refill of its own (%ld); %ld restarts == plain's %ld "
+                      "refills, at the same text indices as the rule's: %s",
+                      drafts[di]->name, p_mins[mi], Ks[ki], n_new,
+                      same_text ? "the same text as" : "NOT", why, st.rounds,
+                      st.pass[PASS_FOLDED].passes, st.pass[PASS_VERIFY].passes,
+                      st.pass[PASS_STEP].passes, round_tokens, st.drafted, S / 2 - 1,
+                      st.pass[PASS_FOLDED].passes, st.pass[PASS_REFILL].passes,
+                      st.pass[PASS_FOLDED].passes, pst.pass[PASS_REFILL].passes,
+                      same_at ? "yes" : "NO");
+            }
+    free(spec);
+    free(plain);
+    free(p);
+    free_pair(&m);
+}
+
 #ifdef ALPHA_SPREAD
 // Prints each case's alpha at seed 42 and over seeds 1..10 (mean, standard deviation, range):
 // what the floors are set from.
@@ -3114,6 +3549,28 @@ static void alpha_spread(Fixture *fx) {
                "mean - 5 sd %.4f\n", c->draft, c->t, BUG ? " -D" : "", BUG_NAME, a42, mean, sd,
                lo, hi, mean - 5 * sd);
         if (dp == &d) free_draft(&d);
+    }
+    // section 18's cases: alpha and the guesses per round, at t = 1
+    for (int i = 0; i < N_PMIN_CASES; i++) {
+        const PminCase *c = &PMIN_CASES[i];
+        Draft *d = !strcmp(c->draft, "gpt") ? &m.draft : &fx->draft;
+        Stats st;
+        d->p_min = c->p_min;
+        double a42 = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, ALPHA_SEED, ALPHA_N, &st,
+                               NULL);
+        double g42 = guesses_per_round(&st), sum = 0.0, sum2 = 0.0, gsum = 0.0, lo = 1.0;
+        for (uint64_t seed = 1; seed <= 10; seed++) {
+            double a = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, seed, ALPHA_N, &st, NULL);
+            sum += a; sum2 += a * a;
+            gsum += guesses_per_round(&st);
+            lo = a < lo ? a : lo;
+        }
+        d->p_min = 0.0f;
+        double mean = sum / 10, sd = sqrt((sum2 - 10 * mean * mean) / 9);
+        printf("PMIN %-6s p_min %.1f%s%s: seed 42 alpha %.4f, %.3f guesses a round; seeds "
+               "1..10 alpha mean %.4f sd %.4f lowest %.4f, mean - 5 sd %.4f; %.3f guesses a "
+               "round\n", c->draft, c->p_min, BUG ? " -D" : "", BUG_NAME, a42, g42, mean, sd,
+               lo, mean - 5 * sd, gsum / 10);
     }
     free_pair(&m);
 }
@@ -3189,6 +3646,12 @@ int main(void) {
     TIMED(test_round_faithful(&fx));
     TIMED(test_draft_cache(&fx));
     TIMED(test_alpha_floors(&fx));
+    TIMED(test_pmin_alpha(&fx));
+    if (BUG == 0) { // --draft-p-min's greedy text and rule, and the tallies by kind of pass
+        TIMED(test_pmin_greedy(&fx));
+        TIMED(test_pmin_rule(&fx));
+        TIMED(test_pass_tallies(&fx));
+    }
 
     free_draft(&fx.draft);
     free_gpt(&fx.model);
