@@ -3090,6 +3090,27 @@ static void test_alpha_floors(Fixture *fx) {
 // ----------------------------------------------------------------------------
 // 18. --draft-p-min: the draft stops after a guess it gives less than p_min
 
+// The context rule's refills, the test's own: where plain decoding refills its cache (and
+// speculative decoding restarts it), as the index in the text of the current token whose
+// pass finds the cache full, for a prompt of np tokens (0: one start token) and n_new new
+// ones. The prefill leaves min(max(np, 1), S) positions; seq[max(np, 1)] is the prefill's
+// token, and each later current token's pass adds one position, or refills to S/2 when
+// the cache is full (the last token needs no pass). Writes up to max indices to at (if not
+// NULL); returns how many refills there are.
+static int rule_refills(int np, int n_new, int S, int *at, int max) {
+    int first = np > 0 ? np : 1, kv = first < S ? first : S, n = 0;
+    for (int i = first; i < first + n_new - 1; i++) {
+        if (kv == S) {
+            if (at && n < max) at[n] = i;
+            n++;
+            kv = S / 2;
+        } else {
+            kv++;
+        }
+    }
+    return n;
+}
+
 // What the hook of a --draft-p-min run knows, and what it found: after every round it
 // recomputes the draft's own probability of each guess, the chance the draft model gave
 // it at t = 1 before any filter, independently of specdec.c (the bigram: the table's cell,
@@ -3216,7 +3237,7 @@ static void test_pmin_greedy(Fixture *fx) {
     Draft *drafts[2] = {&fx->draft, &m.draft};
     GPT *fresh[2] = {NULL, &m.fresh_draft.model};
     const float p_mins[2] = {0.3f, 0.9f};
-    const int Ks[3] = {1, 4, 8};
+    const int Ks[3] = {1, 8, 4}, n_K = SANITIZED ? 2 : 3; // sanitized: K = 1 and 8
     PminWatch w = {.ctx = malloc((size_t)S * sizeof(int)), .control = {2.0, 2.0}};
     for (int pi = 0; pi < 3; pi++) {
         DecodeOptions o = {.vocab = &m.vocab};
@@ -3225,11 +3246,12 @@ static void test_pmin_greedy(Fixture *fx) {
         rng_seed(&r, 1);
         generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain, p, &pst);
         int start = prompts[pi].n > 0 ? prompts[pi].n : 1;
+        int want_restarts = rule_refills(prompts[pi].n, n_new, S, NULL, 0);
         for (int di = 0; di < 2; di++) {
             int same = 0, runs_ = 0;
             long short_rounds = 0, asked_rounds = 0, restarts = 0, bad = 0;
             for (int mi = 0; mi < 2; mi++)
-                for (int ki = 0; ki < 3; ki++) {
+                for (int ki = 0; ki < n_K; ki++) {
                     Stats st;
                     drafts[di]->p_min = p_mins[mi];
                     pmin_run(g, drafts[di], fresh[di], &m.vocab, prompts[pi].tok, prompts[pi].n,
@@ -3243,12 +3265,14 @@ static void test_pmin_greedy(Fixture *fx) {
                     restarts += st.pass[PASS_FOLDED].passes;
                     bad += w.bad;
                 }
-            check(same == runs_ && short_rounds > 0 && bad == 0 && restarts >= 6 * runs_,
-                  "--draft-p-min 0.3 and 0.9 at t=0, %s draft, K=1,4,8, prompt %s, %d tokens: "
+            check(same == runs_ && short_rounds > 0 && bad == 0 &&
+                  restarts == (long)runs_ * want_restarts && want_restarts >= 5,
+                  "--draft-p-min 0.3 and 0.9 at t=0, %s draft, K=%s, prompt %s, %d tokens: "
                   "%d of %d texts are plain greedy decoding's byte for byte; the rule cut %ld of "
-                  "%ld rounds short (and held in all but %ld); %ld restarts of the cache",
-                  drafts[di]->name, prompts[pi].name, n_new, same, runs_, short_rounds,
-                  asked_rounds, bad, restarts);
+                  "%ld rounds short (and held in all but %ld); %ld restarts of the cache (the "
+                  "context rule: %d a run)", drafts[di]->name, SANITIZED ? "1,8" : "1,4,8",
+                  prompts[pi].name, n_new, same, runs_, short_rounds, asked_rounds, bad,
+                  restarts, want_restarts);
         }
     }
     free(w.ctx);
@@ -3276,7 +3300,8 @@ static void test_pmin_rule(Fixture *fx) {
     GPT *fresh[2] = {NULL, &m.fresh_draft.model};
     Sampler samplers[3] = {{0.0f, 0, 0.0f}, {1.0f, 0, 0.0f}, {0.7f, 3, 0.0f}};
     PminWatch w = {.ctx = malloc((size_t)S * sizeof(int))};
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < 2; di++) {
+        long control_bad = 0, cut_short = 0; // over the three samplers
         for (int si = 0; si < 3; si++) {
             Stats st;
             w.control[0] = 0.4;
@@ -3285,8 +3310,8 @@ static void test_pmin_rule(Fixture *fx) {
             pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
                      11 + si, seq, &st, &w);
             drafts[di]->p_min = 0.0f;
-            check(w.bad == 0 && w.short_rounds > 0 && w.short_rounds < w.asked_rounds &&
-                  w.control_bad > 0 && st.drafted == w.guesses && w.near <= w.guesses / 100,
+            check(w.bad == 0 && w.short_rounds > 0 && st.drafted == w.guesses &&
+                  w.near <= w.guesses / 100,
                   "--draft-p-min 0.5, %s draft, t=%.1f top-k %d, K=%d, %d tokens: in %ld of %ld "
                   "rounds (%ld cut short, %ld ending in a guess below 0.5) every guess before "
                   "the last had its own probability (recomputed here) at least 0.5, and a round "
@@ -3297,6 +3322,8 @@ static void test_pmin_rule(Fixture *fx) {
                   w.asked_rounds - w.bad, w.asked_rounds, w.short_rounds, w.low_last,
                   w.first[0] ? "; first violation: " : "", w.first, w.guesses, w.near,
                   w.control_bad);
+            control_bad += w.control_bad;
+            cut_short += w.short_rounds;
             // p_min = 0: the draft never stops early; the control (0.5) must see it go on
             w.control[0] = w.control[1] = 0.5;
             pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
@@ -3307,6 +3334,11 @@ static void test_pmin_rule(Fixture *fx) {
                   drafts[di]->name, samplers[si].temperature, samplers[si].top_k,
                   w.short_rounds, w.asked_rounds, w.control_bad);
         }
+        // the check above can fail: the same rounds break the rule at a wrong threshold
+        check(control_bad > 0, "--draft-p-min 0.5, %s draft: checked against 0.4 or 0.6 instead, "
+              "%ld of the rounds of the three runs above (%ld cut short) break the rule",
+              drafts[di]->name, control_bad, cut_short);
+    }
     free(w.ctx);
     free(seq);
     free_pair(&m);
@@ -3350,7 +3382,13 @@ static void test_pmin_alpha(Fixture *fx) {
     ModelPair m;
     if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, alpha: load the target and "
                "the model draft")) { free_pair(&m); return; }
-    int n = SANITIZED ? ALPHA_N / 4 : ALPHA_N;
+    if (SANITIZED) { // nothing here would be held to a floor: the release build checks them
+        printf("  (sanitizer build: --draft-p-min's alpha floors are checked in the release "
+               "build; the rule and the greedy text are checked here too)\n");
+        free_pair(&m);
+        return;
+    }
+    int n = ALPHA_N;
     double prev_gpr = 0.0;
     for (int i = 0; i < N_PMIN_CASES; i++) {
         const PminCase *c = &PMIN_CASES[i];
@@ -3363,12 +3401,6 @@ static void test_pmin_alpha(Fixture *fx) {
         int first_of_draft = i == 0 || strcmp(c->draft, PMIN_CASES[i - 1].draft) != 0;
         int drops = first_of_draft || gpr < prev_gpr, ok = alpha >= c->floor && drops;
         prev_gpr = gpr;
-        if (SANITIZED) { // a quarter of the tokens: too few for the floor's margin
-            printf("  (sanitizer build: the %s draft with --draft-p-min %.1f over %d tokens: "
-                   "alpha %.4f, %.3f guesses a round; the floor %.2f is checked over %d in the "
-                   "release build)\n", c->draft, c->p_min, n, alpha, gpr, c->floor, ALPHA_N);
-            continue;
-        }
         char prev[64] = "";
         if (!first_of_draft) snprintf(prev, sizeof(prev), ", %s the p_min before", drops ?
                                       "fewer than at" : "NOT fewer than at");
@@ -3446,13 +3478,7 @@ static void test_pass_tallies(Fixture *fx) {
     int prompt[64], np = encode_str(&m.vocab, "ROMEO:\nO, speak again", prompt);
     int *spec = malloc((size_t)(np + n_new) * sizeof(int)), *plain = malloc((size_t)(np + n_new) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    // the rule's refill indices, the test's own: the prefill leaves n0 positions, and the
-    // pass for each later current token (index i) refills when the cache is full
-    int want_at[64], n_want = 0, kv = np < S ? np : S;
-    for (int i = np; i < np + n_new - 1; i++) { // seq[np] is the prefill's token
-        if (kv == S) { if (n_want < 64) want_at[n_want++] = i; kv = S / 2; }
-        else kv++;
-    }
+    int want_at[64], n_want = rule_refills(np, n_new, S, want_at, 64); // the rule's refills
     DecodeOptions o = {.vocab = &m.vocab};
     Stats pst = {0};
     Rng r;
@@ -3491,7 +3517,8 @@ static void test_pass_tallies(Fixture *fx) {
                 free_spec_buffers(&b);
                 int ok = tallies_ok(&st, why, sizeof(why));
                 int same_text = memcmp(spec, plain, (size_t)(np + n_new) * sizeof(int)) == 0;
-                int same_at = log.n == n_want && memcmp(log.at, want_at, (size_t)n_want * sizeof(int)) == 0;
+                int same_at = n_want <= 64 && log.n == n_want &&
+                              memcmp(log.at, want_at, (size_t)n_want * sizeof(int)) == 0;
                 long round_tokens = st.pass[PASS_FOLDED].tokens + st.pass[PASS_VERIFY].tokens +
                                     st.pass[PASS_STEP].tokens;
                 long want_tokens = st.rounds + st.drafted + st.pass[PASS_FOLDED].passes * (S / 2 - 1);
