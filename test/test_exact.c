@@ -1,7 +1,9 @@
 /*
  * test/test_exact.c: speculative sampling is exact, shown six ways, and every way can
  * fail. "Exact" means: the text is distributed as the target SERVED it, tempered and cut
- * by top-k and top-p (Sampler), whichever draft proposed it.
+ * by top-k and top-p (Sampler), under plain decoding's context rule (the prefill runs the
+ * prompt's last S tokens; a full cache restarts from the last S/2 tokens, current token
+ * last), whichever draft proposed it and however --draft-p-min cut its drafting short.
  *
  *   1. Exact enumeration. For small hand-made draft/target pairs (V <= 5, K <= 3) the
  *      probability that one round of the real draft_tokens + accept_reject (through this
@@ -13,60 +15,97 @@
  *      branches are measured. A round emits 1..k+1 tokens; completing its output with
  *      the target to k+1 tokens must give exactly the served target's probability for
  *      every sequence, to 1e-12 (the arithmetic is double; the rows are multiples of
- *      2^-20, so the float rows sum to exactly 1). The drafts: a table with one row, a
- *      bigram table, a draft whose row depends on the whole prefix (k one-guess
- *      draft_tokens calls, each with its position's table: rows no bigram could give, as
- *      a model draft's are), and prompt lookup (the real draft_tokens over a text the
- *      case builds: three one-hot proposals, one, or none, which makes the round a plain
- *      step). The targets: one row, or a row that depends on the token before and the
- *      position. The cut: top-k 2, top-p 0.45, and both (top-k 2, top-p 0.6, with ties at
- *      the cut), applied by the real functions, the target's rows by apply_top_k_top_p and
- *      the draft's by draft_tokens (draft_probs) with the same Sampler, and compared with
- *      the CUT target's probabilities; their rows are dyadic with a kept mass of 1/2, so
- *      the cut rows still sum to exactly 1 (checked). One case leaves the draft uncut
- *      against a cut target: exact too, since accept/reject is exact for any q.
- *   2. Chi-square tests of the real code path on fixed p/q rows (draft_tokens, then
+ *      2^-20, so the float rows sum to exactly 1), and the first guess must be accepted
+ *      with probability sum min(p, q). The drafts: a table with one row, a bigram table, a
+ *      draft whose row depends on the whole prefix (k one-guess draft_tokens calls, each
+ *      with its position's table: rows no bigram could give, as a model draft's are), and
+ *      prompt lookup (the real draft_tokens over a text the case builds: three one-hot
+ *      proposals, one, or none, which makes the round a plain step). The targets: one
+ *      row, or a row that depends on the token before and the position. The cut: top-k 2,
+ *      top-p 0.45, and both (top-k 2, top-p 0.6, with ties at the cut), applied by the
+ *      real functions, the target's rows by apply_top_k_top_p and the draft's by
+ *      draft_tokens (draft_probs) with the same Sampler, and compared with the CUT
+ *      target's probabilities; their rows are dyadic with a kept mass of 1/2, so the cut
+ *      rows still sum to exactly 1 (checked). One case leaves the draft uncut against a
+ *      cut target: exact too, since accept/reject is exact for any q. --draft-p-min: four
+ *      table drafts with Draft.p_min set (0.2 on one row, 0.15 and 0.45 on bigram tables
+ *      against the context-dependent target, 0.2 with top-k 2), so that some guesses fall
+ *      below it (the draft stops after them) and some do not; each must show, at t = 1,
+ *      drafts of K = 3 that stop early and drafts that go on past the first guess (the
+ *      0.45 case stops its greedy drafts too). Each case runs with the draft at t = 1 and
+ *      t = 0 (lookup at t = 1 only), K = 1..3, with and without the bonus: 22 cases, 40
+ *      checks.
+ *   2. Chi-square tests of the real code path. (a) On fixed p/q rows (draft_tokens, then
  *      accept_reject), 40,000 draws per case: hand-made rows, and the trained target's
  *      row after a prompt against the bigram row, served at t = 1, t = 0.7, top-k 5 and
- *      top-p 0.8. End to end: speculative_generate on the trained model, K = 4, seeded
- *      runs of -n 5, the joint of the first two generated characters (the 1st is sampled
- *      from the prefill, the 2nd by the first round) and of the 2nd and 3rd (the first
- *      two the speculative rounds emit) against the exact joints of the served
- *      distribution from plain forward passes: the bigram draft at t = 1.0 and 0.7
- *      (30,000 runs each), the model draft (tinyshakespeare/draft.bin, its own KV cache)
- *      at t = 1, t = 1 top-k 3 and t = 1 top-p 0.6, and prompt lookup at t = 1 on a
- *      prompt that repeats itself (6,000 runs each). Cells expected below 5 are pooled
- *      into one cell; the test passes when the p-value is above 1e-4. Tokens of served
- *      probability 0 (cut away, or 0 in the target) must never come out.
+ *      top-p 0.8. (b) End to end: test_generate (speculative_generate's loop, section 3)
+ *      running ROUND on the trained model, K = 4, seeded runs of -n 5, the joint of the
+ *      first two generated characters (the 1st is sampled from the prefill, the 2nd by
+ *      the first round) and of the 2nd and 3rd (the first two the speculative rounds
+ *      emit) against the exact joints of the served distribution from plain forward
+ *      passes under plain decoding's context rule (plain_feed): after "ROMEO:\n", the
+ *      bigram draft at t = 1.0 and 0.7 (30,000 runs each), the model draft
+ *      (tinyshakespeare/draft.bin, its own KV cache) at t = 1, t = 1 top-k 3 and t = 1
+ *      top-p 0.6 (6,000 runs each), prompt lookup at t = 1 on a prompt that repeats
+ *      itself (6,000 runs); after a prompt of exactly S tokens (the corpus at 5000), which
+ *      fills the cache, so that every first round is a folded one (it restarts the cache
+ *      and its one verify pass reruns the S/2 - 1 tokens before current_token: the window
+ *      plain decoding refills with, computed here by a refill on the target), the bigram
+ *      draft (5,000 runs) and the model draft (3,000 runs) at t = 1; and with
+ *      --draft-p-min after "ROMEO:\n", the bigram draft at 0.3 (6,000 runs) and the model
+ *      draft at 0.3 (4,000 runs), each checked to stop some first rounds early and let
+ *      some draft 2 or more. Cells expected below 5 are pooled into one cell; the test
+ *      passes when the p-value is above 1e-4. Tokens of served probability 0 (cut away,
+ *      or 0 in the target) must never come out.
  *   3. Power. Each "broken build" below plants one deliberate bug, from THIS file:
  *      specdec.c carries no test-only code. After specdec.c is included, the phases the
- *      test calls (draft_tokens, accept_reject, trim_kv_cache) are wrapped by
- *      mutant_draft_tokens, mutant_accept_reject and mutant_trim_kv_cache, which call the
- *      real functions and, in a broken build, add the bug; #defines route every call of
- *      this file through them. speculative_generate runs test_round (the same four phases,
- *      routed the same way, with speculative_round's bookkeeping: the draft's lag, time
- *      and passes, b->drafted; then specdec.c's own count_round and trace_round) through
- *      DecodeOptions.round in a broken build, and its own speculative_round in the
- *      correct one; the correct build also checks that test_round, bug-free, gives
- *      speculative_round's text, Stats (but wall times) and final cache lengths bit for
- *      bit, with each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0,
- *      and t = 1 top-k 5 top-p 0.9), so the mutants live in a faithful copy of the round.
+ *      test calls (draft_tokens, accept_reject, trim_kv_cache, restart_cache) are wrapped
+ *      by mutant_draft_tokens, mutant_accept_reject, mutant_trim_kv_cache and
+ *      mutant_restart_cache, which call the real functions and, in a broken build, add
+ *      the bug; #defines route every call of this file through them. test/round_copy.h
+ *      holds test_round (speculative_round's phases, routed the same way, with its
+ *      bookkeeping: the restart, the room, the draft's lag, time and passes, b->drafted;
+ *      then specdec.c's own count_pass, count_round and trace_round) and test_generate
+ *      (speculative_generate's loop, with a round function and a hook after every round);
+ *      every speculative run of this file is test_generate running ROUND: test_round in
+ *      a broken build, speculative_round itself in the correct one. The correct build
+ *      checks that test_generate running speculative_round, and test_generate running
+ *      test_round, both bug-free, give speculative_generate's text, token sources
+ *      (Output.source), Stats (but wall times) and final cache lengths bit for bit, with
+ *      each draft (bigram, gpt, lookup) and each way of serving (t = 1, 0.7, 0, t = 1
+ *      top-k 5 top-p 0.9, and t = 1 with --draft-p-min 0.4 for bigram and gpt), over
+ *      8S+20 tokens, which restart the cache many times (required: PASS_FOLDED > 0): 14
+ *      checks, so the mutants live in a faithful copy of the loop and the round.
  *      test/run_tests.sh builds this file once per flag, and in that build the tests
  *      that should see the bug must FAIL (each prints PASS "expected failure ...").
- *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass, K larger
- *      than the tokens still needed, K = 1, K = block_size - 1, each draft greedy, a
- *      prompt that fills the context, the target as its own draft (every draft accepted,
- *      with a top-k/top-p cut too), a draft that never agrees (every round emits exactly
- *      one token).
- *   5. After every round of long runs, the target's KV cache equals, bit for bit, a
- *      fresh prefill over the same tokens, and a model draft's cache a fresh prefill of
- *      the draft over the first of them (it may lag by a bonus's last guess or a
- *      refill's window, never run ahead); the counters add up (empty lookup rounds and
- *      the model draft's passes included), Stats.judged and Stats.alpha_sum equal the
- *      test's own count and sum over the judged positions of sum_x min(p(x), q(x)), and
- *      the accepted count is within 4.5 sigma of that sum. The bigram draft at t = 1,
- *      0.7 and 0 (2,000 tokens each), the model draft at t = 1 and t = 1 top-k 5 top-p
- *      0.9 and lookup at t = 1 (1,000 tokens each).
+ *   4. Edge cases: forced u = 0 and u just below 1, a residual with no mass; greedy runs
+ *      that must equal plain decoding's text token for token (generate): K larger than
+ *      the tokens still needed, K = 1, K = block_size - 1 (every round cut to the cache's
+ *      room), each draft (and the bigram and model drafts with --draft-p-min 0.3 and
+ *      0.7), a prompt that fills the context (round 1 folded) with each draft, a draft
+ *      that never agrees (every round emits exactly one token); every greedy run but
+ *      the first restarts the cache (PASS_FOLDED > 0 required). The target as its own
+ *      draft: every draft accepted, with a top-k/top-p cut too.
+ *   5. After every round of long runs (test_generate's hook): the round's k+1 served
+ *      rows (p_target) equal, bit for bit, plain decoding's rows from a fresh model fed
+ *      current_token and then each guess one by one under the context rule on top of
+ *      the context the rule gives the round (the S/2 - 1 tokens before current_token
+ *      when the cache was full: the folded rounds; the cached tokens otherwise); the
+ *      target's KV cache has the length the rule gives (fed every token the round
+ *      emitted but the last) and equals, bit for bit, a fresh prefill over those tokens;
+ *      a model draft's cache equals a fresh prefill of the draft over the first of them
+ *      (it may lag by a bonus's last guess, a k = 0 round or a restart's window, never
+ *      run ahead). The folded rounds and the k = 0 rounds at the cache's last slot are
+ *      counted (both must occur). The counters add up (empty lookup rounds, k = 0 steps,
+ *      the model draft's passes, the guesses asked for: min(K, tokens still needed,
+ *      S - 1 - context)); Stats.pass and Stats.size, passes and tokens, equal the test's
+ *      own tally by the rule (the prefill; a folded pass of S/2 + k tokens after a
+ *      restart, else a verify pass of 1 + k, or a one-token step when k = 0; no refill);
+ *      Stats.judged and Stats.alpha_sum equal the test's own count and sum over the
+ *      judged positions of sum_x min(p(x), q(x)), and the accepted count is within 4.5
+ *      sigma of that sum. The bigram draft at t = 1, 0.7 and 0 (2,000 tokens each), the
+ *      model draft at t = 1, t = 1 top-k 5 top-p 0.9 and t = 1 with --draft-p-min 0.7,
+ *      and lookup at t = 1 (1,000 tokens each).
  *   6. test/explain's numbers (explain_position, from test/explain.c, included here):
  *      the exact column is p, the measured column fits it (correct build only: explain
  *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
@@ -78,6 +117,8 @@
  * broken build: -DBREAK_TRIM
  * broken build: -DBREAK_FILTER_DRAFT
  * broken build: -DBREAK_UNFILTERED_Q
+ * broken build: -DBREAK_FOLD
+ * broken build: -DBREAK_P_MIN
  *   BREAK_RESIDUAL      after a rejection the resampled token is drawn again, from p with a
  *                       fresh uniform, instead of from norm(max(0, p - q));
  *   BREAK_RATIO         accept_reject gets the p and q rows swapped, so a candidate is
@@ -93,18 +134,43 @@
  *                       rows handed to accept_reject are cut as the target's, so a guess
  *                       the target's cut removed has q = 0 there (and passes: p/0);
  *   BREAK_UNFILTERED_Q  the guesses are drawn from the draft's served (cut) rows, but the
- *                       q rows handed to accept_reject are the uncut ones.
+ *                       q rows handed to accept_reject are the uncut ones;
+ *   BREAK_FOLD          the round that finds the cache full folds at the wrong position:
+ *                       restart_cache returns S/2 instead of S/2 - 1, so the verify pass
+ *                       reruns S/2 tokens before current_token, a window of S/2 + 1 with
+ *                       current_token at position S/2, where plain decoding's refill keeps
+ *                       S/2 tokens, current_token last at position S/2 - 1 ("the last S/2
+ *                       tokens" read as the tokens before current_token). Caught by the
+ *                       greedy runs of section 4, section 5's rows and cache length, and
+ *                       section 2b's cases whose first round is folded;
+ *   BREAK_P_MIN         --draft-p-min drops the unsure guess: a guess below p_min ends the
+ *                       drafting WITHOUT being proposed (the real draft proposes it, then
+ *                       stops), and the guesses kept are judged with their whole q row. A
+ *                       kept guess was drawn from q but kept only when the draft was sure
+ *                       of it, so its law is q restricted to the sure tokens H, not the q
+ *                       in the ratio. For the first guess, with U = the unsure tokens, the
+ *                       round emits x with chance q(U) p(x) (the guess dropped: a plain
+ *                       step) + [x in H] min(p, q)(x) (kept and accepted) + (q(H) - sum over
+ *                       H of min(p, q)) r(x) (kept and rejected, r the residual), which is
+ *                       not p(x) wherever the row holds both kinds (where all its tokens
+ *                       are unsure the round is a plain step, exact). Caught by section 1's
+ *                       p_min cases (their first guess is accepted with sum over H of
+ *                       min(p, q), not sum min(p, q)) and section 2b's p_min cases.
  *   A draft cut differently but CONSISTENTLY (the row drawn from is the row judged) is not
  *   a bug: accept/reject is exact for any q (section 1's uncut draft shows it), so the
  *   two cut bugs plant the mismatch between the row a guess was drawn from and the row
- *   in the ratio. Both change nothing while top-k and top-p are off.
+ *   in the ratio. Both change nothing while top-k and top-p are off. Likewise a stopping
+ *   rule that reads only the draft is exact (the guess that ends the drafting is still
+ *   drawn from q and judged with q): BREAK_P_MIN breaks it by conditioning what is kept.
  *
  * Run from the repository root with tinyshakespeare/input.txt, model.bin and draft.bin
  * present. Sanitizer builds run the model-heavy parts with fewer runs: 500 instead of
- * 30,000 and 100 instead of 6,000 end-to-end runs, 150 instead of 2,000 and 50 instead
- * of 1,000 tokens per cache run, 2S+20 instead of 8S+20 tokens per test_round comparison
- * (and not at t = 0.7), 100 instead of 300 greedy tokens per draft (the checks are the
- * same).
+ * 30,000, 100 instead of 6,000 (the model draft and lookup after "ROMEO:\n"), 40 and 30
+ * instead of 5,000 and 3,000 (a prompt of S tokens), 100 and 50 instead of 6,000 and
+ * 4,000 (--draft-p-min) end-to-end runs; 120 or 100 instead of 2,000 and 50 instead of
+ * 1,000 tokens per cache run; 2S+20 instead of 8S+20 tokens per copy comparison (and not
+ * at t = 0.7); 100 instead of 300 greedy tokens per draft, 50 instead of 100 after a
+ * prompt of S tokens (the checks are the same).
  */
 #define TESTING
 #include "explain.c" // explain_position (section 6); it includes ../specdec.c
@@ -124,6 +190,8 @@
 #define CATCH_TRIM 8
 #define CATCH_FILTER_DRAFT 16
 #define CATCH_UNFILTERED_Q 32
+#define CATCH_FOLD 64
+#define CATCH_P_MIN 128
 #if defined(BREAK_RESIDUAL)
 #define BUG CATCH_RESIDUAL
 #define BUG_NAME "BREAK_RESIDUAL"
@@ -142,6 +210,12 @@
 #elif defined(BREAK_UNFILTERED_Q)
 #define BUG CATCH_UNFILTERED_Q
 #define BUG_NAME "BREAK_UNFILTERED_Q"
+#elif defined(BREAK_FOLD)
+#define BUG CATCH_FOLD
+#define BUG_NAME "BREAK_FOLD"
+#elif defined(BREAK_P_MIN)
+#define BUG CATCH_P_MIN
+#define BUG_NAME "BREAK_P_MIN"
 #else
 #define BUG 0
 #define BUG_NAME ""
@@ -189,6 +263,22 @@ static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, 
     free(toks);
 }
 
+// Whether the last of the k >= 1 guesses draft_tokens just made is one the draft gives
+// less than d->p_min (the chance --draft-p-min reads, at t = 1 before any cut): a bigram
+// table's entry, or the softmax of the model draft's last pass (row lag of its first pass,
+// which ran the lag tokens it caught up on, else row 0). draft_kv: the model draft's
+// kv_len before drafting.
+static int last_guess_unsure(Draft *d, const int *seq, int n_seq, int cache_len, int draft_kv,
+                             int k, const int *candidates) {
+    int V = d->V, guess = candidates[k - 1];
+    if (d->kind == DRAFT_BIGRAM)
+        return bigram_get_probs(&d->bigram, k == 1 ? seq[n_seq - 1] : candidates[k - 2])[guess] <
+               d->p_min;
+    if (d->kind != DRAFT_GPT) return 0; // lookup's copies: p_min does not apply
+    int row = k == 1 ? cache_len - draft_kv : 0;
+    return own_probability(d->model.state.logits + (size_t)row * V, V, guess) < d->p_min;
+}
+
 // draft_tokens; BREAK_DRAFT_Q: the candidates stay drawn from the served rows, but each
 // q_draft row of a bigram draft becomes the raw table row of the token before it
 // (untempered, uncut). BREAK_FILTER_DRAFT: the guesses are drawn from the draft's row
@@ -196,6 +286,11 @@ static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, 
 // that row cut as the target's (apply_top_k_top_p with s): the row in the ratio is not
 // the row the guess was drawn from. BREAK_UNFILTERED_Q: the guesses are drawn from the
 // served (cut) rows, but the rows handed on are the uncut ones (unfiltered_rows).
+// BREAK_P_MIN: a guess below d->p_min ends the drafting WITHOUT being proposed (the real
+// draft stops after it), while the guesses kept are still judged with the whole q row:
+// a kept guess was drawn from q and kept only when the draft was sure of it, so its law
+// is q restricted to the sure tokens, not q (and a first guess can be dropped too, which
+// makes the round a plain step).
 static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
                                const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
     Sampler drawn = *s; // the cut the guesses are drawn with
@@ -203,7 +298,11 @@ static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_le
         drawn.top_k = s->top_k > 0 ? s->top_k + 1 : 0;
         drawn.top_p = 0.0f;
     }
+    int draft_kv = d->kind == DRAFT_GPT ? d->model.state.kv_len : 0;
     k = draft_tokens(d, seq, n_seq, cache_len, k, &drawn, rng, candidates, q_draft);
+    if (BUG == CATCH_P_MIN && k > 0 && d->p_min > 0.0f &&
+        last_guess_unsure(d, seq, n_seq, cache_len, draft_kv, k, candidates))
+        k--; // drawn, found unsure, and dropped
     int V = d->V;
     if (BUG == CATCH_FILTER_DRAFT)
         for (int i = 0; i < k; i++) apply_top_k_top_p(q_draft + (size_t)i * V, V, s);
@@ -257,10 +356,21 @@ static void mutant_trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache
     if (BUG != CATCH_TRIM) trim_kv_cache(g, draft, num_accepted, cache_len_before);
 }
 
+// restart_cache; BREAK_FOLD: the round that finds the cache full restarts it one token
+// too long: it returns S/2 instead of S/2 - 1, so the folded verify pass reruns S/2
+// tokens before current_token (a window of S/2 + 1, current_token at position S/2),
+// where plain decoding's refill keeps the last S/2 tokens, current_token last, at
+// position S/2 - 1: "the last S/2 tokens" read as the tokens before current_token.
+static int mutant_restart_cache(GPT *g, Draft *d) {
+    int lag = restart_cache(g, d);
+    return BUG == CATCH_FOLD ? lag + 1 : lag;
+}
+
 // From here on, every call of this file goes through the mutants.
 #define draft_tokens mutant_draft_tokens
 #define accept_reject mutant_accept_reject
 #define trim_kv_cache mutant_trim_kv_cache
+#define restart_cache mutant_restart_cache
 
 // test_round (this file's mutants, routed above), ROUND, runs, case_check, broken_verdict
 #include "round_copy.h"
@@ -375,6 +485,7 @@ typedef struct {
     int top_k;
     float top_p;
     int draft_uncut;          // 1: the draft's rows are not cut (a q the cut did not shape)
+    float p_min;              // the table draft's --draft-p-min (0: off)
     int text[ETEXT], n_text;  // Q_LOOKUP: the text before the round, the current token last
     int first_guess;          // Q_LOOKUP: what the text makes lookup propose first (-1: none)
     double q_raw[EV][EV];     // draft rows (normalised and made dyadic by make_rows)
@@ -440,6 +551,8 @@ typedef struct {
     double u[FORCED(EK)];         // the forced draws (FORCED)
     double emit[EK + 2][625];     // emit[n][y] = P(the round emits exactly y, n tokens)
     double accept0;               // P(a first guess is proposed and accepted)
+    double stopped;               // P(the draft proposed fewer guesses than asked)
+    double went_on;               // P(the draft proposed 2 or more: a first guess went on)
     long leaves, runs;
     int overrun;
 } Enum;
@@ -516,6 +629,8 @@ static void enumerate(Enum *e, int j, double w) {
         for (int i = 0; i < lo_out.n; i++) y = y * e->c->V + lo_out.out[i];
         e->emit[lo_out.n][y] += w;
         if (lo_out.k > 0 && lo_out.rejected_at != 0) e->accept0 += w;
+        if (lo_out.k < e->k) e->stopped += w;
+        if (lo_out.k >= 2) e->went_on += w;
         e->leaves++;
         return;
     }
@@ -570,7 +685,7 @@ static double enumerate_case(Enum *e, double *mass, double *sum_min) {
     int V = c->V, L = e->k + 1, total = 1;
     for (int i = 0; i < L; i++) total *= V;
     memset(e->emit, 0, sizeof(e->emit));
-    e->accept0 = 0.0;
+    e->accept0 = e->stopped = e->went_on = 0.0;
     enumerate(e, 0, 1.0);
     *mass = 0.0;
     for (int n = 1; n <= L; n++) {
@@ -649,7 +764,7 @@ static int rows_exact(const EnumCase *c) {
                {0.3, 0.3, 0.0, 0.2, 0.2}}
 
 static void test_enumeration(void) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT)) return;
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_CUT | CATCH_P_MIN)) return;
     static EnumCase cases[] = {
         // the table of the seed paper's section 3.1 (A, B, C, D)
         {.name = "the A/B/C/D table (q .1/.6/.2/.1, p .05/.1/.6/.25)", .V = 4,
@@ -696,6 +811,22 @@ static void test_enumeration(void) {
         // any q is exact: a draft left uncut, drawn from and judged by the same rows
         {.name = "top-k 2 target, uncut bigram draft", .V = 5, .ctx_dep = 1,
          .shape = Q_BIGRAM, .top_k = 2, .draft_uncut = 1, .q_raw = CUT_Q, .p_raw = CUT_P},
+        // --draft-p-min: a guess whose raw table entry is below p_min is the draft's last
+        // (proposed and judged all the same); the draft reads only its own table
+        {.name = "p_min 0.2, one row each (guesses 0, 1 go on; 2, 3, 4 end the draft)",
+         .V = 5, .p_min = 0.2f, .q_raw = {{0.4, 0.3, 0.15, 0.1, 0.05}},
+         .p_raw = {{0.1, 0.2, 0.3, 0.25, 0.15}}},
+        {.name = "p_min 0.15, context-dependent target, bigram draft", .V = 5, .ctx_dep = 1,
+         .shape = Q_BIGRAM, .p_min = 0.15f, .q_raw = CTX_Q, .p_raw = CTX_P},
+        {.name = "p_min 0.45, context-dependent target, bigram draft (greedy from 0: guess 1 "
+                 "at .6 goes on, guess 2 at .4 ends the draft)", .V = 5, .ctx_dep = 1,
+         .shape = Q_BIGRAM, .p_min = 0.45f, .p_raw = CTX_P,
+         .q_raw = {{0.1, 0.6, 0.1, 0.1, 0.1}, {0.1, 0.1, 0.4, 0.2, 0.2},
+                   {0.5, 0.2, 0.1, 0.1, 0.1}, {0.2, 0.2, 0.2, 0.2, 0.2},
+                   {0.3, 0.3, 0.0, 0.2, 0.2}}},
+        {.name = "p_min 0.2, top-k 2, context-dependent target, bigram draft (kept guesses "
+                 "of .3125 and .25 go on, of .1875 end the draft)", .V = 5, .ctx_dep = 1,
+         .shape = Q_BIGRAM, .top_k = 2, .p_min = 0.2f, .q_raw = CUT_Q, .p_raw = CUT_P},
     };
     int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
     for (int ci = 0; ci < n_cases; ci++) {
@@ -716,16 +847,16 @@ static void test_enumeration(void) {
         e->c = c;
         for (int a = 0; a < c->V; a++) memcpy(e->table + a * c->V, c->q[a], c->V * sizeof(float));
         Draft table_draft = {.kind = DRAFT_BIGRAM, .name = "table", .V = c->V,
-                             .bigram = {c->V, e->table}};
+                             .bigram = {c->V, e->table}, .p_min = c->p_min};
         Draft lookup = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = c->V};
         e->d = c->shape == Q_LOOKUP ? lookup : table_draft;
-        build_spec_buffers(&e->b, EK, c->V);
+        build_spec_buffers(&e->b, EK, c->V, EK + 1);
         e->current = c->shape == Q_LOOKUP ? c->text[c->n_text - 1] : ci % c->V;
         // lookup reads no temperature: t = 0 would repeat t = 1
         float temps[2] = {1.0f, 0.0f};
         int n_temps = c->shape == Q_LOOKUP ? 1 : 2;
         for (int ti = 0; ti < n_temps; ti++) {
-            double worst = 0.0, worst_mass = 0.0, acc = 0.0, smin = 0.0;
+            double worst = 0.0, worst_mass = 0.0, acc = 0.0, smin = 0.0, stop = 0.0, on = 0.0;
             long leaves = 0, runs_before = e->runs;
             for (int k = 1; k <= EK; k++) {
                 for (int bonus = 1; bonus >= 0; bonus--) {
@@ -739,16 +870,26 @@ static void test_enumeration(void) {
                     if (fabs(mass - 1.0) > worst_mass) worst_mass = fabs(mass - 1.0);
                     leaves += e->leaves;
                     if (k == 1 && bonus == 1) { acc = e->accept0; smin = sm; }
+                    if (k == EK && bonus == 1) { stop = e->stopped; on = e->went_on; }
                 }
             }
+            // a p_min case must have guesses below p_min and above it: at t = 1, where every
+            // kept token can be drawn, some drafts of K = 3 stop early, some go on past the
+            // first guess
+            int stops = c->p_min == 0.0f || temps[ti] != 1.0f || (stop > 0.0 && on > 0.0);
             int ok = exact && worst < 1e-12 && worst_mass < 1e-12 && !e->overrun &&
-                     fabs(acc - smin) < 1e-12;
+                     fabs(acc - smin) < 1e-12 && stops;
+            char stop_note[96] = "";
+            if (c->p_min > 0.0f)
+                snprintf(stop_note, sizeof(stop_note), "; P(the draft stopped before %d "
+                         "guesses) = %.6f, P(2 or more) = %.6f", EK, stop, on);
             all_ok &= case_check(ok, "enumeration, %s, draft t=%g, K=1..3 with and without "
                                  "bonus: %ld branches (%ld runs of the round): max |P(emit y) - "
                                  "served target(y)| = %.2g, |total - 1| = %.2g, P(first draft "
-                                 "accepted) = %.6f vs sum min(p,q) = %.6f%s", c->name,
+                                 "accepted) = %.6f vs sum min(p,q) = %.6f%s%s", c->name,
                                  temps[ti], leaves, e->runs - runs_before, worst, worst_mass,
-                                 acc, smin, exact ? "" : " (a cut row does not sum to 1)");
+                                 acc, smin, stop_note,
+                                 exact ? "" : " (a cut row does not sum to 1)");
         }
         free_spec_buffers(&e->b);
         free(e);
@@ -783,7 +924,7 @@ static void draw_first_tokens(Draft *d, int current, const float *p, const Sampl
                               uint64_t seed, long *counts, long *accepted) {
     int V = d->V;
     SpecBuffers b;
-    build_spec_buffers(&b, 1, V);
+    build_spec_buffers(&b, 1, V, 2);
     memcpy(b.p_target, p, (size_t)V * sizeof(float));
     Rng r;
     rng_seed(&r, seed);
@@ -881,177 +1022,319 @@ static void test_chi_square(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
-// 2b. End to end: the joint of two characters from speculative_generate
+// 2b. End to end: the joint of two characters from speculative_generate's loop
+
+// Plain decoding's context rule, restated for one more token: the cache holds the tokens
+// before seq[n-1], which is fed now; when the cache is full it is emptied and the last S/2
+// tokens, seq[n-1] last, run again from position 0 (a refill), else seq[n-1] runs on top.
+// Returns the logits row after seq[n-1].
+static const float *plain_feed(GPT *g, const int *seq, int n) {
+    int S = g->config.block_size;
+    if (g->state.kv_len < S) return forward(g, seq + n - 1, 1);
+    g->state.kv_len = 0;
+    return forward(g, seq + n - S / 2, S / 2) + (size_t)(S / 2 - 1) * g->config.vocab_size;
+}
 
 // Exact joints of the generated characters after the prompt as served (s: temperature,
-// top-k, top-p), from plain one-token passes: joint12 of the 1st and 2nd, p(x1) p(x2 | x1),
-// and joint23 of the 2nd and 3rd, sum over x1 of p(x1) p(x2 | x1) p(x3 | x1 x2).
+// top-k, top-p), from plain forward passes under plain decoding's context rule (the
+// prompt's last S tokens from position 0, then plain_feed): joint12 of the 1st and 2nd,
+// p(x1) p(x2 | x1), and joint23 of the 2nd and 3rd, sum over x1 of p(x1) p(x2 | x1)
+// p(x3 | x1 x2). A prompt of S tokens fills the cache, so x1 is fed by a refill over the
+// last S/2 tokens: the window a folded round must verify on.
 static void exact_joint(GPT *g, const int *prompt, int np, const Sampler *s, double *joint12,
                         double *joint) {
-    int V = g->config.vocab_size;
+    int V = g->config.vocab_size, S = g->config.block_size, n0 = np < S ? np : S;
     float *p1 = malloc((size_t)V * sizeof(float)), *p2 = malloc((size_t)V * sizeof(float)),
           *p3 = malloc((size_t)V * sizeof(float));
+    int *seq = malloc((size_t)(np + 2) * sizeof(int));
+    memcpy(seq, prompt, (size_t)np * sizeof(int));
     memset(joint, 0, (size_t)V * V * sizeof(double));
     memset(joint12, 0, (size_t)V * V * sizeof(double));
     g->state.kv_len = 0;
-    const float *lg = forward(g, prompt, np);
-    served_probs(p1, lg + (size_t)(np - 1) * V, V, s);
+    const float *lg = forward(g, prompt + np - n0, n0);
+    served_probs(p1, lg + (size_t)(n0 - 1) * V, V, s);
+    int prompt_cached = 1; // the prompt's positions hold it (a refill overwrites them)
     for (int x1 = 0; x1 < V; x1++) {
         if (p1[x1] == 0.0f) continue;
-        g->state.kv_len = np;
-        served_probs(p2, forward(g, &x1, 1), V, s);
+        if (!prompt_cached && n0 < S) { // x1 runs on top of the prompt: run it again
+            g->state.kv_len = 0;
+            forward(g, prompt + np - n0, n0);
+        }
+        prompt_cached = n0 < S; // else x1 is fed by a refill
+        g->state.kv_len = n0;
+        seq[np] = x1;
+        served_probs(p2, plain_feed(g, seq, np + 1), V, s);
+        int kv1 = g->state.kv_len;
         for (int x2 = 0; x2 < V; x2++) joint12[x1 * V + x2] = (double)p1[x1] * p2[x2];
         for (int x2 = 0; x2 < V; x2++) {
             double w = (double)p1[x1] * p2[x2];
             if (w < 1e-13) continue; // the cells skipped hold < 65 * 65 * 1e-13 in all
-            g->state.kv_len = np + 1;
-            served_probs(p3, forward(g, &x2, 1), V, s);
+            g->state.kv_len = kv1;
+            if (kv1 == S) prompt_cached = 0; // x2 is fed by a refill
+            seq[np + 1] = x2;
+            served_probs(p3, plain_feed(g, seq, np + 2), V, s);
             for (int x3 = 0; x3 < V; x3++) joint[x2 * V + x3] += w * p3[x3];
         }
     }
-    free(p1); free(p2); free(p3);
+    free(p1); free(p2); free(p3); free(seq);
 }
 
-// One end-to-end case: a draft, a served distribution, a prompt, how many runs, and the
-// bugs it can see (a broken build runs only the cases that can see its bug).
+// One end-to-end case: a draft (with its --draft-p-min), a served distribution, a prompt
+// (NULL: S tokens of the corpus, which fill the cache), how many runs, and the bugs it
+// can see (a broken build runs only the cases that can see its bug).
 typedef struct {
     const char *what;
     Draft *draft;
+    float p_min;
     Sampler s;
     const char *prompt;
     long runs, runs_san;
     int catches;
 } JointCase;
 
+// What the first round of each run did (test_generate's hook), summed over the runs.
+typedef struct {
+    const SpecBuffers *b;
+    int round;                      // rounds so far in this run
+    long restarted, stopped, went_on; // first rounds that restarted the cache, whose draft
+                                      // stopped before the guesses asked for (p_min), and
+                                      // whose draft went on past a first guess
+} FirstRounds;
+
+static void watch_first_round(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    FirstRounds *w = ctx;
+    (void)g; (void)seq; (void)n_seq;
+    if (w->round++ > 0) return;
+    w->restarted += w->b->restarted;
+    w->stopped += w->b->drafted < w->b->asked;
+    w->went_on += w->b->drafted >= 2;
+}
+
+#define CORPUS_AT 5000 // where the prompts that fill the context are cut from the corpus
+
 static void test_joint(Fixture *fx) {
-    if (!runs(CATCH_RESIDUAL | CATCH_RATIO | CATCH_DRAFT_Q | CATCH_TRIM | CATCH_CUT)) return;
-    GPT *g = &fx->model;
-    int V = g->config.vocab_size, K = 4, N_NEW = 5;
     int all_bugs = CATCH_RESIDUAL | CATCH_RATIO | CATCH_TRIM;
+    if (!runs(all_bugs | CATCH_DRAFT_Q | CATCH_CUT | CATCH_FOLD | CATCH_P_MIN)) return;
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4, N_NEW = 5;
     JointCase cases[] = {
-        {"bigram draft", &fx->draft, {1.0f, 0, 0.0f}, "ROMEO:\n", 30000, 500, all_bugs},
-        {"bigram draft", &fx->draft, {0.7f, 0, 0.0f}, "ROMEO:\n", 30000, 500,
+        {"bigram draft", &fx->draft, 0.0f, {1.0f, 0, 0.0f}, "ROMEO:\n", 30000, 500, all_bugs},
+        {"bigram draft", &fx->draft, 0.0f, {0.7f, 0, 0.0f}, "ROMEO:\n", 30000, 500,
          all_bugs | CATCH_DRAFT_Q},
         // the model draft (its own cache, caught up on the prompt in its first pass)
-        {"gpt draft", &fx->gpt, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 100, all_bugs},
+        {"gpt draft", &fx->gpt, 0.0f, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 100, all_bugs},
         // the served cut: the cut bugs' cases (the others are caught above already)
-        {"gpt draft", &fx->gpt, {1.0f, 3, 0.0f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
-        {"gpt draft", &fx->gpt, {1.0f, 0, 0.6f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        {"gpt draft", &fx->gpt, 0.0f, {1.0f, 3, 0.0f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
+        {"gpt draft", &fx->gpt, 0.0f, {1.0f, 0, 0.6f}, "ROMEO:\n", 6000, 100, CATCH_CUT},
         // prompt lookup: a repeated prompt, so the round after 'E' copies "O:\nR"; its
         // rounds are too short for the untrimmed cache to show in characters 2 and 3
-        {"lookup draft", &fx->lookup, {1.0f, 0, 0.0f}, "ROMEO:\nROMEO:\nROM", 6000, 100,
+        {"lookup draft", &fx->lookup, 0.0f, {1.0f, 0, 0.0f}, "ROMEO:\nROMEO:\nROM", 6000, 100,
          CATCH_RESIDUAL | CATCH_RATIO},
+        // a prompt of S tokens fills the cache: the first round restarts it, and its one
+        // verify pass reruns the window plain decoding refills with, then judges the guesses
+        // (the other bugs are caught above already: only BREAK_FOLD's build runs these)
+        {"bigram draft", &fx->draft, 0.0f, {1.0f, 0, 0.0f}, NULL, 5000, 40, CATCH_FOLD},
+        {"gpt draft", &fx->gpt, 0.0f, {1.0f, 0, 0.0f}, NULL, 3000, 30, CATCH_FOLD},
+        // --draft-p-min: the drafts stop after a guess they are unsure of
+        {"bigram draft", &fx->draft, 0.3f, {1.0f, 0, 0.0f}, "ROMEO:\n", 6000, 100, CATCH_P_MIN},
+        {"gpt draft", &fx->gpt, 0.3f, {1.0f, 0, 0.0f}, "ROMEO:\n", 4000, 50, CATCH_P_MIN},
     };
-    int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
-    double *joint = malloc((size_t)V * V * sizeof(double)),
-           *joint12 = malloc((size_t)V * V * sizeof(double));
+    enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
+    int n_cases = N_CASES, all_ok = 1;
+    // the exact joints of each case (joints[ci] of characters 1 and 2, then of 2 and 3),
+    // computed once for the cases that share a prompt and a serving (seconds each in the
+    // sanitizer build)
+    double *joints[N_CASES] = {0};
     long *counts = malloc((size_t)V * V * sizeof(long)),
          *counts12 = malloc((size_t)V * V * sizeof(long));
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
+    build_spec_buffers(&b, K, V, S);
     for (int ci = 0; ci < n_cases; ci++) {
         JointCase *c = &cases[ci];
         if (!runs(c->catches)) continue;
         long runs_n = SANITIZED ? c->runs_san : c->runs;
-        int prompt[64], np = encode_str(&fx->vocab, c->prompt, prompt);
+        int prompt[64], np = S;
+        char shown[96];
+        if (c->prompt) {
+            np = encode_str(&fx->vocab, c->prompt, prompt);
+            char esc[64];
+            escape_newlines(esc, sizeof(esc), c->prompt);
+            snprintf(shown, sizeof(shown), "prompt \"%s\"", esc);
+        } else {
+            memcpy(prompt, fx->corpus.tokens + CORPUS_AT, (size_t)S * sizeof(int));
+            snprintf(shown, sizeof(shown), "a prompt of S = %d tokens (the corpus at %d)", S,
+                     CORPUS_AT);
+        }
         int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
-        exact_joint(g, prompt, np, &c->s, joint12, joint);
+        for (int j = 0; j < ci && !joints[ci]; j++)
+            if (joints[j] && !memcmp(&cases[j].s, &c->s, sizeof(Sampler)) &&
+                (cases[j].prompt && c->prompt ? !strcmp(cases[j].prompt, c->prompt)
+                                              : cases[j].prompt == c->prompt))
+                joints[ci] = joints[j];
+        if (!joints[ci]) {
+            joints[ci] = malloc((size_t)2 * V * V * sizeof(double));
+            exact_joint(g, prompt, np, &c->s, joints[ci], joints[ci] + (size_t)V * V);
+        }
+        const double *joint12 = joints[ci], *joint = joints[ci] + (size_t)V * V;
         memset(counts, 0, (size_t)V * V * sizeof(long));
         memset(counts12, 0, (size_t)V * V * sizeof(long));
-        DecodeOptions o = {.sampler = c->s, .K = K, .vocab = &fx->vocab, .round = ROUND};
+        DecodeOptions o = {.sampler = c->s, .K = K, .vocab = &fx->vocab};
+        FirstRounds w = {.b = &b};
         long full_rounds = 0;
+        c->draft->p_min = c->p_min;
         for (long run = 0; run < runs_n; run++) {
             Rng r;
             rng_seed(&r, 1000000 * (ci + 1) + (uint64_t)run);
             Stats st;
             memset(&st, 0, sizeof(st));
-            speculative_generate(g, c->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st);
+            w.round = 0;
+            test_generate(g, c->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st, ROUND,
+                          watch_first_round, &w);
             counts12[seq[np] * V + seq[np + 1]]++;
             counts[seq[np + 1] * V + seq[np + 2]]++;
             full_rounds += st.drafted >= K;
         }
-        char served[64], shown[64];
+        c->draft->p_min = 0.0f;
+        char served[64], how[160] = "";
         sampler_name(served, sizeof(served), &c->s);
-        escape_newlines(shown, sizeof(shown), c->prompt);
+        if (c->p_min > 0.0f)
+            snprintf(how, sizeof(how), ", --draft-p-min %g", c->p_min);
+        if (!c->prompt)
+            snprintf(how + strlen(how), sizeof(how) - strlen(how), " (round 1 restarts the "
+                     "cache)");
+        // the case runs what it says: a p_min case's first rounds stop early, and some go
+        // on past a sure first guess; a prompt of S tokens makes every first round folded
+        if (BUG == 0 && (c->p_min > 0.0f || !c->prompt))
+            check((c->p_min == 0.0f || (w.stopped > 0 && w.went_on > 0)) &&
+                  (c->prompt || w.restarted == runs_n), "end to end, %s%s, %s: of %ld first "
+                  "rounds, %ld restarted the cache, %ld stopped drafting before the %d guesses "
+                  "asked for, %ld drafted 2 or more", c->what, how, served, runs_n,
+                  w.restarted, w.stopped, K, w.went_on);
         // the 1st character comes from the prefill, the 2nd from the first round
         ChiSquare c12 = chi_square(counts12, joint12, V * V, runs_n);
-        all_ok &= case_check(c12.pvalue > 1e-4 && c12.zero_hits == 0, "end to end, %s, "
-                             "trained target, prompt \"%s\", K=%d, %s, %ld runs: joint of "
+        all_ok &= case_check(c12.pvalue > 1e-4 && c12.zero_hits == 0, "end to "
+                             "end, %s%s, trained target, %s, K=%d, %s, %ld runs: joint of "
                              "generated characters 1 and 2 vs the exact joint: X2 = %.1f on %d "
                              "df (%d of %d cells pooled), p-value %.3g, %ld draws of p = 0 "
-                             "pairs", c->what, shown, K, served, runs_n, c12.stat,
+                             "pairs", c->what, how, shown, K, served, runs_n, c12.stat,
                              c12.cells - 1, c12.pooled, V * V, c12.pvalue, c12.zero_hits);
         ChiSquare cs = chi_square(counts, joint, V * V, runs_n);
         int ok = cs.pvalue > 1e-4 && cs.zero_hits == 0;
-        all_ok &= case_check(ok, "end to end, %s, trained target, prompt \"%s\", K=%d, %s, "
-                             "%ld runs of speculative_generate (-n %d; the rounds draft %d or "
-                             "more in %ld runs): joint of generated characters 2 and 3 (the first "
-                             "two the speculative rounds emit) vs the exact joint of the served "
-                             "distribution from plain passes: X2 = %.1f on %d df (%d of %d "
-                             "cells pooled), p-value %.3g, %ld draws of p = 0 pairs", c->what,
-                             shown, K, served, runs_n, N_NEW, K, full_rounds, cs.stat,
-                             cs.cells - 1, cs.pooled, V * V, cs.pvalue, cs.zero_hits);
+        all_ok &= case_check(ok, "end to end, %s%s, trained target, %s, K=%d, %s, %ld runs of "
+                             "speculative_generate's loop (test_generate, -n %d; the rounds "
+                             "draft %d or more in %ld runs): joint of generated characters 2 "
+                             "and 3 (the first two the speculative rounds emit) vs the exact "
+                             "joint of the served distribution from plain passes: X2 = %.1f on "
+                             "%d df (%d of %d cells pooled), p-value %.3g, %ld draws of p = 0 "
+                             "pairs", c->what, how, shown, K, served, runs_n, N_NEW, K,
+                             full_rounds, cs.stat, cs.cells - 1, cs.pooled, V * V, cs.pvalue,
+                             cs.zero_hits);
         free(seq);
     }
     free_spec_buffers(&b);
-    free(joint); free(joint12); free(counts); free(counts12);
+    for (int ci = 0; ci < n_cases; ci++) {
+        int shared = 0; // free each array once
+        for (int j = 0; j < ci; j++) shared |= joints[j] == joints[ci];
+        if (!shared) free(joints[ci]);
+    }
+    free(counts); free(counts12);
     broken_verdict(all_ok, "speculative_generate's characters are not distributed as plain "
                    "decoding's");
 }
 
 // ----------------------------------------------------------------------------
-// 3. The mutants' round is the real round when no bug is planted
+// 3. The mutants' round and loop are the real ones when no bug is planted
 
-// test_round, the round the broken builds run, must be speculative_round in the correct
-// build: the same text, counters and final cache lengths (the target's and the model
-// draft's) from the same seed, with each draft and each way of serving, over runs long
-// enough to refill the cache (and, as a rule, to take single steps at its edge).
+// Zeroes the wall times of st, the only fields two runs of the same decoding may differ in.
+static void clear_times(Stats *st) {
+    st->seconds = st->draft_seconds = 0.0;
+    for (int i = 0; i < N_PASS_KINDS; i++) st->pass[i].seconds = 0.0;
+    for (int i = 0; i < PASS_SIZES; i++) st->size[i].seconds = 0.0;
+}
+
+// test_generate and test_round, the loop and the round the broken builds run, must be
+// speculative_generate and speculative_round in the correct build: test_generate running
+// speculative_round, and test_generate running test_round, each give
+// speculative_generate's text, token sources (Output.source), Stats (but wall times) and
+// final cache lengths (the target's and the model draft's) from the same seed, with each
+// draft and each way of serving (--draft-p-min too), over runs long enough to restart the
+// cache many times (and, as a rule, to take k = 0 steps at its last slot).
 static void test_round_faithful(Fixture *fx) {
     if (BUG) return;
     GPT *g = &fx->model;
     int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
-    int N_NEW = (SANITIZED ? 2 : 8) * S + 20; // past the first refill, whatever S is
-    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
-    int *a = malloc((size_t)(np + N_NEW) * sizeof(int)),
-        *c = malloc((size_t)(np + N_NEW) * sizeof(int));
+    int N_NEW = (SANITIZED ? 2 : 8) * S + 20; // past the first restart, whatever S is
+    int np = encode_str(&fx->vocab, "ROMEO:\n", prompt), cap = np + N_NEW;
+    int *text[3];
+    unsigned char *source[3];
+    for (int i = 0; i < 3; i++) {
+        text[i] = malloc((size_t)cap * sizeof(int));
+        source[i] = malloc((size_t)cap);
+    }
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
+    build_spec_buffers(&b, K, V, S);
     Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
-    Sampler served[4] = {{1.0f, 0, 0.0f}, {0.0f, 0, 0.0f}, {1.0f, 5, 0.9f}, {0.7f, 0, 0.0f}};
-    int n_served = SANITIZED ? 3 : 4; // t = 0.7 takes no path t = 1 does not
+    struct { Sampler s; float p_min; } served[5] = {
+        {{1.0f, 0, 0.0f}, 0.0f}, {{0.0f, 0, 0.0f}, 0.0f}, {{1.0f, 5, 0.9f}, 0.0f},
+        {{1.0f, 0, 0.0f}, 0.4f}, {{0.7f, 0, 0.0f}, 0.0f}};
+    int n_served = SANITIZED ? 4 : 5; // t = 0.7 takes no path t = 1 does not
+    RoundFn rounds[3] = {NULL, speculative_round, test_round}; // NULL: speculative_generate
     for (int di = 0; di < 3; di++) {
         for (int si = 0; si < n_served; si++) {
             Draft *d = drafts[di];
-            Stats sa, sc;
-            int kv[2], kv_draft[2];
-            for (int which = 0; which < 2; which++) {
-                DecodeOptions o = {.sampler = served[si], .K = K, .vocab = &fx->vocab,
-                                   .round = which ? test_round : NULL};
-                Stats *st = which ? &sc : &sa;
-                memset(st, 0, sizeof(*st));
+            if (served[si].p_min > 0.0f && d->kind == DRAFT_LOOKUP) continue; // not for lookup
+            d->p_min = served[si].p_min;
+            Stats st[3];
+            int kv[3], kv_draft[3];
+            for (int which = 0; which < 3; which++) {
+                Output out = {.stream = NULL, .source = source[which], .color = 0};
+                DecodeOptions o = {.sampler = served[si].s, .K = K, .vocab = &fx->vocab,
+                                   .out = &out};
+                memset(&st[which], 0, sizeof(Stats));
+                memset(source[which], 0xff, (size_t)cap);
                 Rng r;
                 rng_seed(&r, 31 + si);
-                speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, which ? c : a, st);
-                // wall times are the only fields that may differ
-                st->seconds = st->draft_seconds = st->verify_seconds = st->step_seconds = 0.0;
+                if (!rounds[which])
+                    speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, text[which],
+                                         &st[which]);
+                else
+                    test_generate(g, d, &b, prompt, np, N_NEW, &o, &r, text[which], &st[which],
+                                  rounds[which], NULL, NULL);
+                clear_times(&st[which]); // wall times are the only fields that may differ
                 kv[which] = g->state.kv_len;
                 kv_draft[which] = d->model.state.kv_len;
             }
+            d->p_min = 0.0f;
+            int same[3] = {1, 1, 1};
+            for (int which = 1; which < 3; which++)
+                same[which] = memcmp(text[0], text[which], (size_t)cap * sizeof(int)) == 0 &&
+                              memcmp(source[0], source[which], (size_t)cap) == 0 &&
+                              memcmp(&st[0], &st[which], sizeof(Stats)) == 0 &&
+                              kv[0] == kv[which] && kv_draft[0] == kv_draft[which];
             char name[64];
-            sampler_name(name, sizeof(name), &served[si]);
-            check(memcmp(a, c, (size_t)(np + N_NEW) * sizeof(int)) == 0 &&
-                  memcmp(&sa, &sc, sizeof(Stats)) == 0 && kv[0] == kv[1] &&
-                  kv_draft[0] == kv_draft[1] && sa.rounds > 0 && sa.refill_passes > 0,
-                  "test_round, %s draft, %s, K=%d, %d tokens: the same text, Stats and final "
-                  "cache lengths (target %d, %d; draft %d, %d) as speculative_round (%ld "
-                  "rounds, %ld empty, %ld accepted, %ld draft passes, %ld refills, %ld steps; "
-                  "test_round: %ld rounds, %ld accepted)", d->name, name, K, N_NEW, kv[0],
-                  kv[1], kv_draft[0], kv_draft[1], sa.rounds, sa.empty_rounds, sa.accepted,
-                  sa.draft_passes, sa.refill_passes, sa.decode_passes, sc.rounds, sc.accepted);
+            sampler_name(name, sizeof(name), &served[si].s);
+            if (served[si].p_min > 0.0f)
+                snprintf(name + strlen(name), sizeof(name) - strlen(name), " p_min %g",
+                         served[si].p_min);
+            const Stats *sa = &st[0];
+            check(same[1] && same[2] && sa->rounds > 0 && sa->pass[PASS_FOLDED].passes > 0,
+                  "test_generate with speculative_round (%s) and with test_round (%s), %s "
+                  "draft, %s, K=%d, %d tokens: the same text, token sources, Stats and final "
+                  "cache lengths (target %d, %d, %d; draft %d, %d, %d) as "
+                  "speculative_generate (%ld rounds, %ld empty, %ld accepted, %ld draft "
+                  "passes, %ld PASS_FOLDED rounds that restarted the cache, %ld PASS_STEP "
+                  "rounds of one token)",
+                  same[1] ? "same" : "DIFFERS", same[2] ? "same" : "DIFFERS", d->name, name, K,
+                  N_NEW, kv[0], kv[1], kv[2], kv_draft[0], kv_draft[1], kv_draft[2],
+                  sa->rounds, sa->empty_rounds, sa->accepted, sa->draft_passes,
+                  sa->pass[PASS_FOLDED].passes, sa->pass[PASS_STEP].passes);
         }
     }
     free_spec_buffers(&b);
-    free(a); free(c);
+    for (int i = 0; i < 3; i++) {
+        free(text[i]);
+        free(source[i]);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1076,7 +1359,7 @@ static void test_forced_edges(void) {
     if (BUG) return;
     enum { V = 5 };
     SpecBuffers b;
-    build_spec_buffers(&b, 1, V);
+    build_spec_buffers(&b, 1, V, 2);
     // p/q at candidate 0 is 1/3; the residual max(0, p - q) = {0, .2, 0, .2, 0}
     float p[V] = {0.1f, 0.4f, 0.2f, 0.3f, 0.0f}, q[V] = {0.3f, 0.2f, 0.2f, 0.1f, 0.2f};
     int n1 = forced_accept(&b, V, 0, q, p, 0.0, 0.0, 0), r1 = b.rejected_at;
@@ -1099,7 +1382,7 @@ static void test_forced_edges(void) {
     // a residual with no mass: p <= q everywhere (p sums to 1 - 2^-24 in float)
     float qz[2] = {0.5f, 0.5f}, pz[2] = {0.5f, 0.5f - 0x1p-24f};
     SpecBuffers b2;
-    build_spec_buffers(&b2, 1, 2);
+    build_spec_buffers(&b2, 1, 2, 2);
     int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.accepted[0],
         rz = b2.rejected_at;
     int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.accepted[0];
@@ -1112,66 +1395,114 @@ static void test_forced_edges(void) {
     free_spec_buffers(&b2);
 }
 
-// Greedy speculative text == greedy plain text, for one prompt, K and length.
+// Greedy speculative text == greedy plain text, for one prompt, K and length: the loop
+// the broken builds run (test_generate with ROUND) against plain decoding (generate).
+// *diff_at: the index of the first generated token that differs, or -1.
 static int greedy_same(Fixture *fx, Draft *d, const int *prompt, int np, int K,
-                       int n_new, Stats *sp_out) {
+                       int n_new, Stats *sp_out, int *diff_at) {
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, cap = (np > 0 ? np : 1) + n_new;
+    int V = g->config.vocab_size, start = np > 0 ? np : 1, cap = start + n_new;
     int *a = malloc((size_t)cap * sizeof(int)), *c = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
+    build_spec_buffers(&b, K, V, g->config.block_size);
     DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = K, .vocab = &fx->vocab};
     Stats sp, pl;
     memset(&sp, 0, sizeof(sp));
     memset(&pl, 0, sizeof(pl));
     Rng r;
     rng_seed(&r, 5);
-    speculative_generate(g, d, &b, prompt, np, n_new, &o, &r, a, &sp);
+    test_generate(g, d, &b, prompt, np, n_new, &o, &r, a, &sp, ROUND, NULL, NULL);
     rng_seed(&r, 5);
     generate(g, prompt, np, n_new, &o, &r, c, p, &pl);
     int same = sp.emitted == n_new && pl.emitted == n_new &&
                memcmp(a, c, (size_t)cap * sizeof(int)) == 0;
+    *diff_at = -1;
+    for (int i = start; i < cap && *diff_at < 0; i++)
+        if (a[i] != c[i]) *diff_at = i - start;
     if (sp_out) *sp_out = sp;
     free_spec_buffers(&b);
     free(a); free(c); free(p);
     return same;
 }
 
+// " (the first difference at generated token N)", or "" when there is none.
+static const char *diff_note(char *buf, size_t n, int diff_at) {
+    if (diff_at < 0) return "";
+    snprintf(buf, n, " (the first difference at generated token %d)", diff_at);
+    return buf;
+}
+
+// Greedy decoding, where speculative decoding must give plain decoding's text token for
+// token: K against the tokens still needed and the cache's room, each draft (with
+// --draft-p-min too), a prompt that fills the context, a draft that never agrees. Every
+// run but the first restarts the cache (folded rounds) and reaches its last slot, so
+// BREAK_FOLD must change the text.
 static void test_edge_runs(Fixture *fx) {
-    if (BUG) return;
+    if (!runs(CATCH_FOLD)) return;
     GPT *g = &fx->model;
-    int S = g->config.block_size, V = g->config.vocab_size, prompt[64];
+    int S = g->config.block_size, V = g->config.vocab_size, prompt[64], at, all_ok = 1;
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
+    char dn[80];
     Stats st;
     // K larger than what is still needed: a round drafts only what is wanted
-    int ok = greedy_same(fx, &fx->draft, prompt, np, 8, 3, &st);
-    check(ok && st.emitted == 3 && st.drafted <= 2, "K = 8 with -n 3: %ld tokens, %ld drafted "
-          "in %ld rounds (at most 2 still needed), same text as plain greedy", st.emitted,
-          st.drafted, st.rounds);
-    ok = greedy_same(fx, &fx->draft, prompt, np, 1, 200, &st);
-    check(ok && st.drafted == st.rounds && st.round_tokens <= 2 * st.rounds,
-          "K = 1: 200 greedy tokens equal plain decoding; %ld rounds drafted one token each "
-          "(%ld drafted) and emitted %ld", st.rounds, st.drafted, st.round_tokens);
-    ok = greedy_same(fx, &fx->draft, prompt, np, S - 1, 200, &st);
-    check(ok, "K = block_size - 1 = %d: 200 greedy tokens equal plain decoding (%ld rounds, "
-          "%ld drafted)", S - 1, st.rounds, st.drafted);
-    // every draft, greedy: the model draft's cache and lookup's short rounds change no token
-    Draft *drafts[3] = {&fx->draft, &fx->gpt, &fx->lookup};
-    for (int di = 0; di < 3; di++) {
+    int ok = greedy_same(fx, &fx->draft, prompt, np, 8, 3, &st, &at);
+    all_ok &= case_check(ok && st.emitted == 3 && st.drafted <= 2, "K = 8 with -n 3: %ld tokens, "
+                         "%ld drafted in %ld rounds (at most 2 still needed), same text as plain "
+                         "greedy%s", st.emitted, st.drafted, st.rounds,
+                         diff_note(dn, sizeof(dn), at));
+    ok = greedy_same(fx, &fx->draft, prompt, np, 1, 200, &st, &at);
+    all_ok &= case_check(ok && st.drafted == st.rounds - st.pass[PASS_STEP].passes &&
+                         st.round_tokens <= 2 * st.rounds && st.pass[PASS_FOLDED].passes > 0,
+                         "K = 1: 200 greedy tokens equal plain decoding%s; %ld rounds drafted "
+                         "one token each (%ld drafted), but the %ld PASS_STEP rounds at the "
+                         "cache's last slot, and emitted %ld; %ld PASS_FOLDED rounds restarted "
+                         "the cache",
+                         diff_note(dn, sizeof(dn), at), st.rounds, st.drafted,
+                         st.pass[PASS_STEP].passes, st.round_tokens,
+                         st.pass[PASS_FOLDED].passes);
+    // K = S - 1: every round is cut to the cache's room
+    ok = greedy_same(fx, &fx->draft, prompt, np, S - 1, 200, &st, &at);
+    all_ok &= case_check(ok && st.pass[PASS_FOLDED].passes > 0, "K = block_size - 1 = %d: 200 "
+                         "greedy tokens equal plain decoding%s (%ld rounds, %ld drafted, %ld "
+                         "PASS_FOLDED, %ld PASS_STEP)", S - 1,
+                         diff_note(dn, sizeof(dn), at), st.rounds, st.drafted,
+                         st.pass[PASS_FOLDED].passes, st.pass[PASS_STEP].passes);
+    // every draft, greedy: the model draft's cache and lookup's short rounds change no
+    // token, and neither does --draft-p-min (it reads only the draft)
+    struct { Draft *d; float p_min; } drafts[5] = {{&fx->draft, 0.0f}, {&fx->gpt, 0.0f},
+        {&fx->lookup, 0.0f}, {&fx->draft, 0.3f}, {&fx->gpt, 0.7f}};
+    for (int di = 0; di < 5; di++) {
         int n_new = SANITIZED ? 100 : 300;
-        ok = greedy_same(fx, drafts[di], prompt, np, 4, n_new, &st);
-        check(ok && st.rounds > 0, "%s draft, K = 4: %d greedy tokens equal plain decoding "
-              "(%ld rounds, %ld empty, %ld drafted, %ld accepted, %ld draft passes)",
-              drafts[di]->name, n_new, st.rounds, st.empty_rounds, st.drafted, st.accepted,
-              st.draft_passes);
+        drafts[di].d->p_min = drafts[di].p_min;
+        ok = greedy_same(fx, drafts[di].d, prompt, np, 4, n_new, &st, &at);
+        drafts[di].d->p_min = 0.0f;
+        char how[48] = "";
+        if (drafts[di].p_min > 0.0f)
+            snprintf(how, sizeof(how), " with --draft-p-min %g", drafts[di].p_min);
+        all_ok &= case_check(ok && st.rounds > 0 && st.pass[PASS_FOLDED].passes > 0,
+                             "%s draft%s, K = 4: %d greedy tokens equal plain decoding%s (%ld "
+                             "rounds, %ld empty, %ld drafted, %ld accepted, %ld draft passes, "
+                             "%ld PASS_FOLDED, %ld PASS_STEP)",
+                             drafts[di].d->name, how, n_new, diff_note(dn, sizeof(dn), at),
+                             st.rounds, st.empty_rounds, st.drafted, st.accepted,
+                             st.draft_passes, st.pass[PASS_FOLDED].passes,
+                             st.pass[PASS_STEP].passes);
     }
-    // a prompt of exactly S tokens: the cache is full after the prefill
+    // a prompt of exactly S tokens: the cache is full after the prefill, and the first
+    // round restarts it (with every draft)
     int full[64];
-    memcpy(full, fx->corpus.tokens + 5000, (size_t)S * sizeof(int));
-    ok = greedy_same(fx, &fx->draft, full, S, 4, 100, &st);
-    check(ok && st.refill_passes > 0, "a prompt that fills the context (%d tokens), K = 4: "
-          "100 greedy tokens equal plain decoding (%ld refills)", S, st.refill_passes);
+    memcpy(full, fx->corpus.tokens + CORPUS_AT, (size_t)S * sizeof(int));
+    for (int di = 0; di < 3; di++) {
+        int n_new = SANITIZED ? 50 : 100;
+        ok = greedy_same(fx, drafts[di].d, full, S, 4, n_new, &st, &at);
+        all_ok &= case_check(ok && st.pass[PASS_FOLDED].passes > 0, "a prompt that fills the "
+                             "context (%d tokens), %s draft, K = 4: %d greedy tokens equal "
+                             "plain decoding%s (%ld PASS_FOLDED rounds restarted the cache, "
+                             "the first of them round 1)", S, drafts[di].d->name, n_new,
+                             diff_note(dn, sizeof(dn), at),
+                             st.pass[PASS_FOLDED].passes);
+    }
     // a draft that never agrees: every row one-hot at a token greedy decoding never emits
     int plain_seq[512];
     float *p = malloc((size_t)V * sizeof(float));
@@ -1188,13 +1519,16 @@ static void test_edge_runs(Fixture *fx) {
     for (int i = 0; i < V * V; i++) table[i] = (i % V) == never ? 1.0f : 0.0f;
     Draft contrary = {.kind = DRAFT_BIGRAM, .name = "contrary", .V = V,
                       .bigram = {V, table}};
-    ok = never >= 0 && greedy_same(fx, &contrary, prompt, np, 4, 300, &st);
-    check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0,
-          "a draft that never agrees (always '%c'): 300 greedy tokens equal plain decoding; "
-          "%ld rounds, %ld accepted, %ld round tokens (exactly one per round)",
-          never >= 0 ? fx->vocab.chars[never] : '?', st.rounds, st.accepted, st.round_tokens);
+    ok = never >= 0 && greedy_same(fx, &contrary, prompt, np, 4, 300, &st, &at);
+    all_ok &= case_check(ok && st.accepted == 0 && st.round_tokens == st.rounds && st.bonus == 0 &&
+                         st.pass[PASS_FOLDED].passes > 0, "a draft that never agrees (always "
+                         "'%c'): 300 greedy tokens equal plain decoding%s; %ld rounds, %ld "
+                         "accepted, %ld round tokens (exactly one per round), %ld PASS_FOLDED",
+                         never >= 0 ? fx->vocab.chars[never] : '?', diff_note(dn, sizeof(dn), at),
+                         st.rounds, st.accepted, st.round_tokens, st.pass[PASS_FOLDED].passes);
     free(table);
     free(p);
+    broken_verdict(all_ok, "greedy speculative text differs from plain greedy text");
 }
 
 // The target as its own draft: the draft rows come from one-token target passes served
@@ -1206,7 +1540,7 @@ static void test_self_draft(Fixture *fx) {
     int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
+    build_spec_buffers(&b, K, V, S);
     Sampler served[3] = {{1.0f, 0, 0.0f}, {0.7f, 0, 0.0f}, {1.0f, 10, 0.9f}};
     for (int si = 0; si < 3; si++) {
         const Sampler *s = &served[si];
@@ -1226,7 +1560,7 @@ static void test_self_draft(Fixture *fx) {
                                                     rng_uniform(&r));
             }
             trim_kv_cache(g, NULL, 0, before);
-            verify_candidates(g, current, b.candidates, K, s, b.all_tokens, b.p_target);
+            verify_candidates(g, &current, 0, b.candidates, K, s, b.all_tokens, b.p_target);
             rows_equal += memcmp(b.p_target, b.q_draft, (size_t)K * V * sizeof(float)) == 0;
             int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u,
                                   b.residual, b.accepted, &b.rejected_at);
@@ -1247,16 +1581,26 @@ static void test_self_draft(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
-// 5. The KV cache after every round, and the counters
+// 5. The KV cache and the verify rows after every round, and the counters
 
+// The cache and rows test's view of a run: the fresh models, what plain decoding's
+// context rule says the cache holds, and its own tallies of what the rounds did.
 typedef struct {
-    GPT fresh;           // the same weights, its own cache: the fresh prefill
+    GPT fresh;           // the same weights, its own cache: the fresh passes
     GPT fresh_draft;     // the same for a model draft (unused for a table or lookup)
     const Draft *d;
     const SpecBuffers *b;
     const Stats *st;
-    long steps, bad_steps, first_bad, draft_checked;
-    long last_rounds, last_drafted;
+    Sampler s;           // how the rows are served
+    int K, first, n_new; // the draft length; where the generated text starts, its length
+    int *toks;           // (first + n_new + K) scratch: the text before a round, its guesses
+    float *row;          // (V) scratch: one served row of a fresh pass
+    int rule_kv;         // the rule's cache length before the next round's current_token
+    int n_prev;          // the text's length before the round
+    long rounds, bad_cache, bad_rows, first_bad, draft_checked;
+    long folded, edge, zero_rounds, stopped, bad_asked; // by the rule, and the code's k
+    long last_drafted;
+    PassTally kind[N_PASS_KINDS], size[PASS_SIZES]; // the target's passes by the rule
     double sum_beta, var_beta; // sum over judged positions of beta and beta (1 - beta)
     long judged;
 } CacheWatch;
@@ -1277,39 +1621,83 @@ static int cache_equals_prefill(const GPT *g, GPT *fresh, const int *toks, int n
     return ok;
 }
 
-// after_step hook: compares the live cache with a fresh prefill over the tokens it
-// should hold (the kv_len tokens before the current one), and a model draft's cache with
-// a fresh prefill over the first of those (it may lag: never run the last guess of a
-// bonus round, or not yet caught up on a refill's window); and adds up beta = sum_x
-// min(p(x), q(x)) over the positions the round judged.
-static void watch_step(void *ctx, const GPT *g, const int *seq, int n_seq) {
+// Adds a target pass of T tokens to a kind's tally and a size's (as count_pass sorts them).
+static void tally(CacheWatch *w, PassKind kind, int T) {
+    PassTally *by_size = &w->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1];
+    w->kind[kind].passes++;
+    w->kind[kind].tokens += T;
+    by_size->passes++;
+    by_size->tokens += T;
+}
+
+// test_generate's hook after every round. The round began with the text seq[0 .. n_prev-1]
+// (current_token last) and a cache that plain decoding's rule says holds rule_kv tokens:
+// a full cache (S) restarts, so the round's context is the S/2 - 1 tokens before
+// current_token (the refill's window), else those rule_kv tokens. Checks, bit for bit:
+// the round's k+1 served rows (p_target) against plain decoding's rows on a fresh model,
+// current_token and then each guess fed one by one by the rule (plain_feed) on top of
+// that context; the live cache's length against the rule fed every token the round
+// emitted but the last, and its contents against a fresh prefill over those tokens; a
+// model draft's cache against a fresh prefill of the draft over the first of them (it may
+// lag: never run the last guess of a bonus round or of a k = 0 round, or not caught up on a
+// restart's window). Tallies the round's pass by the rule (a folded pass of S/2 + k tokens
+// after a restart, else 1 + k: a verify pass, or a one-token step when k = 0), checks the
+// guesses asked for (K, the tokens still needed, and the room S - 1 - context), and adds
+// up beta = sum_x min(p(x), q(x)) over the positions the round judged.
+static void watch_round(void *ctx, const GPT *g, const int *seq, int n_seq) {
     CacheWatch *w = ctx;
+    const SpecBuffers *b = w->b;
     int kv = g->state.kv_len, V = g->config.vocab_size, S = g->config.block_size;
-    w->steps++;
-    const int *window = seq + n_seq - 1 - kv; // the tokens the target's cache holds
-    int ok = kv >= 0 && kv <= S && kv <= n_seq - 1 &&
-             cache_equals_prefill(g, &w->fresh, window, kv);
-    if (ok && w->d->kind == DRAFT_GPT) {
+    int n_prev = w->n_prev, k = (int)(w->st->drafted - w->last_drafted);
+    int restart = w->rule_kv == S, context = restart ? S / 2 - 1 : w->rule_kv;
+    int remaining = w->n_new - (n_prev - w->first), asked = w->K;
+    if (asked > remaining) asked = remaining;
+    if (asked > S - 1 - context) asked = S - 1 - context;
+    w->rounds++;
+    w->bad_asked += b->asked != asked || k > asked;
+    // the rows: the context, then current_token and the guesses fed one by one
+    memcpy(w->toks, seq, (size_t)n_prev * sizeof(int));
+    memcpy(w->toks + n_prev, b->candidates, (size_t)k * sizeof(int));
+    w->fresh.state.kv_len = 0;
+    if (restart) w->fresh.state.kv_len = S; // full: the first feed refills it
+    else if (w->rule_kv > 0) forward(&w->fresh, w->toks + n_prev - 1 - w->rule_kv, w->rule_kv);
+    int rows_ok = 1;
+    for (int i = 0; i <= k; i++) {
+        served_probs(w->row, plain_feed(&w->fresh, w->toks, n_prev + i), V, &w->s);
+        rows_ok &= memcmp(w->row, b->p_target + (size_t)i * V, (size_t)V * sizeof(float)) == 0;
+    }
+    // the cache: the rule fed current_token and every emitted token but the last
+    int after = w->rule_kv;
+    for (int j = n_prev - 1; j <= n_seq - 2; j++) after = after == S ? S / 2 : after + 1;
+    const int *window = seq + n_seq - 1 - after; // the tokens the target's cache must hold
+    int cache_ok = kv == after && cache_equals_prefill(g, &w->fresh, window, after);
+    if (cache_ok && w->d->kind == DRAFT_GPT) {
         const GPT *m = &w->d->model;
         int kvd = m->state.kv_len;
-        ok = kvd >= 0 && kvd <= kv && cache_equals_prefill(m, &w->fresh_draft, window, kvd);
+        cache_ok = kvd >= 0 && kvd <= kv && cache_equals_prefill(m, &w->fresh_draft, window, kvd);
         w->draft_checked++;
     }
-    if (!ok && w->bad_steps++ == 0) w->first_bad = w->steps;
-    // a speculative round just ran: add its judged positions
-    if (w->st->rounds > w->last_rounds) {
-        int k = (int)(w->st->drafted - w->last_drafted);
-        int judged = w->b->rejected_at >= 0 ? w->b->rejected_at + 1 : k;
-        for (int i = 0; i < judged; i++) {
-            double beta = 0.0;
-            for (int x = 0; x < V; x++)
-                beta += fmin(w->b->p_target[(size_t)i * V + x], w->b->q_draft[(size_t)i * V + x]);
-            w->sum_beta += beta;
-            w->var_beta += beta * (1.0 - beta);
-            w->judged++;
-        }
+    w->bad_cache += !cache_ok;
+    w->bad_rows += !rows_ok;
+    if ((!cache_ok || !rows_ok) && w->first_bad == 0) w->first_bad = w->rounds;
+    // the round's pass and shape, by the rule
+    tally(w, restart ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP, (restart ? S / 2 : 1) + k);
+    w->folded += restart;
+    w->edge += context == S - 1;
+    w->zero_rounds += k == 0;
+    w->stopped += k > 0 && k < b->asked; // --draft-p-min (lookup: the text ran out)
+    // the judged positions: up to and including a rejected one
+    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+    for (int i = 0; i < judged; i++) {
+        double beta = 0.0;
+        for (int x = 0; x < V; x++)
+            beta += fmin(b->p_target[(size_t)i * V + x], b->q_draft[(size_t)i * V + x]);
+        w->sum_beta += beta;
+        w->var_beta += beta * (1.0 - beta);
+        w->judged++;
     }
-    w->last_rounds = w->st->rounds;
+    w->rule_kv = after;
+    w->n_prev = n_seq;
     w->last_drafted = w->st->drafted;
 }
 
@@ -1322,69 +1710,123 @@ static void clone_gpt(GPT *out, const GPT *m) {
     memcpy(out->params, m->params, m->n_params * sizeof(float));
 }
 
+// Whether the Stats' passes, by kind and by size, are the test's tally by the rule.
+static int passes_match(const Stats *st, const CacheWatch *w) {
+    int ok = 1;
+    for (int i = 0; i < N_PASS_KINDS; i++)
+        ok &= st->pass[i].passes == w->kind[i].passes && st->pass[i].tokens == w->kind[i].tokens;
+    for (int i = 0; i < PASS_SIZES; i++)
+        ok &= st->size[i].passes == w->size[i].passes && st->size[i].tokens == w->size[i].tokens;
+    return ok;
+}
+
 static void test_cache_and_stats(Fixture *fx) {
-    if (!runs(CATCH_TRIM)) return;
+    if (!runs(CATCH_TRIM | CATCH_FOLD)) return;
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, K = 4, prompt[64];
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
-    struct { Draft *d; Sampler s; int n_new, n_new_san; } cases[] = {
-        {&fx->draft, {1.0f, 0, 0.0f}, 2000, 150},
-        {&fx->draft, {0.7f, 0, 0.0f}, 2000, 150},
-        {&fx->draft, {0.0f, 0, 0.0f}, 2000, 150},
-        {&fx->gpt, {1.0f, 0, 0.0f}, 1000, 50},
-        {&fx->gpt, {1.0f, 5, 0.9f}, 1000, 50},
-        {&fx->lookup, {1.0f, 0, 0.0f}, 1000, 50},
+    struct { Draft *d; float p_min; Sampler s; int n_new, n_new_san; } cases[] = {
+        {&fx->draft, 0.0f, {1.0f, 0, 0.0f}, 2000, 120},
+        {&fx->draft, 0.0f, {0.7f, 0, 0.0f}, 2000, 100},
+        {&fx->draft, 0.0f, {0.0f, 0, 0.0f}, 2000, 100},
+        {&fx->gpt, 0.0f, {1.0f, 0, 0.0f}, 1000, 50},
+        {&fx->gpt, 0.0f, {1.0f, 5, 0.9f}, 1000, 50},
+        {&fx->gpt, 0.7f, {1.0f, 0, 0.0f}, 1000, 50},
+        {&fx->lookup, 0.0f, {1.0f, 0, 0.0f}, 1000, 50},
     };
+    int n_cases = (int)(sizeof(cases) / sizeof(cases[0])), all_ok = 1;
+    long all_folded = 0, all_edge = 0;
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
-    int all_ok = 1;
-    for (int ci = 0; ci < 6; ci++) {
+    build_spec_buffers(&b, K, V, S);
+    for (int ci = 0; ci < n_cases; ci++) {
         int N_NEW = SANITIZED ? cases[ci].n_new_san : cases[ci].n_new;
+        Draft *d = cases[ci].d;
         int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
         CacheWatch w;
         memset(&w, 0, sizeof(w));
         clone_gpt(&w.fresh, g);
-        if (cases[ci].d->kind == DRAFT_GPT) clone_gpt(&w.fresh_draft, &cases[ci].d->model);
+        if (d->kind == DRAFT_GPT) clone_gpt(&w.fresh_draft, &d->model);
         Stats st;
         memset(&st, 0, sizeof(st));
-        w.d = cases[ci].d;
+        w.d = d;
         w.b = &b;
         w.st = &st;
-        DecodeOptions o = {.sampler = cases[ci].s, .K = K, .vocab = &fx->vocab,
-                           .after_step = watch_step, .ctx = &w, .round = ROUND};
+        w.s = cases[ci].s;
+        w.K = K;
+        w.first = np > 0 ? np : 1;
+        w.n_new = N_NEW;
+        w.toks = malloc((size_t)(np + N_NEW + K) * sizeof(int));
+        w.row = malloc((size_t)V * sizeof(float));
+        w.rule_kv = w.first < S ? w.first : S; // the prefill: the prompt's last S tokens
+        w.n_prev = w.first + 1;                // and the token sampled from it
+        tally(&w, PASS_PREFILL, w.rule_kv);
+        DecodeOptions o = {.sampler = cases[ci].s, .K = K, .vocab = &fx->vocab};
         Rng r;
         rng_seed(&r, 4242 + ci);
-        speculative_generate(g, cases[ci].d, &b, prompt, np, N_NEW, &o, &r, seq, &st);
-        char first[64] = "", name[64], draft_note[96] = "";
-        if (w.bad_steps) snprintf(first, sizeof(first), "; the first after step %ld", w.first_bad);
+        d->p_min = cases[ci].p_min;
+        test_generate(g, d, &b, prompt, np, N_NEW, &o, &r, seq, &st, ROUND, watch_round, &w);
+        d->p_min = 0.0f;
+        all_folded += w.folded;
+        all_edge += w.edge;
+        char first[64] = "", name[80], draft_note[96] = "";
+        if (w.first_bad) snprintf(first, sizeof(first), "; the first in round %ld", w.first_bad);
         if (w.draft_checked)
             snprintf(draft_note, sizeof(draft_note), ", and the draft's cache a fresh prefill "
                      "of the draft over the first of them (%ld times)", w.draft_checked);
         sampler_name(name, sizeof(name), &cases[ci].s);
-        const char *dn = cases[ci].d->name;
-        all_ok &= case_check(w.steps > 0 && w.bad_steps == 0 && st.rounds > N_NEW / 4,
-                             "KV cache, %s draft, %s, K=%d, %d tokens: after each of %ld rounds "
-                             "and steps (%ld rounds, %ld refills) the target's cache equals a "
-                             "fresh prefill over the same tokens, bit for bit, every layer, keys "
-                             "and values%s (%ld differ%s)", dn, name, K, N_NEW, w.steps,
-                             st.rounds, st.refill_passes, draft_note, w.bad_steps, first);
+        if (cases[ci].p_min > 0.0f)
+            snprintf(name + strlen(name), sizeof(name) - strlen(name), ", --draft-p-min %g "
+                     "(stopped %ld drafts early)", cases[ci].p_min, w.stopped);
+        const char *dn = d->name;
+        all_ok &= case_check(w.rounds > 0 && w.bad_cache == 0 && w.bad_rows == 0 &&
+                             st.rounds > N_NEW / 4 && st.pass[PASS_FOLDED].passes > 0,
+                             "KV cache and verify rows, %s draft, %s, K=%d, %d tokens: after "
+                             "each of %ld rounds (%ld PASS_FOLDED: restarted the cache and "
+                             "verified on the refill's window; %ld k = 0 steps at the cache's "
+                             "last slot) the round's k+1 served rows equal plain decoding's from "
+                             "fresh passes over the rule's context, the target's cache has the "
+                             "rule's length and equals a fresh prefill over the same tokens, "
+                             "bit for bit, every layer, keys and values%s (%ld rounds differ in "
+                             "the cache, %ld in the rows%s)", dn, name, K, N_NEW, w.rounds,
+                             st.pass[PASS_FOLDED].passes, w.edge, draft_note, w.bad_cache,
+                             w.bad_rows, first);
         if (BUG == 0) {
-            // rounds that end in neither a resample nor a bonus: empty ones (a plain step)
-            // and at most one last round that was not allowed a bonus
-            long x = st.rounds - st.resampled - st.bonus - st.empty_rounds;
-            long passes = cases[ci].d->kind == DRAFT_GPT ? st.drafted : 0;
-            check(st.emitted == N_NEW &&
-                  st.emitted == 1 + st.refill_passes + st.decode_passes + st.round_tokens &&
-                  st.round_tokens == st.accepted + st.resampled + st.bonus + st.empty_rounds &&
-                  x >= 0 && x <= 1 && st.accepted + st.resampled == w.judged &&
-                  st.draft_passes == passes,
-                  "counters, %s draft, %s: emitted %ld = 1 + %ld refills + %ld steps + %ld "
-                  "round tokens; round tokens = accepted %ld + resampled %ld + bonus %ld + "
-                  "empty rounds %ld; rounds %ld = resampled + bonus + empty + %ld; judged "
-                  "positions %ld = accepted + resampled; draft passes %ld (%ld expected: one "
-                  "per guess of a model draft)", dn, name, st.emitted, st.refill_passes,
-                  st.decode_passes, st.round_tokens, st.accepted, st.resampled, st.bonus,
-                  st.empty_rounds, st.rounds, x, w.judged, st.draft_passes, passes);
+            // rounds that end in neither a resample nor a bonus: k = 0 ones (an empty
+            // lookup round, or a step at the cache's last slot: one token from row 0) and
+            // at most one last round that was not allowed a bonus
+            long x = st.rounds - st.resampled - st.bonus - st.empty_rounds - w.edge;
+            long passes = d->kind == DRAFT_GPT ? st.drafted : 0;
+            check(st.emitted == N_NEW && st.emitted == 1 + st.round_tokens &&
+                  st.round_tokens ==
+                      st.accepted + st.resampled + st.bonus + st.empty_rounds + w.edge &&
+                  x >= 0 && x <= 1 && w.zero_rounds == st.empty_rounds + w.edge &&
+                  st.accepted + st.resampled == w.judged && st.draft_passes == passes &&
+                  w.bad_asked == 0,
+                  "counters, %s draft, %s: emitted %ld = 1 + %ld round tokens; round tokens = "
+                  "accepted %ld + resampled %ld + bonus %ld + empty rounds %ld + k = 0 steps at "
+                  "the cache's last slot %ld; rounds %ld = resampled + bonus + empty + steps + "
+                  "%ld; rounds with k = 0: %ld; judged positions %ld = accepted + resampled; "
+                  "draft passes %ld (%ld expected: one per guess of a model draft); %ld rounds "
+                  "asked for other than min(K, tokens still needed, S - 1 - context) guesses",
+                  dn, name, st.emitted, st.round_tokens, st.accepted, st.resampled, st.bonus,
+                  st.empty_rounds, w.edge, st.rounds, x, w.zero_rounds, w.judged,
+                  st.draft_passes, passes, w.bad_asked);
+            // the target's passes: the prefill, then one per round, sorted by the rule
+            check(target_passes(&st) == 1 + st.rounds && passes_match(&st, &w) &&
+                  st.pass[PASS_REFILL].passes == 0,
+                  "passes, %s draft, %s: %ld target passes = the prefill + one per round; by "
+                  "kind (passes/tokens) prefill %ld/%ld, refill %ld/%ld, folded %ld/%ld, "
+                  "verify %ld/%ld, step %ld/%ld, and by size, as the rule sorts them (the "
+                  "test's tally: folded %ld/%ld, verify %ld/%ld, step %ld/%ld)", dn, name,
+                  target_passes(&st), st.pass[PASS_PREFILL].passes,
+                  st.pass[PASS_PREFILL].tokens, st.pass[PASS_REFILL].passes,
+                  st.pass[PASS_REFILL].tokens, st.pass[PASS_FOLDED].passes,
+                  st.pass[PASS_FOLDED].tokens, st.pass[PASS_VERIFY].passes,
+                  st.pass[PASS_VERIFY].tokens, st.pass[PASS_STEP].passes,
+                  st.pass[PASS_STEP].tokens, w.kind[PASS_FOLDED].passes,
+                  w.kind[PASS_FOLDED].tokens, w.kind[PASS_VERIFY].passes,
+                  w.kind[PASS_VERIFY].tokens, w.kind[PASS_STEP].passes,
+                  w.kind[PASS_STEP].tokens);
             // the Stats' own alpha: the same positions, the same sum, in the same order
             double alpha = w.judged ? w.sum_beta / w.judged : 0.0;
             check(st.judged == w.judged && st.judged == st.accepted + st.resampled &&
@@ -1400,13 +1842,23 @@ static void test_cache_and_stats(Fixture *fx) {
                   "%.4f accepted/drafted", dn, name, st.accepted, w.judged, w.sum_beta, sigma,
                   sigma > 0 ? dev / sigma : 0.0,
                   st.drafted ? (double)st.accepted / st.drafted : 0.0);
+            if (cases[ci].p_min > 0.0f)
+                check(w.stopped > 0, "--draft-p-min %g, %s draft: %ld of %ld rounds stopped "
+                      "drafting early (the cache and rows above cover them)", cases[ci].p_min,
+                      dn, w.stopped, w.rounds);
         }
         free_gpt(&w.fresh);
-        if (cases[ci].d->kind == DRAFT_GPT) free_gpt(&w.fresh_draft);
+        if (d->kind == DRAFT_GPT) free_gpt(&w.fresh_draft);
+        free(w.toks);
+        free(w.row);
         free(seq);
     }
+    if (BUG == 0)
+        check(all_folded > 0 && all_edge > 0, "the cache runs above watched %ld folded rounds "
+              "(PASS_FOLDED) and %ld k = 0 rounds at the cache's last slot", all_folded,
+              all_edge);
     free_spec_buffers(&b);
-    broken_verdict(all_ok, "the cache after a round differs from a fresh prefill");
+    broken_verdict(all_ok, "the rows or the cache of a round differ from plain decoding's");
 }
 
 // ----------------------------------------------------------------------------
@@ -1481,7 +1933,9 @@ int main(void) {
     t0 = now_seconds();
     test_chi_square(&fx);
     printf("(chi-square: %.1f s)\n", now_seconds() - t0);
+    t0 = now_seconds();
     test_round_faithful(&fx);
+    printf("(faithful copies: %.1f s)\n", now_seconds() - t0);
     t0 = now_seconds();
     test_joint(&fx);
     printf("(end to end: %.1f s)\n", now_seconds() - t0);

@@ -17,14 +17,17 @@
  * with TESTING defined, neither file's main is compiled.
  *
  * A draft's bugs cost speed, not correctness: accept/reject makes the output exact for any
- * q, so greedy equivalence (section 11) cannot see them. Sections 16 and 17 can: the model
- * draft's cache against a recompute after every round, and an alpha floor for each draft.
+ * q, so greedy equivalence (section 11) cannot see them. Sections 16, 17 and 18 can: the
+ * model draft's cache against a recompute after every round, and an alpha floor for each
+ * draft, without and with --draft-p-min.
  * Each "broken build" below plants one such bug, from THIS file, as test/test_exact.c
  * does: after specdec.c is included, draft_tokens and trim_kv_cache are wrapped by
- * mutant_draft_tokens and mutant_trim_kv_cache, and speculative_generate runs test_round
- * (speculative_round's phases, routed through them) via DecodeOptions.round. In a broken
- * build only the tests that must catch the bug run, and each prints PASS "expected
- * failure" when it fails; greedy equivalence is checked there too, and must still hold.
+ * mutant_draft_tokens and mutant_trim_kv_cache, and the tests that must see the bug run
+ * test_generate (test/round_copy.h, a copy of speculative_generate's loop) with ROUND:
+ * test_round, speculative_round's phases routed through the mutants, in a broken build,
+ * speculative_round itself in the correct one. In a broken build only the tests that must
+ * catch the bug run, and each prints PASS "expected failure" when it fails; greedy
+ * equivalence is checked there too, and must still hold.
  *
  * broken build: -DBREAK_DRAFT_CATCHUP
  * broken build: -DBREAK_DRAFT_UNTRIMMED
@@ -39,11 +42,11 @@
  *                             draft's first row (as if each pass re-ran from the same cache
  *                             state), and prompt lookup's first copied token k times.
  *
- * Sanitizer builds run the model-heavy parts of sections 16 and 17 with fewer tokens (60
- * instead of 300 per cache run; 500 instead of 2,000 per alpha run, printed, not held to
- * the floors, which are set for 2,000).
- * Compiled with -DALPHA_SPREAD, the program only prints section 17's alpha for seeds 1..10
- * (the spread the floors were set from), to re-measure them when a draft changes.
+ * Sanitizer builds run the model-heavy parts of sections 16, 17 and 18 with fewer tokens
+ * (60 instead of 300 per cache run; 500 instead of 2,000 per alpha run, printed, not held
+ * to the floors, which are set for 2,000; 100 instead of 300 or 400 per --draft-p-min run).
+ * Compiled with -DALPHA_SPREAD, the program only prints the alpha of sections 17 and 18 for
+ * seeds 1..10 (the spread the floors were set from), to re-measure them when a draft changes.
  */
 #define TESTING
 #include "../tinyshakespeare/train.c"
@@ -682,11 +685,12 @@ static void test_kv_chunking(Fixture *fx) {
     free(chunked);
 }
 
-// prefill (the first pass over the prompt, and a refill of a full cache) empties the
-// cache, runs the last min(n_seq, keep) tokens from position 0 in one forward, and returns
-// the current token's row: equal, bit for bit, to forward's last row from a clean cache,
-// with the same cache rows, even when the cache held other text before; it counts one
-// prefill or one refill pass.
+// prefill (the first pass over the prompt, and plain decoding's refill of a full cache)
+// empties the cache, runs the last min(n_seq, keep) tokens from position 0 in one forward,
+// and returns the current token's row: equal, bit for bit, to forward's last row from a
+// clean cache, with the same cache rows, even when the cache held other text before; it
+// counts one pass of the kind it is given (PASS_PREFILL or PASS_REFILL) and of its size n,
+// with n tokens, and a time that is not negative.
 static void test_prefill(Fixture *fx) {
     GPT *g = &fx->model;
     int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
@@ -700,12 +704,13 @@ static void test_prefill(Fixture *fx) {
     for (int i = 0; i < 6; i++) {
         int n_seq = cases[i][0], keep = cases[i][1], refill = cases[i][2];
         int n = n_seq < keep ? n_seq : keep;
+        PassKind kind = refill ? PASS_REFILL : PASS_PREFILL;
         // a cache full of other text, as a refill finds it
         reset_cache(g);
         forward(g, junk, S - 3);
         Stats st;
         memset(&st, 0, sizeof(st));
-        memcpy(row, prefill(g, seq, n_seq, keep, &st, refill), (size_t)V * sizeof(float));
+        memcpy(row, prefill(g, seq, n_seq, keep, kind, &st), (size_t)V * sizeof(float));
         int kv = g->state.kv_len;
         memcpy(kc, g->state.key_cache, LSC * sizeof(float));
         memcpy(vc, g->state.value_cache, LSC * sizeof(float));
@@ -714,15 +719,25 @@ static void test_prefill(Fixture *fx) {
         const float *want = forward(g, seq + n_seq - n, n) + (size_t)(n - 1) * V;
         size_t cache_differ = rows_differ(kc, g->state.key_cache, L, S, C, 0, n) +
                               rows_differ(vc, g->state.value_cache, L, S, C, 0, n);
-        int counted = st.prefill_passes == !refill && st.refill_passes == refill &&
-                      target_passes(&st) == 1;
+        // one pass of this kind and of size n, nothing else
+        long others = 0;
+        for (int j = 0; j < N_PASS_KINDS; j++)
+            if (j != (int)kind) others += st.pass[j].passes + st.pass[j].tokens;
+        for (int T = 0; T < PASS_SIZES; T++)
+            if (T != n) others += st.size[T].passes + st.size[T].tokens;
+        int counted = st.pass[kind].passes == 1 && st.pass[kind].tokens == n &&
+                      st.size[n].passes == 1 && st.size[n].tokens == n && others == 0 &&
+                      target_passes(&st) == 1 && st.pass[kind].seconds >= 0.0 &&
+                      st.size[n].seconds == st.pass[kind].seconds;
         check(memcmp(row, want, (size_t)V * sizeof(float)) == 0 && kv == n &&
               cache_differ == 0 && counted, "prefill of %d token%s, keep %d%s, over a cache "
               "holding %d other tokens: kv_len %d (want %d), row == forward's last row of "
               "tokens %d..%d from a clean cache (max diff %.2g), %zu cache floats differ, "
-              "counted as prefill %ld refill %ld", n_seq, n_seq == 1 ? "" : "s", keep, refill ? " (refill)" : "",
-              S - 3, kv, n, n_seq - n, n_seq - 1, max_abs_diff(row, want, (size_t)V),
-              cache_differ, st.prefill_passes, st.refill_passes);
+              "counted as %ld %s pass of %ld tokens (size %d: %ld), %ld counts elsewhere",
+              n_seq, n_seq == 1 ? "" : "s", keep, refill ? " (refill)" : "", S - 3, kv, n,
+              n_seq - n, n_seq - 1, max_abs_diff(row, want, (size_t)V), cache_differ,
+              st.pass[kind].passes, PASS_NAME[kind], st.pass[kind].tokens, n,
+              st.size[n].passes, others);
     }
     free(row);
     free(kc);
@@ -769,7 +784,7 @@ static void test_trim(Fixture *fx) {
     size_t cache_n = (size_t)L * S * C;
     const int *prompt = fx->corpus.tokens + 30000;
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "trim: buffers"); return; }
+    if (build_spec_buffers(&b, K, V, S) != 0) { check(0, "trim: buffers"); return; }
     float *kc = malloc(cache_n * sizeof(float)), *vc = malloc(cache_n * sizeof(float));
     Rng r;
     rng_seed(&r, 3);
@@ -778,7 +793,7 @@ static void test_trim(Fixture *fx) {
     int before = g->state.kv_len;
     Sampler t1 = {1.0f, 0, 0.0f};
     draft_tokens(&fx->draft, prompt, 10, before, K, &t1, &r, b.candidates, b.q_draft);
-    verify_candidates(g, prompt[9], b.candidates, K, &t1, b.all_tokens, b.p_target);
+    verify_candidates(g, &prompt[9], 0, b.candidates, K, &t1, b.all_tokens, b.p_target);
     int verified = g->state.kv_len;
     check(before == 9 && verified == before + K + 1, "verify of k+1=%d tokens: kv_len %d -> %d",
           K + 1, before, verified);
@@ -829,7 +844,10 @@ static void test_untrimmed_control(Fixture *fx) {
     int V = g->config.vocab_size, K = 4;
     const int *prompt = fx->corpus.tokens + 40000; // 10 tokens, the last one is current
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "negative control: buffers"); return; }
+    if (build_spec_buffers(&b, K, V, g->config.block_size) != 0) {
+        check(0, "negative control: buffers");
+        return;
+    }
     float *ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
     // never-drafted reference: the 10 prompt tokens, then the greedy next token g0
     reset_cache(g);
@@ -852,7 +870,7 @@ static void test_untrimmed_control(Fixture *fx) {
         forward(g, prompt, 9);
         int before = g->state.kv_len;
         Sampler greedy = {0.0f, 0, 0.0f};
-        verify_candidates(g, prompt[9], b.candidates, K, &greedy, b.all_tokens, b.p_target);
+        verify_candidates(g, &prompt[9], 0, b.candidates, K, &greedy, b.all_tokens, b.p_target);
         int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u, b.residual,
                               b.accepted, &b.rejected_at);
         if (variant == 0) trim_kv_cache(g, NULL, n, before);
@@ -872,6 +890,106 @@ static void test_untrimmed_control(Fixture *fx) {
     }
     free(ref);
     free(got);
+    free_spec_buffers(&b);
+}
+
+// ----------------------------------------------------------------------------
+// 7b. The restart: a full cache's refill folded into the verify pass
+
+// What a round that finds the cache full does before it drafts: restart_cache empties the
+// target's cache (and a model draft's) and returns lag = S/2 - 1; verify_candidates then
+// runs ONE pass from position 0 over the lag tokens before current_token, current_token
+// and the k guesses. Its input (all_tokens) is exactly those lag+1+k tokens; p_target's rows
+// 0..k are the served rows lag..lag+k of a forward of the same tokens from a clean cache,
+// bit for bit (computed here with target_probs and the top-k/top-p cut, as a row is
+// served), and the cache holds that forward's lag+1+k positions. Without the lag (a round on
+// top of the cache) the same window split in two passes gives the same rows.
+static void test_verify_restart(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int L = g->config.n_layer, K = 4;
+    size_t LSC = (size_t)L * S * C;
+    const int *text = fx->corpus.tokens + 81000, *cands = fx->corpus.tokens + 91000;
+    const int n_seq = S + 9; // current_token = text[n_seq - 1]
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V, S) != 0) { check(0, "restart: buffers"); return; }
+    float *want = malloc((size_t)(K + 1) * V * sizeof(float));
+    float *kc = malloc(LSC * sizeof(float)), *vc = malloc(LSC * sizeof(float));
+    int *window = malloc((size_t)S * sizeof(int));
+    Sampler samplers[2] = {{1.0f, 0, 0.0f}, {0.8f, 5, 0.9f}};
+    int ks[3] = {0, 1, K};
+    for (int si = 0; si < 2; si++)
+        for (int ki = 0; ki < 3; ki++) {
+            int k = ks[ki];
+            for (int i = 0; i < k; i++) b.candidates[i] = cands[i];
+            // a full cache of other text, as the round finds it
+            reset_cache(g);
+            forward(g, fx->corpus.tokens + 5000, S);
+            int full = g->state.kv_len == S;
+            int lag = restart_cache(g, &fx->draft);
+            int emptied = g->state.kv_len == 0;
+            verify_candidates(g, text + n_seq - 1, lag, b.candidates, k, &samplers[si],
+                              b.all_tokens, b.p_target);
+            int kv = g->state.kv_len, T = lag + 1 + k;
+            memcpy(kc, g->state.key_cache, LSC * sizeof(float));
+            memcpy(vc, g->state.value_cache, LSC * sizeof(float));
+            // the test's own window: the S/2 tokens up to current_token, then the guesses
+            for (int i = 0; i < S / 2; i++) window[i] = text[n_seq - S / 2 + i];
+            for (int i = 0; i < k; i++) window[S / 2 + i] = cands[i];
+            int input_ok = lag == S / 2 - 1 && memcmp(b.all_tokens, window, (size_t)T * sizeof(int)) == 0;
+            reset_cache(g);
+            const float *lg = forward(g, window, S / 2 + k);
+            for (int i = 0; i <= k; i++) {
+                float *row = want + (size_t)i * V;
+                target_probs(row, lg + (size_t)(S / 2 - 1 + i) * V, V, samplers[si].temperature);
+                apply_top_k_top_p(row, V, &samplers[si]);
+            }
+            int rows_ok = memcmp(b.p_target, want, (size_t)(k + 1) * V * sizeof(float)) == 0;
+            // the rows must be the window's last k+1: row 0 of the pass is another token's
+            float first[256];
+            target_probs(first, lg, V, samplers[si].temperature);
+            apply_top_k_top_p(first, V, &samplers[si]);
+            int offset_matters = memcmp(first, b.p_target, (size_t)V * sizeof(float)) != 0;
+            size_t cache_differ = rows_differ(kc, g->state.key_cache, L, S, C, 0, T) +
+                                  rows_differ(vc, g->state.value_cache, L, S, C, 0, T);
+            check(full && emptied && input_ok && kv == T && rows_ok && offset_matters &&
+                  cache_differ == 0, "restart, t=%.1f top-k %d top-p %.1f, k=%d: "
+                  "restart_cache empties a full cache (%s) and returns lag %d (want %d); the "
+                  "verify pass ran %s the %d tokens up to current_token and the %d guesses from "
+                  "position 0 (kv_len %d, want %d); p_target rows 0..%d %s the served rows "
+                  "%d..%d of a clean forward (max diff %.2g), not its row 0; %zu cache floats "
+                  "differ", samplers[si].temperature, samplers[si].top_k, samplers[si].top_p, k,
+                  emptied ? "kv_len 0" : "NOT emptied", lag, S / 2 - 1,
+                  input_ok ? "exactly" : "NOT", S / 2, k, kv, T, k,
+                  rows_ok ? "==" : "!=", S / 2 - 1, S / 2 - 1 + k,
+                  max_abs_diff(b.p_target, want, (size_t)(k + 1) * V), cache_differ);
+        }
+    // lag 0 on top of a cache: the first S/2 - 1 tokens in one pass, then current_token and
+    // K guesses in the verify pass, give the rows the single pass above gave
+    for (int i = 0; i < K; i++) b.candidates[i] = cands[i];
+    reset_cache(g);
+    forward(g, text + n_seq - S / 2, S / 2 - 1);
+    verify_candidates(g, text + n_seq - 1, 0, b.candidates, K, &samplers[0], b.all_tokens,
+                      b.p_target);
+    int input_ok = b.all_tokens[0] == text[n_seq - 1] &&
+                   memcmp(b.all_tokens + 1, cands, (size_t)K * sizeof(int)) == 0;
+    int kv = g->state.kv_len;
+    for (int i = 0; i < S / 2; i++) window[i] = text[n_seq - S / 2 + i];
+    for (int i = 0; i < K; i++) window[S / 2 + i] = cands[i];
+    reset_cache(g);
+    const float *lg = forward(g, window, S / 2 + K);
+    for (int i = 0; i <= K; i++)
+        target_probs(want + (size_t)i * V, lg + (size_t)(S / 2 - 1 + i) * V, V, 1.0f);
+    check(input_ok && kv == S / 2 + K &&
+          memcmp(b.p_target, want, (size_t)(K + 1) * V * sizeof(float)) == 0,
+          "verify with lag 0 on a cache of %d: input [current_token, %d guesses] (%s), kv_len "
+          "%d (want %d), rows == the one-pass window's (max diff %.2g)", S / 2 - 1, K,
+          input_ok ? "right" : "WRONG", kv, S / 2 + K,
+          max_abs_diff(b.p_target, want, (size_t)(K + 1) * V));
+    free(want);
+    free(kc);
+    free(vc);
+    free(window);
     free_spec_buffers(&b);
 }
 
@@ -1150,7 +1268,7 @@ static int run_accept(SpecBuffers *b, int k, int allow_bonus, uint64_t seed) {
 static void test_accept_reject(void) {
     enum { V = 5, K = 3 };
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "accept_reject: buffers"); return; }
+    if (build_spec_buffers(&b, K, V, 8) != 0) { check(0, "accept_reject: buffers"); return; }
     int cand[K] = {1, 3, 0};
     // (a) p one-hot at each candidate, q uniform: all accepted, bonus from p[k]
     for (int i = 0; i < K; i++) {
@@ -1271,7 +1389,7 @@ static void test_greedy_equivalence(Fixture *fx) {
     const Vocab *v = &fx->vocab;
     int V = g->config.vocab_size;
     enum { N_SELF = 3000, N_NEW = 300 };
-    DecodeOptions o = {.sampler.temperature = 0.0f, .K = 1, .trace = 0, .echo = NULL, .vocab = v};
+    DecodeOptions o = {.sampler.temperature = 0.0f, .K = 1, .trace = 0, .vocab = v};
     // the draft: bigrams of 3,000 greedy tokens of the target itself
     int seed_prompt[64];
     int np0 = encode_str(v, "First Citizen:\n", seed_prompt);
@@ -1300,7 +1418,10 @@ static void test_greedy_equivalence(Fixture *fx) {
         int *ss = malloc((size_t)cap * sizeof(int)), *sp = malloc((size_t)cap * sizeof(int));
         for (int K = 1; K <= 8; K++) {
             SpecBuffers b;
-            if (build_spec_buffers(&b, K, V) != 0) { check(0, "greedy: buffers"); break; }
+            if (build_spec_buffers(&b, K, V, g->config.block_size) != 0) {
+                check(0, "greedy: buffers");
+                break;
+            }
             Stats a, c;
             memset(&a, 0, sizeof(a));
             memset(&c, 0, sizeof(c));
@@ -1354,7 +1475,7 @@ static void widen_decode(GPT *g, Draft *d, const Vocab *v, int K, float t,
     float p[256];
     if (K == 0) { generate(g, prompt, np, n, &o, &r, out, p, &st); return; }
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, v->size) != 0) return;
+    if (build_spec_buffers(&b, K, v->size, g->config.block_size) != 0) return;
     speculative_generate(g, d, &b, prompt, np, n, &o, &r, out, &st);
     free_spec_buffers(&b);
 }
@@ -1430,60 +1551,81 @@ static void test_ffn_width(Fixture *fx) {
 
 // What the test's own speculative loop counted.
 typedef struct {
-    long rounds, drafted, judged, accepted, resampled, bonus, no_bonus_full, refills, edge_steps;
-    long empty_rounds;  // rounds whose draft proposed nothing (prompt lookup)
+    long rounds, drafted, judged, accepted, resampled, bonus, no_bonus_full;
+    long empty_rounds;  // rounds asked for guesses whose draft proposed none (prompt lookup)
+    long restarts;      // rounds that found the cache full and folded the refill in
+    long steps;         // rounds at the cache's last slot, asked for no guess: one token
+    long short_rounds;  // rounds whose draft proposed fewer than asked (lookup, --draft-p-min)
+    long passes[N_PASS_KINDS], tokens[N_PASS_KINDS]; // target passes by kind, and their T
+    long size[PASS_SIZES]; // target passes by T (the last slot pools T >= PASS_SIZES-1)
     long judged_at[POSITIONS], accepted_at[POSITIONS]; // by 0-based guess index
     double alpha_sum; // sum over judged candidates of sum_x min(p(x), q(x))
     double alpha_var; // sum over judged candidates of a(1 - a), a = that candidate's chance
 } LoopCounts;
 
-// The documented decoding policy, driven with the four phase functions: prefill the
-// last S prompt tokens and sample; when the cache is full refill from the last S/2
-// tokens and sample; with one free slot take one plain one-token step; otherwise one
-// round with k = min(K, remaining, S-1-kv_len), as many guesses as the draft proposes
-// (prompt lookup may find fewer, or none), and a bonus only if k < remaining. A model
-// draft's cache is emptied with the target's at every (re)prefill and trimmed with it.
-// Returns the sequence length.
+// Counts one target pass of T tokens of a kind in the driver's tallies.
+static void driver_pass(LoopCounts *lc, PassKind kind, int T) {
+    lc->passes[kind]++;
+    lc->tokens[kind] += T;
+    lc->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]++;
+}
+
+// The documented decoding policy, driven with the draft and accept/reject phases and the
+// test's own forward passes: prefill the last S prompt tokens from position 0 and sample.
+// Then rounds: a round that finds the cache full (kv_len == S) empties it (and a model
+// draft's) and its verify pass first reruns the S/2 - 1 tokens before current_token, from
+// position 0 (plain decoding's refill, folded in); current_token's position is then pos
+// (kv_len, or S/2 - 1 after the restart), and the round asks for k = min(K, remaining,
+// S-1-pos) guesses, so that none falls outside the cache: at its last slot k = 0 and the
+// round is a one-token step. The draft proposes as many as it will (prompt lookup may find
+// fewer, or none; --draft-p-min may stop early); the verify pass is one forward over [the
+// lag tokens, current_token, the guesses], its rows from current_token's served at t; a
+// bonus only if k < remaining; both caches trimmed. Returns the sequence length.
 static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
                               int n_prompt, int n_new, float t, int K, Rng *rng, int *seq,
                               float *p, LoopCounts *lc) {
     int V = g->config.vocab_size, S = g->config.block_size, n_seq;
     Sampler sampler = {t, 0, 0.0f};
     GPT *dm = d->kind == DRAFT_GPT ? &d->model : NULL;
+    int *pass = malloc((size_t)(S + K + 1) * sizeof(int)); // one verify pass's tokens
     if (n_prompt == 0) { seq[0] = 0; n_seq = 1; }
     else { memcpy(seq, prompt, (size_t)n_prompt * sizeof(int)); n_seq = n_prompt; }
-    int first = n_seq, refill = 0;
+    int first = n_seq;
     memset(lc, 0, sizeof(*lc));
-    while (n_seq - first < n_new) {
-        if (n_seq == first || g->state.kv_len == S) {
-            // (re)prefill from position 0 and sample straight from the current token's row
-            int keep = refill ? S / 2 : S, n = n_seq < keep ? n_seq : keep;
+    // the prefill, and the first token sampled straight from the current token's row
+    int n0 = n_seq < S ? n_seq : S;
+    g->state.kv_len = 0;
+    if (dm) dm->state.kv_len = 0; // the draft catches up on the window in its first pass
+    const float *lg0 = forward(g, seq + n_seq - n0, n0);
+    driver_pass(lc, PASS_PREFILL, n0);
+    target_probs(p, lg0 + (size_t)(n0 - 1) * V, V, t);
+    seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
+    while (pass && n_seq - first < n_new) {
+        int remaining = n_new - (n_seq - first), lag = 0;
+        int restarted = g->state.kv_len == S;
+        if (restarted) { // the window restarts: the last S/2 tokens, current_token last
             g->state.kv_len = 0;
-            if (dm) dm->state.kv_len = 0; // the draft catches up on the window in its next pass
-            const float *lg = forward(g, seq + n_seq - n, n);
-            target_probs(p, lg + (size_t)(n - 1) * V, V, t);
-            seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
-            lc->refills += refill;
-            refill = 1;
-            continue;
+            if (dm) dm->state.kv_len = 0;
+            lag = S / 2 - 1;
         }
-        int remaining = n_new - (n_seq - first), before = g->state.kv_len;
-        if (before == S - 1) {
-            // one free slot: no draft fits, so one plain one-token step
-            const float *lg = forward(g, &seq[n_seq - 1], 1);
-            target_probs(p, lg, V, t);
-            seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
-            lc->edge_steps++;
-            continue;
-        }
+        int pos = g->state.kv_len + lag; // current_token's position
         int k = K < remaining ? K : remaining;
-        if (k > S - 1 - before) k = S - 1 - before;
-        k = draft_tokens(d, seq, n_seq, before, k, &sampler, rng, b->candidates, b->q_draft);
-        verify_candidates(g, seq[n_seq - 1], b->candidates, k, &sampler, b->all_tokens,
-                          b->p_target);
+        if (k > S - 1 - pos) k = S - 1 - pos; // guesses at pos+1 .. pos+k, inside the cache
+        int asked = k;
+        k = draft_tokens(d, seq, n_seq, pos, k, &sampler, rng, b->candidates, b->q_draft);
+        int T = lag + 1 + k;
+        memcpy(pass, seq + n_seq - 1 - lag, (size_t)(lag + 1) * sizeof(int));
+        memcpy(pass + lag + 1, b->candidates, (size_t)k * sizeof(int));
+        const float *lg = forward(g, pass, T); // from position pos - lag
+        for (int i = 0; i <= k; i++)
+            target_probs(b->p_target + (size_t)i * V, lg + (size_t)(lag + i) * V, V, t);
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
                               b->u, b->residual, b->accepted, &b->rejected_at);
-        trim_kv_cache(g, dm, m, before);
+        trim_kv_cache(g, dm, m, pos);
+        driver_pass(lc, restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP, T);
+        lc->restarts += restarted;
+        lc->steps += asked == 0;
+        lc->short_rounds += k < asked;
         // the candidates accept_reject looked at: every one up to the first rejection
         int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
         for (int i = 0; i < judged; i++) {
@@ -1499,7 +1641,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
         lc->judged += judged;
         lc->rounds++;
         lc->drafted += k;
-        if (k == 0) lc->empty_rounds++; // nothing to judge: the pass's row 0 gave the token
+        if (k == 0) lc->empty_rounds += asked > 0; // row 0 of the pass gave the token
         else if (b->rejected_at >= 0) { lc->accepted += b->rejected_at; lc->resampled++; }
         else {
             lc->accepted += k;
@@ -1509,6 +1651,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
         memcpy(seq + n_seq, b->accepted, (size_t)m * sizeof(int));
         n_seq += m;
     }
+    free(pass);
     return n_seq;
 }
 
@@ -1518,7 +1661,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
 // alpha, the expected acceptance, from the rows each judged candidate was decided on.
 static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float t,
                       uint64_t seed) {
-    int V = g->config.vocab_size, K = 4;
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4;
     enum { N_NEW = 500 };
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
     int cap = np + N_NEW;
@@ -1527,14 +1670,14 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
     // source[] starts as 0xff, so a generated token left unmarked shows up
     unsigned char *source = malloc((size_t)cap);
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0 || !seq || !ref || !p || !source) {
+    if (build_spec_buffers(&b, K, V, S) != 0 || !seq || !ref || !p || !source) {
         check(0, "stats: buffers");
         free(seq); free(ref); free(p); free(source); free_spec_buffers(&b);
         return;
     }
     memset(source, 0xff, (size_t)cap);
-    DecodeOptions o = {.sampler.temperature = t, .K = K, .trace = 0, .echo = NULL, .vocab = v,
-                       .source = source};
+    Output out = {.stream = NULL, .source = source, .color = 0};
+    DecodeOptions o = {.sampler.temperature = t, .K = K, .trace = 0, .vocab = v, .out = &out};
     Stats s;
     memset(&s, 0, sizeof(s));
     Rng r;
@@ -1545,39 +1688,56 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
     int n_ref = driver_speculative(g, d, &b, prompt, np, N_NEW, t, K, &r, ref, p, &lc);
     int same = n_ref == cap && memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
     check(same, "%s t=%.1f K=%d: speculative_generate's %d tokens == the test's own "
-          "draft/verify/accept/trim loop (%d tokens)", model, t, K, N_NEW, n_ref - np);
-    check(s.emitted == N_NEW &&
-          s.emitted == 1 + s.refill_passes + s.decode_passes + s.round_tokens,
-          "%s t=%.1f: emitted %ld == n %d == 1 prefill token + %ld refills + %ld edge steps + "
-          "%ld round tokens", model, t, s.emitted, N_NEW, s.refill_passes, s.decode_passes,
-          s.round_tokens);
+          "restart/draft/verify/accept/trim loop (%d tokens)", model, t, K, N_NEW, n_ref - np);
+    // every token after the prefill's comes from a round
+    check(s.emitted == N_NEW && s.emitted == 1 + s.round_tokens,
+          "%s t=%.1f: emitted %ld == n %d == 1 prefill token + %ld round tokens", model, t,
+          s.emitted, N_NEW, s.round_tokens);
     // a round ends in a resample, a bonus, or (only the last one, when k was all that
     // was still needed) all k accepted and no bonus; its accepted tokens count as accepted;
-    // a round with nothing drafted (prompt lookup found no match) gives one token
-    long x = s.rounds - (s.resampled + s.bonus + s.empty_rounds);
-    check(s.round_tokens == s.accepted + s.resampled + s.bonus + s.empty_rounds &&
+    // a round with nothing drafted (lookup found no match, or the cache's last slot) gives
+    // one token
+    long x = s.rounds - (s.resampled + s.bonus + s.empty_rounds + lc.steps);
+    check(s.round_tokens == s.accepted + s.resampled + s.bonus + s.empty_rounds + lc.steps &&
           x == lc.no_bonus_full && x >= 0 && x <= 1,
           "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld "
-          "empty rounds; rounds %ld == resampled + bonus + empty + %ld all-accepted round(s) "
-          "without bonus (driver counted %ld)", model, t, s.round_tokens, s.accepted,
-          s.resampled, s.bonus, s.empty_rounds, s.rounds, x, lc.no_bonus_full);
+          "empty rounds + %ld one-token rounds at the cache's last slot (the driver's); rounds "
+          "%ld == resampled + bonus + empty + last-slot + %ld all-accepted round(s) without "
+          "bonus (driver counted %ld)", model, t, s.round_tokens, s.accepted, s.resampled,
+          s.bonus, s.empty_rounds, lc.steps, s.rounds, x, lc.no_bonus_full);
     check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
           s.resampled == lc.resampled && s.bonus == lc.bonus &&
-          s.empty_rounds == lc.empty_rounds && s.refill_passes == lc.refills &&
-          s.decode_passes == lc.edge_steps && s.accepted <= s.drafted,
+          s.empty_rounds == lc.empty_rounds && s.accepted <= s.drafted,
           "%s t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
-          " resampled %ld/%ld, bonus %ld/%ld, empty rounds %ld/%ld, refills %ld/%ld, edge "
-          "steps %ld/%ld (stats/driver)", model, t, s.drafted, lc.drafted, s.rounds, lc.rounds,
-          s.accepted, lc.accepted, s.resampled, lc.resampled, s.bonus, lc.bonus,
-          s.empty_rounds, lc.empty_rounds, s.refill_passes, lc.refills, s.decode_passes,
-          lc.edge_steps);
-    check(target_passes(&s) == s.prefill_passes + s.refill_passes + s.verify_passes +
-          s.decode_passes && s.prefill_passes == 1 && s.verify_passes == s.rounds &&
-          s.drafted >= s.rounds - s.empty_rounds,
-          "%s t=%.1f: target passes %ld == prefill %ld + refill %ld + verify %ld + edge steps "
-          "%ld (verify == rounds %ld, every round but the %ld empty ones drafted at least one "
-          "token)", model, t, target_passes(&s), s.prefill_passes, s.refill_passes,
-          s.verify_passes, s.decode_passes, s.rounds, s.empty_rounds);
+          " resampled %ld/%ld, bonus %ld/%ld, empty rounds %ld/%ld (stats/driver)", model, t,
+          s.drafted, lc.drafted, s.rounds, lc.rounds, s.accepted, lc.accepted, s.resampled,
+          lc.resampled, s.bonus, lc.bonus, s.empty_rounds, lc.empty_rounds);
+    // the target's passes by kind and by size, as the driver's rule made them: the rounds
+    // that restarted the cache are PASS_FOLDED, the others PASS_VERIFY with a guess and
+    // PASS_STEP without; speculative decoding never refills on its own
+    long kinds_bad = 0, sizes_bad = 0, sum_size = 0;
+    for (int i = 0; i < N_PASS_KINDS; i++)
+        kinds_bad += s.pass[i].passes != lc.passes[i] || s.pass[i].tokens != lc.tokens[i];
+    for (int T = 0; T < PASS_SIZES; T++) {
+        sizes_bad += s.size[T].passes != lc.size[T] ||
+                     (T < PASS_SIZES - 1 && s.size[T].tokens != (long)T * lc.size[T]);
+        sum_size += s.size[T].passes;
+    }
+    check(kinds_bad == 0 && sizes_bad == 0 && s.pass[PASS_REFILL].passes == 0 &&
+          s.pass[PASS_PREFILL].passes == 1 && lc.restarts == lc.passes[PASS_FOLDED] &&
+          lc.restarts > 0 && target_passes(&s) == 1 + s.rounds && sum_size == target_passes(&s),
+          "%s t=%.1f: target passes %ld == 1 prefill + %ld rounds == the sum over sizes %ld; "
+          "by kind (passes/tokens, stats vs driver): prefill %ld/%ld vs %ld/%ld, refill %ld, "
+          "verify + refill %ld/%ld vs %ld/%ld (%ld restarts), verify %ld/%ld vs %ld/%ld, "
+          "one-token step %ld/%ld vs %ld/%ld (%ld at the cache's last slot); %ld kinds and "
+          "%ld sizes differ", model, t, target_passes(&s), s.rounds, sum_size,
+          s.pass[PASS_PREFILL].passes, s.pass[PASS_PREFILL].tokens, lc.passes[PASS_PREFILL],
+          lc.tokens[PASS_PREFILL], s.pass[PASS_REFILL].passes, s.pass[PASS_FOLDED].passes,
+          s.pass[PASS_FOLDED].tokens, lc.passes[PASS_FOLDED], lc.tokens[PASS_FOLDED],
+          lc.restarts, s.pass[PASS_VERIFY].passes, s.pass[PASS_VERIFY].tokens,
+          lc.passes[PASS_VERIFY], lc.tokens[PASS_VERIFY], s.pass[PASS_STEP].passes,
+          s.pass[PASS_STEP].tokens, lc.passes[PASS_STEP], lc.tokens[PASS_STEP], lc.steps,
+          kinds_bad, sizes_bad);
     // acceptance by position: the driver's counts slot by slot, adding up to the totals;
     // a model draft runs one pass per guess, a table or lookup none
     long sum_j = 0, sum_a = 0, slots_bad = 0;
@@ -1588,13 +1748,16 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
                      s.accepted_at[i] > s.judged_at[i] || (i >= K && s.judged_at[i] != 0);
     }
     long want_passes = d->kind == DRAFT_GPT ? s.drafted : 0;
+    long drafting_rounds = s.rounds - s.empty_rounds - lc.steps;
     check(slots_bad == 0 && sum_j == s.judged && sum_a == s.accepted &&
-          s.draft_passes == want_passes && s.judged_at[0] == s.rounds - s.empty_rounds,
+          s.draft_passes == want_passes && s.judged_at[0] == drafting_rounds &&
+          s.drafted >= drafting_rounds,
           "%s t=%.1f: judged_at/accepted_at == the driver's in all %d slots (%ld differ or "
           "are past K=%d), summing to judged %ld/%ld and accepted %ld/%ld; guess 1 judged in "
-          "every round that drafted (%ld); draft passes %ld (want %ld: %s)", model, t,
+          "every round that drafted (%ld of %ld); draft passes %ld (want %ld: %s)", model, t,
           POSITIONS, slots_bad, K, sum_j, s.judged, sum_a, s.accepted, s.judged_at[0],
-          s.draft_passes, want_passes, d->kind == DRAFT_GPT ? "one per guess" : "no model");
+          drafting_rounds, s.draft_passes, want_passes,
+          d->kind == DRAFT_GPT ? "one per guess" : "no model");
     // --color's record of where each token came from, against the driver's counts
     long n_src[N_SOURCES] = {0}, unmarked = 0;
     for (int i = np; i < cap; i++) {
@@ -1603,12 +1766,12 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
     }
     check(unmarked == 0 && n_src[FROM_ACCEPTED] == lc.accepted &&
           n_src[FROM_RESAMPLED] == lc.resampled && n_src[FROM_BONUS] == lc.bonus &&
-          n_src[FROM_TARGET] == 1 + lc.refills + lc.edge_steps + lc.empty_rounds,
+          n_src[FROM_TARGET] == 1 + lc.steps + lc.empty_rounds,
           "%s t=%.1f: token sources: %ld accepted drafts, %ld resampled, %ld bonus, %ld target "
-          "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld refills + %ld edge "
-          "steps + %ld empty rounds, 0", model, t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED],
+          "samples, %ld unmarked == the driver's %ld, %ld, %ld, 1 + %ld last-slot rounds + %ld "
+          "empty rounds, 0", model, t, n_src[FROM_ACCEPTED], n_src[FROM_RESAMPLED],
           n_src[FROM_BONUS], n_src[FROM_TARGET], unmarked, lc.accepted, lc.resampled, lc.bonus,
-          lc.refills, lc.edge_steps, lc.empty_rounds);
+          lc.steps, lc.empty_rounds);
     // alpha: every judged candidate was accepted or was the rejected one, and alpha_sum
     // is the driver's own sum over them of sum_x min(p(x), q(x))
     double alpha = stats_alpha(&s);
@@ -1629,6 +1792,10 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
     check(z < 5.0, "%s t=%.1f: accepted %ld vs alpha_sum %.1f, the expected number "
           "(%.1f sigma, sd %.1f): alpha predicts acceptance", model, t, s.accepted,
           lc.alpha_sum, z, sd);
+    if (d->p_min > 0.0f) // the stopping rule ran: some rounds drafted fewer than they asked
+        check(lc.short_rounds > 0, "%s t=%.1f: with --draft-p-min %g, %ld of %ld rounds "
+              "drafted fewer guesses than they asked for (the counters above held for them)",
+              model, t, d->p_min, lc.short_rounds, lc.rounds);
     free(source);
     free_spec_buffers(&b);
     free(seq);
@@ -1639,7 +1806,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
 // stats_run on the shared random model and, if it is there, on the trained model
 // tinyshakespeare/model.bin (whatever its numbers), at t = 1 and 0.7, with the bigram;
 // and on the trained model at t = 1 with prompt lookup and the model draft (DEFAULT_DRAFT,
-// if it is there).
+// if it is there), and with the bigram and the model draft under --draft-p-min 0.5.
 static void test_stats(Fixture *fx) {
     float temps[2] = {1.0f, 0.7f};
     for (int ti = 0; ti < 2; ti++)
@@ -1662,18 +1829,22 @@ static void test_stats(Fixture *fx) {
               "the corpus's: %s) %s", DEFAULT_MODEL, tv.size, same_vocab ? "yes" : "no", err)) {
         for (int ti = 0; ti < 2; ti++)
             stats_run(&trained, &fx->draft, &fx->vocab, "trained model", temps[ti], 41 + ti);
-        const char *kinds[2] = {"lookup", "gpt"};
-        for (int i = 0; i < 2; i++) {
-            if (i == 1 && stat(DEFAULT_DRAFT, &st) != 0) {
+        const char *kinds[4] = {"lookup", "gpt", "bigram", "gpt"};
+        const float p_min[4] = {0.0f, 0.0f, 0.5f, 0.5f};
+        for (int i = 0; i < 4; i++) {
+            if (!strcmp(kinds[i], "gpt") && stat(DEFAULT_DRAFT, &st) != 0) {
                 printf("  (no %s: no stats run with the model draft)\n", DEFAULT_DRAFT);
-                break;
+                continue;
             }
             Draft d;
-            char name[64];
-            snprintf(name, sizeof(name), "trained model, %s draft", kinds[i]);
+            char name[96];
+            snprintf(name, sizeof(name), "trained model, %s draft%s", kinds[i],
+                     p_min[i] > 0 ? ", --draft-p-min 0.5" : "");
             if (check(setup_draft(kinds[i], &tv, &fx->corpus, trained.config.block_size, &d,
-                                  err, sizeof(err)) == 0, "setup_draft(\"%s\") %s", kinds[i], err))
+                                  err, sizeof(err)) == 0, "setup_draft(\"%s\") %s", kinds[i], err)) {
+                d.p_min = p_min[i];
                 stats_run(&trained, &d, &fx->vocab, name, 1.0f, 43 + i);
+            }
             free_draft(&d);
         }
     }
@@ -1800,10 +1971,31 @@ static void stats_line(const char *text, const char *label, char *out, size_t n)
     if (at) snprintf(out, n, "%.*s", (int)strcspn(at + 1, "\n"), at + 1);
 }
 
+// Reads the row of print_stats' time table whose name is label ("\n    " + label, then
+// passes, tokens, ms, share%); returns how many of the four numbers it read (passes and
+// tokens are absent from "the rest": then ms and share are read alone, and 2 returned).
+static int table_row(const char *text, const char *label, long *passes, long *tokens,
+                     double *ms, double *share) {
+    char key[64];
+    snprintf(key, sizeof(key), "\n    %s ", label);
+    *passes = *tokens = -1;
+    *ms = *share = -1.0;
+    // the first row that is label itself: "verify" must not take "verify + refill"'s row
+    for (const char *at = text; at && (at = strstr(at, key)) != NULL; at++) {
+        const char *rest = at + strlen(key);
+        if (sscanf(rest, " %ld %ld %lf %lf%%", passes, tokens, ms, share) == 4) return 4;
+        *passes = *tokens = -1; // a partial read above must not count
+        if (sscanf(rest, " %lf %lf%%", ms, share) == 2) return 2;
+    }
+    return 0;
+}
+
 // print_stats shows both numbers: the acceptance rate accepted/drafted, and alpha, the
 // mean of sum min(p,q) over the judged candidates, with the tokens per pass alpha predicts;
 // the acceptance of each guess position given the ones before passed, the rounds with no
-// guess and the draft's passes.
+// guess; the target passes, and where the time went: a row for each kind of pass that ran
+// (passes, tokens, ms, share of the wall time), drafting (the draft's passes, the guesses)
+// and the rest (what no pass and no draft took); plain decoding without the drafting row.
 static void test_print_stats(void) {
     Stats s;
     memset(&s, 0, sizeof(s));
@@ -1816,10 +2008,15 @@ static void test_print_stats(void) {
     s.empty_rounds = 1;
     s.alpha_sum = 3.2;
     s.round_tokens = 12;
-    s.prefill_passes = 1;
-    s.verify_passes = 6;
     s.emitted = 13;
     s.draft_passes = 20;
+    // 1 prefill of 32, 1 round that restarted (16 + 4), 4 verify passes, 1 one-token step:
+    // 10 ms in all, 1 + 2 + 4 + 0.5 in passes and 1.5 drafting, so the rest is 1 ms (10%)
+    PassTally tallies[N_PASS_KINDS] = {{1, 32, 1e-3}, {0, 0, 0.0}, {1, 20, 2e-3},
+                                       {4, 17, 4e-3}, {1, 1, 0.5e-3}};
+    memcpy(s.pass, tallies, sizeof(tallies));
+    s.draft_seconds = 1.5e-3;
+    s.seconds = 10e-3;
     long judged_at[4] = {5, 2, 1, 0}, accepted_at[4] = {4, 1, 1, 0}; // 8 judged, 6 accepted
     memcpy(s.judged_at, judged_at, sizeof(judged_at));
     memcpy(s.accepted_at, accepted_at, sizeof(accepted_at));
@@ -1845,71 +2042,153 @@ static void test_print_stats(void) {
     char by_pos[256], empty[256], passes[256];
     stats_line(text, "acceptance by position", by_pos, sizeof(by_pos));
     stats_line(text, "rounds with no guess", empty, sizeof(empty));
-    stats_line(text, "draft passes", passes, sizeof(passes));
+    stats_line(text, "target passes", passes, sizeof(passes));
     const char *want_pos = " 1:0.80 2:0.50 3:1.00 4:-";
-    check(contains(by_pos, want_pos) && contains(empty, " 1 ") && contains(passes, " 20 "),
-          "print_stats (judged_at 5,2,1,0, accepted_at 4,1,1,0, 1 empty round, 20 draft "
+    check(contains(by_pos, want_pos) && contains(empty, " 1 ") && contains(passes, " 7"),
+          "print_stats (judged_at 5,2,1,0, accepted_at 4,1,1,0, 1 empty round, 1 + 6 target "
           "passes) prints \"%s\" (want \"...%s\"), \"%s\" and \"%s\"", by_pos, want_pos, empty,
           passes);
+    // the time table, row by row: the numbers above, ms = 1e3 s, share = 100 s / 10 ms
+    struct { const char *label; long passes, tokens; double ms; } rows[] = {
+        {"prefill", 1, 32, 1.0}, {"verify + refill", 1, 20, 2.0}, {"verify", 4, 17, 4.0},
+        {"one-token step", 1, 1, 0.5}, {"drafting", 20, 20, 1.5}, {"the rest", -1, -1, 1.0}};
+    int rows_ok = 1;
+    char got[512] = "";
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        long np, nt;
+        double ms, share;
+        int n = table_row(text, rows[i].label, &np, &nt, &ms, &share);
+        int ok = n == (rows[i].passes < 0 ? 2 : 4) && np == rows[i].passes &&
+                 nt == rows[i].tokens && fabs(ms - rows[i].ms) < 1e-3 &&
+                 fabs(share - 10.0 * rows[i].ms) < 0.051;
+        rows_ok &= ok;
+        size_t len = strlen(got);
+        snprintf(got + len, sizeof(got) - len, "%s%s %ld/%ld/%.3f/%.1f%%%s", i ? ", " : "",
+                 rows[i].label, np, nt, ms, share, ok ? "" : " (WRONG)");
+    }
+    long np, nt;
+    double ms, share;
+    int no_refill = table_row(text, "refill", &np, &nt, &ms, &share) == 0; // 0 passes: no row
+    check(rows_ok && no_refill && contains(text, "where the time went"), "print_stats' time "
+          "table (speculative): passes/tokens/ms/share %s; no refill row, as none ran: %s",
+          got, no_refill ? "yes" : "NO");
+    free(text);
+    // plain decoding: its own kinds, and no drafting row
+    Stats pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.emitted = 50;
+    PassTally plain_tallies[N_PASS_KINDS] = {{1, 7, 1e-3}, {2, 32, 3e-3}, {0, 0, 0.0},
+                                             {0, 0, 0.0}, {46, 46, 4e-3}};
+    memcpy(pl.pass, plain_tallies, sizeof(plain_tallies));
+    pl.seconds = 10e-3;
+    text = print_stats_text(&pl, 0, 4);
+    long rp, rt, sp, stok;
+    double rms, rshare, sms, sshare, rest_ms, rest_share;
+    int ok = table_row(text, "refill", &rp, &rt, &rms, &rshare) == 4 && rp == 2 && rt == 32 &&
+             fabs(rms - 3.0) < 1e-3 && fabs(rshare - 30.0) < 0.051 &&
+             table_row(text, "one-token step", &sp, &stok, &sms, &sshare) == 4 && sp == 46 &&
+             stok == 46 && fabs(sshare - 40.0) < 0.051 &&
+             table_row(text, "the rest", &np, &nt, &rest_ms, &rest_share) == 2 &&
+             fabs(rest_ms - 2.0) < 1e-3 && fabs(rest_share - 20.0) < 0.051;
+    char tp[256];
+    stats_line(text, "target passes", tp, sizeof(tp));
+    int no_draft = table_row(text, "drafting", &np, &nt, &ms, &share) == 0 &&
+                   table_row(text, "verify", &np, &nt, &ms, &share) == 0;
+    check(ok && no_draft && contains(tp, " 49"), "print_stats' time table (plain): refill "
+          "%ld passes of %ld tokens, %.3f ms, %.1f%%; one-token step %ld passes, %.1f%%; the "
+          "rest %.3f ms, %.1f%% (want 2, 32, 3, 30; 46, 40; 2, 20); no drafting or verify row: "
+          "%s; \"%s\" (want 49)", rp, rt, rms, rshare, sp, sshare, rest_ms, rest_share,
+          no_draft ? "yes" : "NO", tp);
     free(text);
 }
 
 // ----------------------------------------------------------------------------
-// 12d. The round hook
+// 12d. The loop's copy and the round's copy (test/round_copy.h)
 
-// How often counting_round ran.
-static long n_counted_rounds;
+// How often counting_round ran, and the hook.
+static long n_counted_rounds, n_hook_calls;
 
-// A round that is speculative_round, counted: proof that speculative_generate calls the hook.
+// A round that is speculative_round, counted: proof that test_generate calls its round.
 static int counting_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
                           int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
     n_counted_rounds++;
     return speculative_round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
 }
 
-// DecodeOptions.round: NULL means speculative_round. NULL, speculative_round and a
-// counting wrapper of it give byte-identical tokens, token sources and counters, and the
-// wrapper runs once per round.
+// A hook that counts its calls and checks it sees the text so far: the Stats' tokens.
+static void counting_hook(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    (void)g;
+    (void)seq;
+    const Stats *st = ctx;
+    n_hook_calls += (long)(n_seq > 0 && st->rounds == n_hook_calls + 1);
+}
+
+// Zeroes a Stats' clocks: the counters that may differ between two runs of the same text.
+static void zero_clocks(Stats *st) {
+    st->seconds = st->draft_seconds = 0.0;
+    for (int i = 0; i < N_PASS_KINDS; i++) st->pass[i].seconds = 0.0;
+    for (int T = 0; T < PASS_SIZES; T++) st->size[T].seconds = 0.0;
+}
+
+// The tests watch generations through test_generate, round_copy.h's copy of
+// speculative_generate, and plant bugs through test_round, its copy of speculative_round:
+// both must be the real ones in the correct build. speculative_generate, test_generate
+// with speculative_round, with test_round and with a counting wrapper (and a hook) give
+// byte-identical tokens, token sources and counters, the wrapper runs once per round and
+// the hook once after each, on a run long enough for several cache restarts.
 static void test_round_hook(Fixture *fx) {
     GPT *g = &fx->model;
     int V = g->config.vocab_size, K = 4;
-    enum { N_NEW = 200 };
+    const int N_NEW = SANITIZED ? 100 : 200; // 5 or 11 restarts of the cache
     int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt), cap = np + N_NEW;
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "round hook: buffers"); return; }
-    RoundFn fns[3] = {NULL, speculative_round, counting_round};
-    const char *names[3] = {"NULL", "speculative_round", "a counting wrapper"};
-    int *seq[3];
-    unsigned char *src[3];
-    Stats st[3];
+    if (build_spec_buffers(&b, K, V, g->config.block_size) != 0) {
+        check(0, "round copies: buffers");
+        return;
+    }
+    RoundFn fns[4] = {NULL, speculative_round, test_round, counting_round};
+    const char *names[4] = {"speculative_generate", "test_generate with speculative_round",
+                            "test_generate with test_round", "test_generate with a counting "
+                            "round and a hook"};
+    int *seq[4];
+    unsigned char *src[4];
+    Stats st[4];
     float temps[2] = {1.0f, 0.0f};
     for (int ti = 0; ti < 2; ti++) {
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             seq[i] = malloc((size_t)cap * sizeof(int));
             src[i] = calloc((size_t)cap, 1);
             memset(&st[i], 0, sizeof(st[i]));
+            Output out = {.source = src[i]};
             DecodeOptions o = {.sampler.temperature = temps[ti], .K = K, .vocab = &fx->vocab,
-                               .source = src[i], .round = fns[i]};
+                               .out = &out};
             Rng r;
             rng_seed(&r, 77);
-            n_counted_rounds = 0;
-            speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i]);
-            // the clocks are the counters that may differ
-            st[i].seconds = st[i].draft_seconds = st[i].verify_seconds = 0.0;
+            n_counted_rounds = n_hook_calls = 0;
+            if (!fns[i])
+                speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i]);
+            else
+                test_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i],
+                              fns[i], i == 3 ? counting_hook : NULL, &st[i]);
+            zero_clocks(&st[i]); // the clocks are the counters that may differ
         }
-        for (int i = 1; i < 3; i++) {
+        for (int i = 1; i < 4; i++) {
             int same = memcmp(seq[0], seq[i], (size_t)cap * sizeof(int)) == 0 &&
                        memcmp(src[0], src[i], (size_t)cap) == 0 &&
                        memcmp(&st[0], &st[i], sizeof(Stats)) == 0;
-            int calls_ok = i < 2 || n_counted_rounds == st[i].rounds;
-            char calls[64] = "";
-            if (i == 2) snprintf(calls, sizeof(calls), ", the wrapper ran %ld times", n_counted_rounds);
-            check(same && calls_ok && st[0].rounds > 0, "t=%.0f: DecodeOptions.round = %s gives "
-                  "the same %d tokens, token sources and counters as round = NULL: %s (%ld "
-                  "rounds%s)", temps[ti], names[i], N_NEW, same ? "yes" : "NO", st[i].rounds,
+            int calls_ok = i < 3 || (n_counted_rounds == st[i].rounds &&
+                                     n_hook_calls == st[i].rounds);
+            char calls[96] = "";
+            if (i == 3)
+                snprintf(calls, sizeof(calls), ", the wrapper ran %ld times and the hook %ld",
+                         n_counted_rounds, n_hook_calls);
+            check(same && calls_ok && st[0].rounds > 0 && st[0].pass[PASS_FOLDED].passes > 0,
+                  "t=%.0f: %s gives the same %d tokens, token sources and counters as %s: %s "
+                  "(%ld rounds, %ld restarting the cache%s)", temps[ti], names[i], N_NEW,
+                  names[0], same ? "yes" : "NO", st[i].rounds, st[i].pass[PASS_FOLDED].passes,
                   calls);
         }
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             free(seq[i]);
             free(src[i]);
         }
@@ -1975,12 +2254,12 @@ static void test_lookup(Fixture *fx) {
     int m2 = lookup_on(v, "aa", 4, got, &hot, &d), m1 = lookup_on(v, "a", 4, got, &hot, &d);
     check(m2 == 0 && m1 == 0, "lookup on \"aa\" and \"a\": no earlier occurrence fits, 0 and 0 "
           "proposed (got %d, %d)", m2, m1);
-    // the round with no match: one verify pass of current_token, its token as plain
-    // decoding's, counted as an empty round
+    // the round with no match: one pass of current_token, its token as plain decoding's,
+    // counted as an empty round and as a one-token step
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, seq[16], n = encode_str(v, "abcdefg", seq);
+    int V = g->config.vocab_size, S = g->config.block_size, seq[16], n = encode_str(v, "abcdefg", seq);
     SpecBuffers b;
-    if (build_spec_buffers(&b, 4, V) != 0) { check(0, "lookup: buffers"); return; }
+    if (build_spec_buffers(&b, 4, V, S) != 0) { check(0, "lookup: buffers"); return; }
     reset_cache(g);
     int want = ref_argmax(forward(g, seq, n) + (size_t)(n - 1) * V, V);
     reset_cache(g);
@@ -1991,14 +2270,90 @@ static void test_lookup(Fixture *fx) {
     Rng r;
     rng_seed(&r, 5);
     int out = speculative_round(g, &lk, &b, seq, n, 4, 10, &o, &r, &st);
-    check(out == 1 && b.drafted == 0 && b.accepted[0] == want && g->state.kv_len == n &&
-          st.empty_rounds == 1 && st.rounds == 1 && st.drafted == 0 && st.judged == 0 &&
-          st.bonus == 0 && st.verify_passes == 1 && st.round_tokens == 1,
+    check(out == 1 && b.drafted == 0 && b.asked == 4 && !b.restarted && b.accepted[0] == want &&
+          g->state.kv_len == n && st.empty_rounds == 1 && st.rounds == 1 && st.drafted == 0 &&
+          st.judged == 0 && st.bonus == 0 && st.pass[PASS_STEP].passes == 1 &&
+          st.pass[PASS_STEP].tokens == 1 && target_passes(&st) == 1 && st.round_tokens == 1,
           "a lookup round with no match (\"abcdefg\", t=0) is a plain step: %d token (want 1), "
-          "%d drafted, token %d == plain decoding's argmax %d, kv_len %d (want %d); counted as "
-          "%ld empty round of %ld, %ld drafted, %ld judged, %ld bonus, %ld verify pass", out,
-          b.drafted, b.accepted[0], want, g->state.kv_len, n, st.empty_rounds, st.rounds,
-          st.drafted, st.judged, st.bonus, st.verify_passes);
+          "%d drafted of %d asked, token %d == plain decoding's argmax %d, kv_len %d (want %d); "
+          "counted as %ld empty round of %ld, %ld drafted, %ld judged, %ld bonus, %ld one-token "
+          "step of %ld target passes", out, b.drafted, b.asked, b.accepted[0], want,
+          g->state.kv_len, n, st.empty_rounds, st.rounds, st.drafted, st.judged, st.bonus,
+          st.pass[PASS_STEP].passes, target_passes(&st));
+    free_spec_buffers(&b);
+}
+
+// The context rule at a round's start, round by round (the bigram draft, greedy, K = 4):
+// with the cache one short of full (current_token takes position S-1) the round asks for
+// no guess and is a one-token step, not an empty round; with kv_len = S-3 it asks for the
+// 2 guesses there is room for, not 4; with the cache full it restarts: lag S/2-1, one
+// PASS_FOLDED pass from position 0 over S/2 + k tokens, kv_len S/2-1 + n after it. In each
+// case its tokens are plain greedy decoding's from the window the rule keeps (the test's
+// own forward of that window), and the cache afterwards is a recompute of it, bit for bit.
+static void test_round_context(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = g->config.vocab_size, S = g->config.block_size, K = 4;
+    const int *text = fx->corpus.tokens + 100000; // seq = text[0 .. n_seq-1]
+    SpecBuffers b;
+    if (build_spec_buffers(&b, K, V, S) != 0) { check(0, "round context: buffers"); return; }
+    DecodeOptions o = {.sampler.temperature = 0.0f, .K = K, .vocab = &fx->vocab};
+    int *win = malloc((size_t)(S + K + 1) * sizeof(int));
+    // (kv_len before, n_seq): the cache holds text[n_seq-1-kv .. n_seq-2]
+    struct { int kv; const char *what; int want_asked, want_lag; PassKind kind; } cases[] = {
+        {S - 1, "one short of full: no room for a guess", 0, 0, PASS_STEP},
+        {S - 3, "two slots after current_token's", 2, 0, PASS_VERIFY},
+        {S, "full: restart and fold the refill in", K, S / 2 - 1, PASS_FOLDED}};
+    for (int c = 0; c < 3; c++) {
+        int n_seq = S + 20, kv = cases[c].kv;
+        reset_cache(g);
+        forward(g, text + n_seq - 1 - kv, kv);
+        Stats st = {0};
+        Rng r;
+        rng_seed(&r, 3);
+        int n = speculative_round(g, &fx->draft, &b, text, n_seq, K, 100, &o, &r, &st);
+        int lag = cases[c].want_lag, pos = cases[c].kv == S ? lag : kv;
+        // plain decoding's tokens from the same context, the test's own: greedy, one by one
+        // on the window the rule keeps (the last lag+1 tokens after a restart, else kv+1)
+        int w = pos + 1;
+        memcpy(win, text + n_seq - w, (size_t)w * sizeof(int));
+        int right = 0;
+        for (int i = 0; i < n && w <= S; i++) {
+            reset_cache(g);
+            int next = ref_argmax(forward(g, win, w) + (size_t)(w - 1) * V, V);
+            right += b.accepted[i] == next;
+            win[w++] = next;
+        }
+        int ok = b.asked == cases[c].want_asked && b.lag == lag &&
+                 b.restarted == (cases[c].kv == S) && b.drafted == b.asked &&
+                 st.pass[cases[c].kind].passes == 1 && target_passes(&st) == 1 &&
+                 st.pass[cases[c].kind].tokens == lag + 1 + b.drafted &&
+                 st.empty_rounds == 0 && n >= 1 && n <= b.drafted + 1 && right == n;
+        size_t differ = 0;
+        if (ok) { // the cache: pos + n positions, the window's first pos + n tokens
+            GPT *fresh = g; // recomputed into g itself once its rows are saved
+            size_t LSC = (size_t)g->config.n_layer * S * g->config.n_embd;
+            float *kc = malloc(LSC * sizeof(float)), *vc = malloc(LSC * sizeof(float));
+            int kv_now = g->state.kv_len;
+            memcpy(kc, g->state.key_cache, LSC * sizeof(float));
+            memcpy(vc, g->state.value_cache, LSC * sizeof(float));
+            reset_cache(fresh);
+            forward(fresh, win, pos + n);
+            differ = rows_differ(kc, fresh->state.key_cache, g->config.n_layer, S,
+                                 g->config.n_embd, 0, pos + n) +
+                     rows_differ(vc, fresh->state.value_cache, g->config.n_layer, S,
+                                 g->config.n_embd, 0, pos + n);
+            ok = kv_now == pos + n && differ == 0;
+            free(kc);
+            free(vc);
+        }
+        check(ok, "a round with kv_len %d (%s): asked %d guesses (want %d), drafted %d, lag %d "
+              "(want %d), restarted %d; one %s pass of %ld tokens (want %d); %d tokens, %d of "
+              "them plain greedy decoding's from the window the rule keeps; cache %zu floats "
+              "off a recompute", kv, cases[c].what, b.asked, cases[c].want_asked, b.drafted,
+              b.lag, lag, b.restarted, PASS_NAME[cases[c].kind],
+              st.pass[cases[c].kind].tokens, lag + 1 + b.drafted, n, right, differ);
+    }
+    free(win);
     free_spec_buffers(&b);
 }
 
@@ -2012,11 +2367,14 @@ static void test_determinism(Fixture *fx) {
     enum { N_NEW = 400 };
     int prompt[64], np = encode_str(&fx->vocab, "ROMEO:\n", prompt), cap = np + N_NEW;
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "determinism: buffers"); return; }
+    if (build_spec_buffers(&b, K, V, g->config.block_size) != 0) {
+        check(0, "determinism: buffers");
+        return;
+    }
     int *a = malloc((size_t)cap * sizeof(int)), *b2 = malloc((size_t)cap * sizeof(int));
     int *c = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .vocab = &fx->vocab};
     for (int plain = 0; plain < 2; plain++) {
         uint64_t seeds[3] = {42, 42, 43};
         int *out[3] = {a, b2, c};
@@ -2046,10 +2404,13 @@ static void test_zero_new_tokens(Fixture *fx) {
     int V = g->config.vocab_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
     SpecBuffers b;
-    if (build_spec_buffers(&b, K, V) != 0) { check(0, "n_new=0: buffers"); return; }
+    if (build_spec_buffers(&b, K, V, g->config.block_size) != 0) {
+        check(0, "n_new=0: buffers");
+        return;
+    }
     int *seq = malloc((size_t)(np + 1) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .echo = NULL, .vocab = &fx->vocab};
+    DecodeOptions o = {.sampler.temperature = 1.0f, .K = K, .trace = 0, .vocab = &fx->vocab};
     for (int plain = 0; plain < 2; plain++) {
         Stats s;
         memset(&s, 0, sizeof(s));
@@ -2424,36 +2785,48 @@ static size_t recompute_differs(GPT *fresh, const GPT *g, const int *tokens, int
                        c->block_size, c->n_embd, 0, n);
 }
 
-// What the after_step hook of a cache run knows, and what it found.
+// What the hook of a cache run knows, and what it found.
 typedef struct {
-    const Stats *st;                  // the run's counters: which step just happened
+    const Stats *st;                  // the run's counters: which kind of round just ran
     GPT *draft;                       // the model draft's GPT, whose cache is under test
     GPT *fresh_target, *fresh_draft;  // the same weights, for the recomputes
-    long rounds, bonus, refills;      // the counters at the previous call
+    long rounds, bonus, restarts, steps; // the counters at the previous call
     int prev_len;                     // the draft's kv_len at the previous call
-    long calls, after_bonus, after_refill, bad_len, bad_rows, bad_target;
+    long calls, after_bonus, after_restart, after_step, bad_len, bad_rows, bad_target;
     char first[256];                  // the first fault, in words
 } CacheWatch;
 
-// DecodeOptions.after_step: the target's cache holds the window seq[start .. n_seq-2]
-// (start = n_seq-1-T, T its kv_len; current_token is never cached). The draft's kv_len D
-// must be T after a round that ended in a rejection or without a bonus, T-1 after a bonus
-// (the last guess is not run until the next round catches up), 0 after a refill, and as
-// before after a one-token step; its rows 0..D-1, and the target's 0..T-1, must equal a
+// test_generate's hook, after every round: the target's cache holds the window
+// seq[start .. n_seq-2] (start = n_seq-1-T, T its kv_len; current_token is never cached).
+// The draft's kv_len D must be T after a round that ended in a rejection or without a
+// bonus, T-1 after a bonus (the last guess is not run until the next round catches up),
+// whether or not the round restarted the cache (the draft's first pass then caught up on
+// the whole window from position 0), and as before after a round at the cache's last slot
+// (no guess, so no draft pass); its rows 0..D-1, and the target's 0..T-1, must equal a
 // fresh forward of the window's first D (T) tokens bit for bit. A fault is counted and the
-// draft's cache emptied, as a refill does, so that the run goes on (the next draft pass
+// draft's cache emptied, as a restart does, so that the run goes on (the next draft pass
 // recomputes the window) and every faulty round is counted, where an untrimmed cache would
 // otherwise make the next draft pass abort.
 static void watch_cache(void *ctx, const GPT *g, const int *seq, int n_seq) {
     CacheWatch *w = ctx;
     const Stats *st = w->st;
     int T = g->state.kv_len, D = w->draft->state.kv_len, start = n_seq - 1 - T, want;
-    const char *after = "a one-token step";
-    if (st->refill_passes > w->refills) { want = 0; after = "a refill"; w->after_refill++; }
-    else if (st->rounds > w->rounds && st->bonus > w->bonus) {
-        want = T - 1; after = "a bonus round"; w->after_bonus++;
-    } else if (st->rounds > w->rounds) { want = T; after = "a round without bonus"; }
-    else want = w->prev_len;
+    int restarted = st->pass[PASS_FOLDED].passes > w->restarts;
+    const char *after;
+    if (st->pass[PASS_STEP].passes > w->steps) { // k = 0: the draft did not run
+        want = w->prev_len;
+        after = "a one-token round at the cache's last slot";
+        w->after_step++;
+    } else if (st->bonus > w->bonus) {
+        want = T - 1;
+        after = restarted ? "a round that restarted the cache and ended in a bonus"
+                          : "a bonus round";
+        w->after_bonus++;
+    } else {
+        want = T;
+        after = restarted ? "a round that restarted the cache" : "a round without bonus";
+    }
+    w->after_restart += restarted;
     size_t bad_d = D == want && start >= 0 ? recompute_differs(w->fresh_draft, w->draft,
                                                                seq + start, D) : 0;
     size_t bad_t = w->fresh_target && start >= 0 ? recompute_differs(w->fresh_target, g,
@@ -2470,28 +2843,29 @@ static void watch_cache(void *ctx, const GPT *g, const int *seq, int n_seq) {
     w->prev_len = w->draft->state.kv_len;
     w->rounds = st->rounds;
     w->bonus = st->bonus;
-    w->refills = st->refill_passes;
+    w->restarts = st->pass[PASS_FOLDED].passes;
+    w->steps = st->pass[PASS_STEP].passes;
 }
 
 // The model draft's cache is a recompute from scratch after every round, for K = 1..8,
-// t = 0 and 1, two prompts that force refills (32 characters: the prefill fills the cache
-// and the first step is a refill; 50 corpus characters: the prefill keeps the last 32);
-// the target's cache too. Greedy runs must equal plain decoding even in the broken builds:
-// a draft's cache bug costs acceptance, not exactness, so only this test can see it.
+// t = 0 and 1, two prompts that make the first round restart the cache (32 characters:
+// the prefill fills it; 50 corpus characters: the prefill keeps the last 32); the target's
+// cache too. Greedy runs must equal plain decoding even in the broken builds: a draft's
+// cache bug costs acceptance, not exactness, so only this test can see it.
 static void test_draft_cache(Fixture *fx) {
     if (!runs(CATCH_CATCHUP | CATCH_UNTRIMMED)) return;
     ModelPair m;
     if (!check(load_pair(&m, &fx->corpus) == 0, "cache test: load %s and the model draft %s "
                "twice each", DEFAULT_MODEL, DEFAULT_DRAFT)) { free_pair(&m); return; }
     GPT *g = &m.target;
-    int V = g->config.vocab_size, n_new = SANITIZED ? 60 : 300;
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 60 : 300;
     int to_be[64], n_to_be = encode_str(&m.vocab, "To be or not to be, that is the ", to_be);
     struct { const char *name; const int *tok; int n; } prompts[2] = {
         {"to-be (32 chars)", to_be, n_to_be}, {"corpus-50", fx->corpus.tokens + 234567, 50}};
     int cap = 50 + n_new;
     int *seq = malloc((size_t)cap * sizeof(int)), *plain[2];
     float *p = malloc((size_t)V * sizeof(float));
-    DecodeOptions o = {.vocab = &m.vocab, .round = ROUND, .after_step = watch_cache};
+    DecodeOptions o = {.vocab = &m.vocab};
     for (int pi = 0; pi < 2; pi++) { // greedy plain decoding, for the equivalence checks
         Stats st = {0};
         Rng r;
@@ -2500,33 +2874,34 @@ static void test_draft_cache(Fixture *fx) {
         generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain[pi], p, &st);
     }
     int all_ok = 1;
-    long bonus = 0, refills = 0;
+    long bonus = 0, restarts = 0, steps = 0;
     for (int K = 1; K <= 8; K++)
         for (int ti = 0; ti < 2; ti++) {
             float t = ti ? 1.0f : 0.0f;
             int pi = (K + ti) % 2;
             SpecBuffers b;
-            if (build_spec_buffers(&b, K, V) != 0) { check(0, "cache test: buffers"); break; }
+            if (build_spec_buffers(&b, K, V, S) != 0) { check(0, "cache test: buffers"); break; }
             Stats st = {0};
             CacheWatch w = {.st = &st, .draft = &m.draft.model, .fresh_target = &m.fresh_target,
                             .fresh_draft = &m.fresh_draft.model};
             o.K = K;
             o.sampler.temperature = t;
-            o.ctx = &w;
             Rng r;
             rng_seed(&r, 500 + K);
-            speculative_generate(g, &m.draft, &b, prompts[pi].tok, prompts[pi].n, n_new, &o, &r,
-                                 seq, &st);
+            test_generate(g, &m.draft, &b, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, seq,
+                          &st, ROUND, watch_cache, &w);
             int ok = w.bad_len == 0 && w.bad_rows == 0 && w.bad_target == 0 && w.calls > 0;
             all_ok &= ok;
             bonus += w.after_bonus;
-            refills += w.after_refill;
+            restarts += w.after_restart;
+            steps += w.after_step;
             case_check(ok, "model draft K=%d t=%.0f prompt %s, %d tokens: after each of %ld "
-                       "rounds/steps (%ld after a bonus, %ld after a refill) the draft's kv_len "
-                       "is right (%ld wrong) and its cache, and the target's, equal a fresh "
-                       "recompute bit for bit (%ld and %ld differ)%s%s", K, t, prompts[pi].name,
-                       n_new, w.calls, w.after_bonus, w.after_refill, w.bad_len, w.bad_rows,
-                       w.bad_target, w.first[0] ? "; first: " : "", w.first);
+                       "rounds (%ld after a bonus, %ld restarting the cache, %ld at its last "
+                       "slot) the draft's kv_len is right (%ld wrong) and its cache, and the "
+                       "target's, equal a fresh recompute bit for bit (%ld and %ld differ)%s%s",
+                       K, t, prompts[pi].name, n_new, w.calls, w.after_bonus, w.after_restart,
+                       w.after_step, w.bad_len, w.bad_rows, w.bad_target,
+                       w.first[0] ? "; first: " : "", w.first);
             if (t == 0.0f) {
                 int start = prompts[pi].n, same = memcmp(seq + start, plain[pi] + start,
                                                          (size_t)n_new * sizeof(int)) == 0;
@@ -2538,16 +2913,18 @@ static void test_draft_cache(Fixture *fx) {
             free_spec_buffers(&b);
         }
     if (BUG == 0)
-        check(bonus > 0 && refills > 0, "the cache runs went through %ld bonus rounds (the "
-              "draft catches up one token after each) and %ld refills", bonus, refills);
+        check(bonus > 0 && restarts > 0 && steps > 0, "the cache runs went through %ld bonus "
+              "rounds (the draft catches up one token after each), %ld rounds that restarted "
+              "the cache and %ld one-token rounds at its last slot", bonus, restarts, steps);
     broken_verdict(all_ok, "the model draft's cache differs from a recompute after a round");
     free(seq); free(p); free(plain[0]); free(plain[1]);
     free_pair(&m);
 }
 
 // test_round, the round the broken builds run, must be speculative_round in the correct
-// build: the same text, counters and final cache lengths (the target's and the model
-// draft's) from the same seed, for each draft, greedy and sampled, over runs that refill.
+// build: test_generate with test_round gives speculative_generate's text, counters and
+// final cache lengths (the target's and the model draft's) from the same seed, for each
+// draft, greedy and sampled, over runs that restart the cache many times.
 static void test_round_faithful(Fixture *fx) {
     if (BUG) return;
     ModelPair m;
@@ -2559,7 +2936,7 @@ static void test_round_faithful(Fixture *fx) {
     int *a = malloc((size_t)(np + n_new) * sizeof(int)),
         *c = malloc((size_t)(np + n_new) * sizeof(int));
     SpecBuffers b;
-    build_spec_buffers(&b, K, V);
+    build_spec_buffers(&b, K, V, S);
     Draft lookup;
     char err[512];
     setup_draft("lookup", &m.vocab, &fx->corpus, S, &lookup, err, sizeof(err));
@@ -2570,24 +2947,28 @@ static void test_round_faithful(Fixture *fx) {
             int kv[2], dkv[2];
             for (int which = 0; which < 2; which++) {
                 DecodeOptions o = {.sampler.temperature = ti ? 1.0f : 0.0f, .K = K,
-                                   .vocab = &m.vocab, .round = which ? test_round : NULL};
+                                   .vocab = &m.vocab};
                 memset(&st[which], 0, sizeof(Stats));
                 Rng r;
                 rng_seed(&r, 61 + ti);
-                speculative_generate(g, drafts[di], &b, prompt, np, n_new, &o, &r,
-                                     which ? c : a, &st[which]);
-                st[which].seconds = st[which].draft_seconds = st[which].verify_seconds = 0.0;
+                if (which)
+                    test_generate(g, drafts[di], &b, prompt, np, n_new, &o, &r, c, &st[which],
+                                  test_round, NULL, NULL);
+                else
+                    speculative_generate(g, drafts[di], &b, prompt, np, n_new, &o, &r, a,
+                                         &st[which]);
+                zero_clocks(&st[which]);
                 kv[which] = g->state.kv_len;
                 dkv[which] = drafts[di]->model.state.kv_len;
             }
             check(memcmp(a, c, (size_t)(np + n_new) * sizeof(int)) == 0 &&
                   memcmp(&st[0], &st[1], sizeof(Stats)) == 0 && kv[0] == kv[1] &&
-                  dkv[0] == dkv[1] && st[0].rounds > 0 && st[0].refill_passes > 0,
+                  dkv[0] == dkv[1] && st[0].rounds > 0 && st[0].pass[PASS_FOLDED].passes > 0,
                   "test_round, %s draft, t=%d, K=%d, %d tokens: the same text, Stats and final "
                   "cache lengths (target %d, %d; draft %d, %d) as speculative_round (%ld rounds, "
-                  "%ld accepted, %ld bonus, %ld refills)", drafts[di]->name, ti, K, n_new,
-                  kv[0], kv[1], dkv[0], dkv[1], st[0].rounds, st[0].accepted, st[0].bonus,
-                  st[0].refill_passes);
+                  "%ld accepted, %ld bonus, %ld restarting the cache)", drafts[di]->name, ti, K,
+                  n_new, kv[0], kv[1], dkv[0], dkv[1], st[0].rounds, st[0].accepted,
+                  st[0].bonus, st[0].pass[PASS_FOLDED].passes);
         }
     free_draft(&lookup);
     free_spec_buffers(&b);
@@ -2616,20 +2997,21 @@ typedef struct {
 #define ALPHA_N 2000
 #define ALPHA_SEED 42
 static const AlphaCase ALPHA_CASES[] = {
-    {"bigram", 1.0f, 0.48, "measured 0.520, seeds 1..10 0.515 sd 0.007: 5 sd below; "
-     "from current_token 0.411"},
-    {"gpt", 1.0f, 0.70, "measured 0.783, seeds 1..10 0.789 sd 0.006; from current_token "
-     "0.503; any draft worth its passes"},
-    {"lookup", 1.0f, 0.24, "measured 0.280, seeds 1..10 0.288 sd 0.011: 4.4 sd below; "
-     "from current_token 0.216"},
+    {"bigram", 1.0f, 0.48, "measured 0.510, seeds 1..10 0.519 sd 0.006: 6 sd below; "
+     "from current_token 0.409"},
+    {"gpt", 1.0f, 0.70, "measured 0.829, seeds 1..10 0.830 sd 0.004; from current_token "
+     "0.527; any draft worth its passes"},
+    {"lookup", 1.0f, 0.24, "measured 0.287, seeds 1..10 0.275 sd 0.008: 4.1 sd below; "
+     "from current_token 0.221"},
     {"lookup", 0.0f, 0.90, "measured 0.996, greedy: the same for every seed; from "
-     "current_token 0.533"},
+     "current_token 0.500"},
 };
 #define N_ALPHA_CASES (int)(sizeof(ALPHA_CASES) / sizeof(ALPHA_CASES[0]))
 
-// speculative_generate with draft d (plain decoding if d is NULL) at K, t and seed for n
-// tokens after the blog's prompt; returns stats_alpha, the counters in st and, if seq is
-// not NULL, the n tokens in seq.
+// Speculative decoding with draft d (plain decoding if d is NULL) at K, t and seed for n
+// tokens after the blog's prompt, through test_generate and ROUND (so a broken build's
+// bug is in it); returns stats_alpha, the counters in st and, if seq is not NULL, the n
+// tokens in seq.
 static double alpha_run(GPT *g, Draft *d, const Vocab *v, int K, float t, uint64_t seed,
                         int n, Stats *st, int *seq) {
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt);
@@ -2637,11 +3019,15 @@ static double alpha_run(GPT *g, Draft *d, const Vocab *v, int K, float t, uint64
     float *p = malloc((size_t)v->size * sizeof(float));
     SpecBuffers b;
     memset(st, 0, sizeof(*st));
-    if (!all || !p || build_spec_buffers(&b, K, v->size) != 0) { free(all); free(p); return -1.0; }
-    DecodeOptions o = {.sampler.temperature = t, .K = K, .vocab = v, .round = ROUND};
+    if (!all || !p || build_spec_buffers(&b, K, v->size, g->config.block_size) != 0) {
+        free(all);
+        free(p);
+        return -1.0;
+    }
+    DecodeOptions o = {.sampler.temperature = t, .K = K, .vocab = v};
     Rng r;
     rng_seed(&r, seed);
-    if (d) speculative_generate(g, d, &b, prompt, np, n, &o, &r, all, st);
+    if (d) test_generate(g, d, &b, prompt, np, n, &o, &r, all, st, ROUND, NULL, NULL);
     else generate(g, prompt, np, n, &o, &r, all, p, st);
     if (seq) memcpy(seq, all + np, (size_t)n * sizeof(int));
     free_spec_buffers(&b);
@@ -2702,6 +3088,468 @@ static void test_alpha_floors(Fixture *fx) {
     free_pair(&m);
 }
 
+// ----------------------------------------------------------------------------
+// 18. --draft-p-min: the draft stops after a guess it gives less than p_min
+
+// The context rule's refills, the test's own: where plain decoding refills its cache (and
+// speculative decoding restarts it), as the index in the text of the current token whose
+// pass finds the cache full, for a prompt of np tokens (0: one start token) and n_new new
+// ones. The prefill leaves min(max(np, 1), S) positions; seq[max(np, 1)] is the prefill's
+// token, and each later current token's pass adds one position, or refills to S/2 when
+// the cache is full (the last token needs no pass). Writes up to max indices to at (if not
+// NULL); returns how many refills there are.
+static int rule_refills(int np, int n_new, int S, int *at, int max) {
+    int first = np > 0 ? np : 1, kv = first < S ? first : S, n = 0;
+    for (int i = first; i < first + n_new - 1; i++) {
+        if (kv == S) {
+            if (at && n < max) at[n] = i;
+            n++;
+            kv = S / 2;
+        } else {
+            kv++;
+        }
+    }
+    return n;
+}
+
+// What the hook of a --draft-p-min run knows, and what it found: after every round it
+// recomputes the draft's own probability of each guess, the chance the draft model gave
+// it at t = 1 before any filter, independently of specdec.c (the bigram: the table's cell,
+// read here; the model draft: a forward of the window and the guesses from position 0 on a
+// second copy of its weights, and a softmax in double here), and checks the rule: every
+// guess before the round's last was at least p_min, and a round that drafted fewer than
+// it asked for stopped right after a guess below p_min.
+typedef struct {
+    const SpecBuffers *b;
+    const Draft *d;       // the draft under test; d->p_min is the rule's threshold
+    GPT *fresh_draft;     // the model draft's weights again (DRAFT_GPT), for the recompute
+    double control[2];    // wrong thresholds the same rounds are checked against: they must
+                          // break the rule for one of them somewhere, or it could not fail
+    int prev_n_seq;       // the text's length before the round: seq[prev_n_seq-1] was current
+    long rounds, asked_rounds, short_rounds, low_last, guesses, bad, control_bad, near;
+    int *ctx;             // (S) the recompute's input
+    char first[256];      // the first violation, in words
+} PminWatch;
+
+// The draft's own chance of guess i of the round just run (see PminWatch): the bigram's
+// table cell after the previous token, or softmax(row) at the guess from the recompute's
+// logits (lg: rows of the pass over the window and the guesses; row pos + i).
+static double own_chance(const PminWatch *w, const int *seq, int cur, const float *lg, int pos,
+                         int i) {
+    const Draft *d = w->d;
+    int V = d->V, c = w->b->candidates[i];
+    if (d->kind == DRAFT_BIGRAM) {
+        int prev = i == 0 ? seq[cur] : w->b->candidates[i - 1];
+        return d->bigram.probs[(size_t)prev * V + c];
+    }
+    const float *row = lg + (size_t)(pos + i) * V;
+    double m = -INFINITY, z = 0.0;
+    for (int x = 0; x < V; x++) m = row[x] > m ? row[x] : m;
+    for (int x = 0; x < V; x++) z += exp((double)row[x] - m);
+    return exp((double)row[c] - m) / z;
+}
+
+// test_generate's hook for --draft-p-min runs (see PminWatch).
+static void watch_pmin(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    PminWatch *w = ctx;
+    const SpecBuffers *b = w->b;
+    int cur = w->prev_n_seq - 1, k = b->drafted, asked = b->asked;
+    // the window the round drafted from: the target's cache after it starts at the same index
+    int start = n_seq - 1 - g->state.kv_len, pos = cur - start;
+    w->prev_n_seq = n_seq;
+    w->rounds++;
+    if (asked == 0) return; // the cache's last slot: nothing asked, nothing drafted
+    w->asked_rounds++;
+    w->short_rounds += k < asked;
+    const float *lg = NULL;
+    if (w->d->kind == DRAFT_GPT && k > 0) { // the window, then every guess but the last
+        memcpy(w->ctx, seq + start, (size_t)(pos + 1) * sizeof(int));
+        memcpy(w->ctx + pos + 1, b->candidates, (size_t)(k - 1) * sizeof(int));
+        w->fresh_draft->state.kv_len = 0;
+        lg = forward(w->fresh_draft, w->ctx, pos + k);
+    }
+    double p_min = w->d->p_min;
+    int bad = k == 0, control_bad = 0; // a bigram or model draft always proposes one
+    for (int i = 0; i < k; i++) {
+        double own = own_chance(w, seq, cur, lg, pos, i);
+        w->guesses++;
+        if (fabs(own - p_min) < 1e-9) { w->near++; continue; } // too close to call either way
+        int last = i == k - 1;
+        // before the last: at least p_min; the last of a round cut short: below p_min
+        if (!last && own < p_min) bad = 1;
+        if (last && k < asked && own >= p_min) bad = 1;
+        if (last && own < p_min) w->low_last++;
+        for (int j = 0; j < 2; j++) {
+            if (!last && own < w->control[j]) control_bad = 1;
+            if (last && k < asked && own >= w->control[j]) control_bad = 1;
+        }
+        if (bad && !w->first[0])
+            snprintf(w->first, sizeof(w->first), "round %ld: %d of %d guesses drafted, guess "
+                     "%d's own probability %.6f against p_min %.3f", w->rounds, k, asked, i + 1,
+                     own, p_min);
+    }
+    w->bad += bad;
+    w->control_bad += control_bad;
+}
+
+// Runs greedy or sampled speculative decoding with draft d (its p_min set) through
+// test_generate and watch_pmin; fills w (zeroed here but for d, fresh_draft, control, ctx).
+static void pmin_run(GPT *g, Draft *d, GPT *fresh_draft, const Vocab *v, const int *prompt,
+                     int np, int n, Sampler sampler, int K, uint64_t seed, int *seq,
+                     Stats *st, PminWatch *w) {
+    SpecBuffers b;
+    memset(st, 0, sizeof(*st));
+    int *ctx = w->ctx;
+    double control[2] = {w->control[0], w->control[1]};
+    memset(w, 0, sizeof(*w));
+    w->b = &b;
+    w->d = d;
+    w->fresh_draft = fresh_draft;
+    w->control[0] = control[0];
+    w->control[1] = control[1];
+    w->ctx = ctx;
+    w->prev_n_seq = (np > 0 ? np : 1) + 1; // the prefill's token comes before the first round
+    if (build_spec_buffers(&b, K, v->size, g->config.block_size) != 0) return;
+    DecodeOptions o = {.sampler = sampler, .K = K, .vocab = v};
+    Rng r;
+    rng_seed(&r, seed);
+    test_generate(g, d, &b, prompt, np, n, &o, &r, seq, st, speculative_round, watch_pmin, w);
+    free_spec_buffers(&b);
+}
+
+// (a) Greedy equivalence with --draft-p-min: at t = 0 the text is plain greedy decoding's,
+// byte for byte, with p_min 0.3 and 0.9, the bigram and the model draft, K = 1, 4 and 8,
+// three prompts (one that fills the cache at the prefill, a short one, 50 corpus
+// characters), each run long enough for many restarts of the cache (as many as the context
+// rule says); and the rule cut rounds short in those runs (else the check says nothing
+// about it). Sanitized: 100 tokens, K = 1 and 8, the first two prompts.
+static void test_pmin_greedy(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, greedy: load the target and "
+               "the model draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 100 : 300;
+    int to_be[64], n_to_be = encode_str(&m.vocab, "To be or not to be, that is the ", to_be);
+    int romeo[16], n_romeo = encode_str(&m.vocab, "ROMEO:\n", romeo);
+    struct { const char *name; const int *tok; int n; } prompts[3] = {
+        {"to-be", to_be, n_to_be}, {"ROMEO", romeo, n_romeo},
+        {"corpus-50", fx->corpus.tokens + 345678, 50}};
+    int cap = 50 + n_new, *seq = malloc((size_t)cap * sizeof(int)), *plain = malloc((size_t)cap * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    GPT *fresh[2] = {NULL, &m.fresh_draft.model};
+    const float p_mins[2] = {0.3f, 0.9f};
+    const int Ks[3] = {1, 8, 4}, n_K = SANITIZED ? 2 : 3; // sanitized: K = 1 and 8
+    PminWatch w = {.ctx = malloc((size_t)S * sizeof(int)), .control = {2.0, 2.0}};
+    for (int pi = 0; pi < (SANITIZED ? 2 : 3); pi++) { // sanitized: not the corpus prompt
+        DecodeOptions o = {.vocab = &m.vocab};
+        Stats pst = {0};
+        Rng r;
+        rng_seed(&r, 1);
+        generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain, p, &pst);
+        int start = prompts[pi].n > 0 ? prompts[pi].n : 1;
+        int want_restarts = rule_refills(prompts[pi].n, n_new, S, NULL, 0);
+        for (int di = 0; di < 2; di++) {
+            int same = 0, runs_ = 0;
+            long short_rounds = 0, asked_rounds = 0, restarts = 0, bad = 0;
+            for (int mi = 0; mi < 2; mi++)
+                for (int ki = 0; ki < n_K; ki++) {
+                    Stats st;
+                    drafts[di]->p_min = p_mins[mi];
+                    pmin_run(g, drafts[di], fresh[di], &m.vocab, prompts[pi].tok, prompts[pi].n,
+                             n_new, (Sampler){0.0f, 0, 0.0f}, Ks[ki], 7, seq, &st, &w);
+                    drafts[di]->p_min = 0.0f;
+                    runs_++;
+                    same += st.emitted == n_new &&
+                            memcmp(seq + start, plain + start, (size_t)n_new * sizeof(int)) == 0;
+                    short_rounds += w.short_rounds;
+                    asked_rounds += w.asked_rounds;
+                    restarts += st.pass[PASS_FOLDED].passes;
+                    bad += w.bad;
+                }
+            check(same == runs_ && short_rounds > 0 && bad == 0 &&
+                  restarts == (long)runs_ * want_restarts && want_restarts >= 5,
+                  "--draft-p-min 0.3 and 0.9 at t=0, %s draft, K=%s, prompt %s, %d tokens: "
+                  "%d of %d texts are plain greedy decoding's byte for byte; the rule cut %ld of "
+                  "%ld rounds short (and held in all but %ld); %ld restarts of the cache (the "
+                  "context rule: %d a run)", drafts[di]->name, SANITIZED ? "1,8" : "1,4,8",
+                  prompts[pi].name, n_new, same, runs_, short_rounds, asked_rounds, bad,
+                  restarts, want_restarts);
+        }
+    }
+    free(w.ctx);
+    free(seq);
+    free(plain);
+    free(p);
+    free_pair(&m);
+}
+
+// (b) The rule does what it says, round by round (watch_pmin): with p_min 0.5 at t = 0, 1
+// and 0.7 with top-k 3 (the rule reads the draft's own t = 1 chance, not the served row q),
+// for the bigram and the model draft, every round drafted on while its guesses were at
+// least p_min and stopped right after the first one below. Checked against a wrong
+// threshold (0.4 or 0.6) the same rounds break the rule: the check can fail. With p_min 0
+// no round stops early, and guesses below 0.5 are drafted on from.
+static void test_pmin_rule(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, the rule: load the target "
+               "and the model draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int S = g->config.block_size, K = 6, n_new = SANITIZED ? 100 : 400;
+    int prompt[64], np = encode_str(&m.vocab, "To be or not to be, that is the ", prompt);
+    int *seq = malloc((size_t)(np + n_new) * sizeof(int));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    GPT *fresh[2] = {NULL, &m.fresh_draft.model};
+    Sampler samplers[3] = {{0.0f, 0, 0.0f}, {1.0f, 0, 0.0f}, {0.7f, 3, 0.0f}};
+    PminWatch w = {.ctx = malloc((size_t)S * sizeof(int))};
+    for (int di = 0; di < 2; di++) {
+        long control_bad = 0, cut_short = 0; // over the three samplers
+        for (int si = 0; si < 3; si++) {
+            Stats st;
+            w.control[0] = 0.4;
+            w.control[1] = 0.6;
+            drafts[di]->p_min = 0.5f;
+            pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
+                     11 + si, seq, &st, &w);
+            drafts[di]->p_min = 0.0f;
+            check(w.bad == 0 && w.short_rounds > 0 && st.drafted == w.guesses &&
+                  w.near <= w.guesses / 100,
+                  "--draft-p-min 0.5, %s draft, t=%.1f top-k %d, K=%d, %d tokens: in %ld of %ld "
+                  "rounds (%ld cut short, %ld ending in a guess below 0.5) every guess before "
+                  "the last had its own probability (recomputed here) at least 0.5, and a round "
+                  "cut short ended right after one below it%s%s; %ld guesses (%ld within 1e-9 of "
+                  "0.5, not judged); against a wrong threshold, 0.4 or 0.6, the rule breaks in "
+                  "%ld rounds",
+                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k, K, n_new,
+                  w.asked_rounds - w.bad, w.asked_rounds, w.short_rounds, w.low_last,
+                  w.first[0] ? "; first violation: " : "", w.first, w.guesses, w.near,
+                  w.control_bad);
+            control_bad += w.control_bad;
+            cut_short += w.short_rounds;
+            // p_min = 0: the draft never stops early; the control (0.5) must see it go on
+            w.control[0] = w.control[1] = 0.5;
+            pmin_run(g, drafts[di], fresh[di], &m.vocab, prompt, np, n_new, samplers[si], K,
+                     11 + si, seq, &st, &w);
+            check(w.short_rounds == 0 && w.bad == 0 && w.asked_rounds > 0 && w.control_bad > 0,
+                  "--draft-p-min 0 (off), %s draft, t=%.1f top-k %d: %ld of %ld rounds drafted "
+                  "fewer than asked (want 0); guesses below 0.5 went on in %ld rounds",
+                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k,
+                  w.short_rounds, w.asked_rounds, w.control_bad);
+        }
+        // the check above can fail: the same rounds break the rule at a wrong threshold
+        check(control_bad > 0, "--draft-p-min 0.5, %s draft: checked against 0.4 or 0.6 instead, "
+              "%ld of the rounds of the three runs above (%ld cut short) break the rule",
+              drafts[di]->name, control_bad, cut_short);
+    }
+    free(w.ctx);
+    free(seq);
+    free_pair(&m);
+}
+
+// (c) The acceptance floor with --draft-p-min, as section 17's for each draft: K = 4, t = 1,
+// ALPHA_N tokens after the blog's prompt, seed 42, on the trained target. Cutting a round
+// short after an unsure guess drops guesses, not their quality: alpha stays about where it
+// is without the rule (the bigram's falls by 0.01 at p_min 0.6, the model draft's rises by
+// 0.006), so each case has a floor 5 sd or more below its mean over seeds 1..10, and well
+// above what drafting every guess from current_token gives (BREAK_DRAFT_FROM_CURRENT, which
+// also ignores the rule: bigram 0.409, gpt 0.527, the same at every p_min); and the guesses
+// per round that asked for any must drop as p_min rises. Measured with
+//   gcc -std=c11 -O3 -march=native -ffp-contract=off -DALPHA_SPREAD test/test_specdec.c -lm
+//   && ./a.out    (the PMIN lines; add -DBREAK_DRAFT_FROM_CURRENT for the broken build's)
+typedef struct {
+    const char *draft;
+    float p_min;
+    double floor;        // alpha must be at least this
+    const char *why;     // the measurements it comes from
+} PminCase;
+static const PminCase PMIN_CASES[] = {
+    {"bigram", 0.0f, 0.48, "measured 0.510, 3.64 guesses a round; seeds 1..10 0.519 sd 0.006"},
+    {"bigram", 0.3f, 0.47, "measured 0.512, 1.10 guesses a round; seeds 1..10 0.514 sd 0.007"},
+    {"bigram", 0.6f, 0.47, "measured 0.503, 1.04 guesses a round; seeds 1..10 0.510 sd 0.008"},
+    {"gpt", 0.0f, 0.70, "measured 0.829, 3.63 guesses a round; seeds 1..10 0.830 sd 0.004"},
+    {"gpt", 0.3f, 0.70, "measured 0.837, 1.58 guesses a round; seeds 1..10 0.836 sd 0.004"},
+    {"gpt", 0.6f, 0.70, "measured 0.838, 1.33 guesses a round; seeds 1..10 0.838 sd 0.005"},
+};
+#define N_PMIN_CASES (int)(sizeof(PMIN_CASES) / sizeof(PMIN_CASES[0]))
+
+// Guesses per round among the rounds that asked for any (a round at the cache's last
+// slot asks for none: a one-token step).
+static double guesses_per_round(const Stats *st) {
+    long asked_rounds = st->rounds - st->pass[PASS_STEP].passes;
+    return asked_rounds > 0 ? (double)st->drafted / asked_rounds : 0.0;
+}
+
+static void test_pmin_alpha(Fixture *fx) {
+    if (!runs(CATCH_FROM_CURRENT)) return;
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, alpha: load the target and "
+               "the model draft")) { free_pair(&m); return; }
+    if (SANITIZED) { // nothing here would be held to a floor: the release build checks them
+        printf("  (sanitizer build: --draft-p-min's alpha floors are checked in the release "
+               "build; the rule and the greedy text are checked here too)\n");
+        free_pair(&m);
+        return;
+    }
+    int n = ALPHA_N;
+    double prev_gpr = 0.0;
+    for (int i = 0; i < N_PMIN_CASES; i++) {
+        const PminCase *c = &PMIN_CASES[i];
+        Draft *d = !strcmp(c->draft, "gpt") ? &m.draft : &fx->draft;
+        Stats st;
+        d->p_min = c->p_min;
+        double alpha = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, ALPHA_SEED, n, &st, NULL);
+        d->p_min = 0.0f;
+        double gpr = guesses_per_round(&st);
+        int first_of_draft = i == 0 || strcmp(c->draft, PMIN_CASES[i - 1].draft) != 0;
+        int drops = first_of_draft || gpr < prev_gpr, ok = alpha >= c->floor && drops;
+        prev_gpr = gpr;
+        char prev[64] = "";
+        if (!first_of_draft) snprintf(prev, sizeof(prev), ", %s the p_min before", drops ?
+                                      "fewer than at" : "NOT fewer than at");
+        case_check(ok, "alpha of the %s draft with --draft-p-min %.1f, K=%d t=1, %d tokens, "
+                   "seed %d: %.4f >= floor %.2f (%s); %.3f guesses a round%s", c->draft,
+                   c->p_min, ALPHA_K, n, ALPHA_SEED, alpha, c->floor, c->why, gpr, prev);
+        char what[128];
+        snprintf(what, sizeof(what), "the %s draft's alpha with --draft-p-min %.1f falls below "
+                 "%.2f, or its guesses a round do not drop", c->draft, c->p_min, c->floor);
+        broken_verdict(ok, what);
+    }
+    free_pair(&m);
+}
+
+// (d) The per-kind tallies of both decoders on the same greedy text (the trained target,
+// the bigram and the model draft, with and without --draft-p-min, K = 2 and 7): for each,
+// the passes by kind add up to target_passes and to the passes by size, and their tokens
+// to the sizes' (T each); speculative decoding never refills on its own and plain decoding
+// neither verifies nor folds; the tokens fit the rule (a one-token step is 1, a refill S/2,
+// the rounds' passes 1 + k each plus the S/2-1 rerun of every restart, the prefill the
+// prompt's last S); plain decoding's passes are one per token; the speculative decoder
+// restarts its cache exactly where plain decoding refills, at the text indices the rule
+// gives (computed here), as many times; and every time is non-negative, the sizes' times
+// sum to the kinds', and passes and drafting together take at most the wall time.
+static int tallies_ok(const Stats *s, char *why, size_t n) {
+    long kind_p = 0, kind_t = 0, size_p = 0, size_t_ = 0, size_tt = 0, negative = 0;
+    double kind_s = 0.0, size_s = 0.0;
+    for (int i = 0; i < N_PASS_KINDS; i++) {
+        kind_p += s->pass[i].passes;
+        kind_t += s->pass[i].tokens;
+        kind_s += s->pass[i].seconds;
+        negative += s->pass[i].seconds < 0.0;
+    }
+    for (int T = 0; T < PASS_SIZES; T++) {
+        size_p += s->size[T].passes;
+        size_t_ += s->size[T].tokens;
+        size_s += s->size[T].seconds;
+        negative += s->size[T].seconds < 0.0;
+        if (T < PASS_SIZES - 1) size_tt += (long)T * s->size[T].passes;
+    }
+    negative += s->draft_seconds < 0.0 || s->seconds < 0.0;
+    int ok = kind_p == target_passes(s) && size_p == kind_p && kind_t == size_t_ &&
+             size_tt == size_t_ && s->size[0].passes == 0 && negative == 0 &&
+             fabs(kind_s - size_s) <= 1e-9 * (1.0 + kind_s) &&
+             kind_s + s->draft_seconds <= s->seconds;
+    snprintf(why, n, "passes %ld by kind, %ld by size, target_passes %ld; tokens %ld by kind, "
+             "%ld by size, %ld as sum T x passes; %ld negative times; %.3f ms in passes + %.3f "
+             "drafting of %.3f wall", kind_p, size_p, target_passes(s), kind_t, size_t_, size_tt,
+             negative, 1e3 * kind_s, 1e3 * s->draft_seconds, 1e3 * s->seconds);
+    return ok;
+}
+
+// Where the restarts went: test_generate's hook records the current token's index of every
+// round that restarted the cache.
+typedef struct {
+    const SpecBuffers *b;
+    int prev_n_seq, n;
+    int at[64];
+} RestartLog;
+
+static void log_restarts(void *ctx, const GPT *g, const int *seq, int n_seq) {
+    (void)g;
+    (void)seq;
+    RestartLog *l = ctx;
+    if (l->b->restarted && l->n < 64) l->at[l->n++] = l->prev_n_seq - 1;
+    l->prev_n_seq = n_seq;
+}
+
+static void test_pass_tallies(Fixture *fx) {
+    ModelPair m;
+    if (!check(load_pair(&m, &fx->corpus) == 0, "pass tallies: load the target and the model "
+               "draft")) { free_pair(&m); return; }
+    GPT *g = &m.target;
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 120 : 400;
+    int prompt[64], np = encode_str(&m.vocab, "ROMEO:\nO, speak again", prompt);
+    int *spec = malloc((size_t)(np + n_new) * sizeof(int)), *plain = malloc((size_t)(np + n_new) * sizeof(int));
+    float *p = malloc((size_t)V * sizeof(float));
+    int want_at[64], n_want = rule_refills(np, n_new, S, want_at, 64); // the rule's refills
+    DecodeOptions o = {.vocab = &m.vocab};
+    Stats pst = {0};
+    Rng r;
+    rng_seed(&r, 1);
+    generate(g, prompt, np, n_new, &o, &r, plain, p, &pst);
+    char why[512];
+    int plain_ok = tallies_ok(&pst, why, sizeof(why));
+    check(plain_ok && pst.pass[PASS_FOLDED].passes == 0 && pst.pass[PASS_VERIFY].passes == 0 &&
+          pst.pass[PASS_PREFILL].passes == 1 && pst.pass[PASS_PREFILL].tokens == np &&
+          pst.pass[PASS_REFILL].passes == n_want &&
+          pst.pass[PASS_REFILL].tokens == (long)n_want * (S / 2) &&
+          pst.pass[PASS_STEP].tokens == pst.pass[PASS_STEP].passes &&
+          target_passes(&pst) == n_new && pst.emitted == n_new,
+          "plain decoding, %d tokens: %s; %ld refills of %ld tokens (the rule: %d refills of "
+          "%d tokens each), %ld "
+          "one-token steps, %ld verify and %ld folded passes (want 0), %ld target passes (one "
+          "per token)", n_new, why, pst.pass[PASS_REFILL].passes, pst.pass[PASS_REFILL].tokens,
+          n_want, S / 2, pst.pass[PASS_STEP].passes, pst.pass[PASS_VERIFY].passes,
+          pst.pass[PASS_FOLDED].passes, target_passes(&pst));
+    Draft *drafts[2] = {&fx->draft, &m.draft};
+    const float p_mins[2] = {0.0f, 0.5f};
+    const int Ks[2] = {2, 7};
+    for (int di = 0; di < 2; di++)
+        for (int mi = 0; mi < 2; mi++)
+            for (int ki = 0; ki < 2; ki++) {
+                SpecBuffers b;
+                if (build_spec_buffers(&b, Ks[ki], V, S) != 0) continue;
+                RestartLog log = {.b = &b, .prev_n_seq = np + 1};
+                Stats st = {0};
+                DecodeOptions so = {.K = Ks[ki], .vocab = &m.vocab};
+                rng_seed(&r, 2);
+                drafts[di]->p_min = p_mins[mi];
+                test_generate(g, drafts[di], &b, prompt, np, n_new, &so, &r, spec, &st,
+                              speculative_round, log_restarts, &log);
+                drafts[di]->p_min = 0.0f;
+                free_spec_buffers(&b);
+                int ok = tallies_ok(&st, why, sizeof(why));
+                int same_text = memcmp(spec, plain, (size_t)(np + n_new) * sizeof(int)) == 0;
+                int same_at = n_want <= 64 && log.n == n_want &&
+                              memcmp(log.at, want_at, (size_t)n_want * sizeof(int)) == 0;
+                long round_tokens = st.pass[PASS_FOLDED].tokens + st.pass[PASS_VERIFY].tokens +
+                                    st.pass[PASS_STEP].tokens;
+                long want_tokens = st.rounds + st.drafted + st.pass[PASS_FOLDED].passes * (S / 2 - 1);
+                check(ok && same_text && same_at && st.pass[PASS_REFILL].passes == 0 &&
+                      st.pass[PASS_FOLDED].passes == pst.pass[PASS_REFILL].passes &&
+                      st.pass[PASS_PREFILL].passes == 1 && st.pass[PASS_PREFILL].tokens == np &&
+                      st.pass[PASS_STEP].tokens == st.pass[PASS_STEP].passes &&
+                      round_tokens == want_tokens &&
+                      st.pass[PASS_FOLDED].passes + st.pass[PASS_VERIFY].passes +
+                      st.pass[PASS_STEP].passes == st.rounds,
+                      "speculative, %s draft, --draft-p-min %.1f, K=%d, greedy, %d tokens (%s "
+                      "plain decoding's): %s; %ld rounds = %ld verify + refill + %ld verify + "
+                      "%ld one-token; their tokens %ld == rounds + drafted %ld + %d x %ld "
+                      "restarts; no refill of its own (%ld); %ld restarts == plain's %ld "
+                      "refills, at the same text indices as the rule's: %s",
+                      drafts[di]->name, p_mins[mi], Ks[ki], n_new,
+                      same_text ? "the same text as" : "NOT", why, st.rounds,
+                      st.pass[PASS_FOLDED].passes, st.pass[PASS_VERIFY].passes,
+                      st.pass[PASS_STEP].passes, round_tokens, st.drafted, S / 2 - 1,
+                      st.pass[PASS_FOLDED].passes, st.pass[PASS_REFILL].passes,
+                      st.pass[PASS_FOLDED].passes, pst.pass[PASS_REFILL].passes,
+                      same_at ? "yes" : "NO");
+            }
+    free(spec);
+    free(plain);
+    free(p);
+    free_pair(&m);
+}
+
 #ifdef ALPHA_SPREAD
 // Prints each case's alpha at seed 42 and over seeds 1..10 (mean, standard deviation, range):
 // what the floors are set from.
@@ -2730,6 +3578,28 @@ static void alpha_spread(Fixture *fx) {
                "mean - 5 sd %.4f\n", c->draft, c->t, BUG ? " -D" : "", BUG_NAME, a42, mean, sd,
                lo, hi, mean - 5 * sd);
         if (dp == &d) free_draft(&d);
+    }
+    // section 18's cases: alpha and the guesses per round, at t = 1
+    for (int i = 0; i < N_PMIN_CASES; i++) {
+        const PminCase *c = &PMIN_CASES[i];
+        Draft *d = !strcmp(c->draft, "gpt") ? &m.draft : &fx->draft;
+        Stats st;
+        d->p_min = c->p_min;
+        double a42 = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, ALPHA_SEED, ALPHA_N, &st,
+                               NULL);
+        double g42 = guesses_per_round(&st), sum = 0.0, sum2 = 0.0, gsum = 0.0, lo = 1.0;
+        for (uint64_t seed = 1; seed <= 10; seed++) {
+            double a = alpha_run(&m.target, d, &m.vocab, ALPHA_K, 1.0f, seed, ALPHA_N, &st, NULL);
+            sum += a; sum2 += a * a;
+            gsum += guesses_per_round(&st);
+            lo = a < lo ? a : lo;
+        }
+        d->p_min = 0.0f;
+        double mean = sum / 10, sd = sqrt((sum2 - 10 * mean * mean) / 9);
+        printf("PMIN %-6s p_min %.1f%s%s: seed 42 alpha %.4f, %.3f guesses a round; seeds "
+               "1..10 alpha mean %.4f sd %.4f lowest %.4f, mean - 5 sd %.4f; %.3f guesses a "
+               "round\n", c->draft, c->p_min, BUG ? " -D" : "", BUG_NAME, a42, g42, mean, sd,
+               lo, mean - 5 * sd, gsum / 10);
     }
     free_pair(&m);
 }
@@ -2783,6 +3653,7 @@ int main(void) {
         TIMED(test_write_text(&fx));
         TIMED(test_trim(&fx));
         TIMED(test_untrimmed_control(&fx));
+        TIMED(test_verify_restart(&fx));
         TIMED(test_sample_from());
         TIMED(test_probs(&fx));
         TIMED(test_top_k_top_p());
@@ -2794,6 +3665,7 @@ int main(void) {
         TIMED(test_print_stats());
         TIMED(test_round_hook(&fx));
         TIMED(test_lookup(&fx));
+        TIMED(test_round_context(&fx));
         TIMED(test_determinism(&fx));
         TIMED(test_zero_new_tokens(&fx));
         TIMED(test_checkpoint(&fx));
@@ -2803,6 +3675,12 @@ int main(void) {
     TIMED(test_round_faithful(&fx));
     TIMED(test_draft_cache(&fx));
     TIMED(test_alpha_floors(&fx));
+    TIMED(test_pmin_alpha(&fx));
+    if (BUG == 0) { // --draft-p-min's greedy text and rule, and the tallies by kind of pass
+        TIMED(test_pmin_greedy(&fx));
+        TIMED(test_pmin_rule(&fx));
+        TIMED(test_pass_tallies(&fx));
+    }
 
     free_draft(&fx.draft);
     free_gpt(&fx.model);
