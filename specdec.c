@@ -1002,8 +1002,8 @@ struct Stats {
     long bonus;           // rounds where all k passed and a bonus token was drawn
     long emitted;         // tokens generated
     long round_tokens;    // tokens emitted by speculative rounds
-    long empty_rounds;    // rounds whose draft proposed nothing (lookup found no match):
-                          // the verify pass of current_token alone is a plain step
+    long empty_rounds;    // rounds whose draft was asked for guesses and proposed none
+                          // (lookup found no match): their pass verifies no guess
     long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
     long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
     PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
@@ -1407,9 +1407,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         fprintf(stderr, "  c(T), a T-token pass over a one-token pass, as measured here:");
         for (int T = 1; T < PASS_SIZES; T++) {
             long n = spec->size[T].passes + plain->size[T].passes;
-            if (n > 0) // the sizes either decoder ran
-                fprintf(stderr, " %d:%.2f", T, (spec->size[T].seconds + plain->size[T].seconds) /
-                        n / unit);
+            if (n > 0) // the sizes either decoder ran; the last slot pools the larger ones
+                fprintf(stderr, " %d%s:%.2f", T, T == PASS_SIZES - 1 ? "+" : "",
+                        (spec->size[T].seconds + plain->size[T].seconds) / n / unit);
         }
         double cs[N_PASS_KINDS + 1], cp[N_PASS_KINDS + 1];
         double spec_cost = cost_per_token(spec, unit, cs), plain_cost = cost_per_token(plain, unit, cp);
@@ -1422,6 +1422,8 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         fprintf(stderr, "    %-19s %11.3f  %11.3f  %11.3f\n", "every pass", spec_cost,
                 plain_cost, spec_cost / plain_cost);
         // the papers' formula: one verify pass of K+1 tokens and K guesses per round, E tokens
+        // (c(K+1) from the passes of that size; a folded one has S/2 + k, so only K >= S/2
+        // could mix one in)
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
         double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
         double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
@@ -2366,8 +2368,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6"},
         {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
          "least FLT_MIN, 1.18e-38) and at most 1"},
-        {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "a probability from 0 (off) "
-         "to 1"}};
+        {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
+         "from 1.18e-38 (FLT_MIN) to 1"}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row of the table

@@ -509,11 +509,14 @@ sec == "cmp" && cost && /^    / {
     next
 }
 sec == "cmp" && cost { cost = 0 }
-sec == "cmp" && /^  speedup +measured [0-9.]+x \(plain\/spec wall time\); every pass at its c\(T\): [0-9.]+x; the papers' E\/\(c\(K\+1\) \+ K c_draft\): [0-9.]+x$/ {
-    s = $0; sub(/.*measured /, "", s); measured = s + 0
-    s = $0; sub(/.*its c\(T\): /, "", s); full = s + 0
-    s = $0; sub(/.*K c_draft\): /, "", s); papers = s + 0
-    speedup = 1
+sec == "cmp" && /^  speedup +[0-9.]+x: speculative decoding took [0-9.]+ times plain decoding's wall time$/ {
+    measured = $2 + 0; speedup++
+}
+sec == "cmp" && /^  full model +[0-9.]+x: a token cost [0-9.]+ one-token passes against [0-9.]+ \(every pass that ran, at its c\(T\)\)$/ {
+    full = $3 + 0; speedup++
+}
+sec == "cmp" && /^  papers' formula +[0-9.]+x: E\/\(c\(K\+1\) \+ K c_draft\) prices a token at [0-9.]+; it leaves out the prefill, the refills and the rounds the cache or the text cut short$/ {
+    papers = $3 + 0; speedup++
 }
 END {
     if (tables["spec"] != 1 || tables["plain"] != 1)
@@ -535,7 +538,7 @@ END {
         bad("cost per token rows: " nrows " kinds, plain verify " C2["verify"] ", spec refill " C1["refill"])
     if (off(sum_s, every_s, 0.004) || off(sum_p, every_p, 0.004) || every_p <= 0 || off(every_r, every_s / every_p, 0.002 + 0.001 * every_r))
         bad("cost per token: speculative rows sum to " sum_s " (every pass " every_s "), plain " sum_p " (" every_p "), ratio " every_r)
-    if (!speedup) bad("no speedup line with its three numbers")
+    if (speedup != 3) bad("not the three speedup lines (speedup, full model, papers' formula): " speedup + 0)
     else if (every_s <= 0 || off(full, every_p / every_s, 0.01 * full + 0.002) || papers <= 0)
         bad("speedup: every pass at its c(T) " full "x, but the costs give " (every_s > 0 ? every_p / every_s : 0) "; the papers' " papers)
     printf "%s", problems

@@ -43,7 +43,7 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     for (int a = 0; a < V; a++) memcpy(table + a * V, q, (size_t)V * sizeof(float));
     Draft d = {.kind = DRAFT_BIGRAM, .name = "bigram", .V = V, .bigram = {V, table}};
     Sampler sampler = {temperature, 0, 0.0f}; // no top-k or top-p here
-    draft_probs(q_used, &d.bigram, 0, &sampler);
+    bigram_served_probs(q_used, &d.bigram, 0, &sampler);
     if (temperature == 0.0f) one_hot(p_used, V, argmax(p, V));
     else memcpy(p_used, p, (size_t)V * sizeof(float));
     // 1. exactly: the accept path and the residual path, in double precision

@@ -245,7 +245,7 @@ static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, 
     if (d->kind == DRAFT_BIGRAM) {
         for (int i = 0; i < k; i++) {
             int before = i == 0 ? seq[n_seq - 1] : candidates[i - 1];
-            draft_probs(q_draft + (size_t)i * V, &d->bigram, before, &uncut);
+            bigram_served_probs(q_draft + (size_t)i * V, &d->bigram, before, &uncut);
         }
     }
     if (d->kind != DRAFT_GPT || k == 0) return;
@@ -259,7 +259,7 @@ static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, 
     d->model.state.kv_len = cache_len;
     const float *logits = forward(&d->model, toks, k);
     for (int i = 0; i < k; i++)
-        target_probs(q_draft + (size_t)i * V, logits + (size_t)i * V, V, s->temperature);
+        tempered_softmax(q_draft + (size_t)i * V, logits + (size_t)i * V, V, s->temperature);
     free(toks);
 }
 
@@ -730,7 +730,7 @@ static int rows_exact(const EnumCase *c) {
     Sampler s = case_sampler(c, 1.0f, 1);
     for (int a = 0; a < c->V; a++) {
         double sp = 0.0, sq = 0.0;
-        draft_probs(q, &d, a, &s);
+        bigram_served_probs(q, &d, a, &s);
         for (int j = 0; j < c->V; j++) {
             sp += c->p_served[a][j];
             sq += q[j];
@@ -992,7 +992,7 @@ static void test_chi_square(Fixture *fx) {
         g->state.kv_len = 0;
         const float *lg = forward(g, prompt, np);
         served_probs(p, lg + (size_t)(np - 1) * V, V, s);
-        draft_probs(q, &fx->draft.bigram, prompt[np - 1], s); // the row it must sample
+        bigram_served_probs(q, &fx->draft.bigram, prompt[np - 1], s); // the row it must sample
         double z = 0.0, smin = 0.0;
         int kept = 0;
         for (int x = 0; x < V; x++) z += p[x];

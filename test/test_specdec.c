@@ -941,13 +941,13 @@ static void test_verify_restart(Fixture *fx) {
             const float *lg = forward(g, window, S / 2 + k);
             for (int i = 0; i <= k; i++) {
                 float *row = want + (size_t)i * V;
-                target_probs(row, lg + (size_t)(S / 2 - 1 + i) * V, V, samplers[si].temperature);
+                tempered_softmax(row, lg + (size_t)(S / 2 - 1 + i) * V, V, samplers[si].temperature);
                 apply_top_k_top_p(row, V, &samplers[si]);
             }
             int rows_ok = memcmp(b.p_target, want, (size_t)(k + 1) * V * sizeof(float)) == 0;
             // the rows must be the window's last k+1: row 0 of the pass is another token's
             float first[256];
-            target_probs(first, lg, V, samplers[si].temperature);
+            tempered_softmax(first, lg, V, samplers[si].temperature);
             apply_top_k_top_p(first, V, &samplers[si]);
             int offset_matters = memcmp(first, b.p_target, (size_t)V * sizeof(float)) != 0;
             size_t cache_differ = rows_differ(kc, g->state.key_cache, L, S, C, 0, T) +
@@ -979,7 +979,7 @@ static void test_verify_restart(Fixture *fx) {
     reset_cache(g);
     const float *lg = forward(g, window, S / 2 + K);
     for (int i = 0; i <= K; i++)
-        target_probs(want + (size_t)i * V, lg + (size_t)(S / 2 - 1 + i) * V, V, 1.0f);
+        tempered_softmax(want + (size_t)i * V, lg + (size_t)(S / 2 - 1 + i) * V, V, 1.0f);
     check(input_ok && kv == S / 2 + K &&
           memcmp(b.p_target, want, (size_t)(K + 1) * V * sizeof(float)) == 0,
           "verify with lag 0 on a cache of %d: input [current_token, %d guesses] (%s), kv_len "
@@ -1098,7 +1098,7 @@ static void test_probs(const Fixture *fx) {
     // t = 1 and t = 0.5 against the double softmax
     float temps[2] = {1.0f, 0.5f};
     for (int j = 0; j < 2; j++) {
-        target_probs(p, logits, V, temps[j]);
+        tempered_softmax(p, logits, V, temps[j]);
         ref_softmax(ref, logits, V, temps[j]);
         row_errors(p, ref, V, &diff, &serr);
         check(diff < 1e-6 && serr < 1e-5, "target_probs t=%.1f == softmax(logits/%.1f) in double: "
@@ -1107,19 +1107,19 @@ static void test_probs(const Fixture *fx) {
     // large logits: the max-subtraction keeps exp finite
     float big[V];
     for (int i = 0; i < V; i++) big[i] = 200.0f * logits[i];
-    target_probs(p, big, V, 0.5f);
+    tempered_softmax(p, big, V, 0.5f);
     ref_softmax(ref, big, V, 0.5);
     row_errors(p, ref, V, &diff, &serr);
     check(diff < 1e-6 && serr < 1e-5, "target_probs t=0.5 on logits up to |%.0f|: finite, max "
           "|diff| = %.2g, |sum-1| = %.2g", 200.0 * 3.0 * 3.0, diff, serr);
     // t = 0: one-hot at the argmax, ties to the lowest index
-    target_probs(p, logits, V, 0.0f);
+    tempered_softmax(p, logits, V, 0.0f);
     int am = ref_argmax(logits, V), ones = 0, at = -1;
     for (int i = 0; i < V; i++) if (p[i] != 0.0f) { ones++; at = i; }
     check(ones == 1 && at == am && p[am] == 1.0f, "target_probs t=0 is one-hot at the argmax "
           "(%d nonzero entries, at %d, want %d)", ones, at, am);
     float tie[5] = {1.0f, 3.0f, 2.0f, 3.0f, 0.0f}, pt[5];
-    target_probs(pt, tie, 5, 0.0f);
+    tempered_softmax(pt, tie, 5, 0.0f);
     check(pt[1] == 1.0f && pt[0] == 0.0f && pt[2] == 0.0f && pt[3] == 0.0f && pt[4] == 0.0f,
           "target_probs t=0 with a tie at 1 and 3 picks the lowest index (row %g %g %g %g %g)",
           pt[0], pt[1], pt[2], pt[3], pt[4]);
@@ -1136,12 +1136,12 @@ static void test_probs(const Fixture *fx) {
         const float *row = d->probs + (size_t)a * DV;
         char vis[8];
         visible_char(vis, (unsigned char)from[c]);
-        draft_probs(q, d, a, &t1);
+        bigram_served_probs(q, d, a, &t1);
         int exact = memcmp(q, row, (size_t)DV * sizeof(float)) == 0;
-        draft_probs(q, d, a, &t0);
+        bigram_served_probs(q, d, a, &t0);
         int amr = ref_argmax(row, DV), hot = 1;
         for (int i = 0; i < DV; i++) hot &= q[i] == (i == amr ? 1.0f : 0.0f);
-        draft_probs(q, d, a, &t05);
+        bigram_served_probs(q, d, a, &t05);
         double z = 0.0;
         for (int i = 0; i < DV; i++) z += (double)row[i] * row[i];
         for (int i = 0; i < DV; i++) qref[i] = (double)row[i] * row[i] / z;
@@ -1226,7 +1226,7 @@ static void test_top_k_top_p(void) {
     Rng r;
     rng_seed(&r, 2024);
     for (int i = 0; i < V; i++) logits[i] = (float)(2.0 * rng_normal(&r));
-    target_probs(p, logits, V, 1.0f);
+    tempered_softmax(p, logits, V, 1.0f);
     int nz = cut_row(cut, p, V, (Sampler){1.0f, 10, 0.0f});
     float least = 1.0f;
     int beaten = 0;
@@ -1598,7 +1598,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
     if (dm) dm->state.kv_len = 0; // the draft catches up on the window in its first pass
     const float *lg0 = forward(g, seq + n_seq - n0, n0);
     driver_pass(lc, PASS_PREFILL, n0);
-    target_probs(p, lg0 + (size_t)(n0 - 1) * V, V, t);
+    tempered_softmax(p, lg0 + (size_t)(n0 - 1) * V, V, t);
     seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
     while (pass && n_seq - first < n_new) {
         int remaining = n_new - (n_seq - first), lag = 0;
@@ -1618,7 +1618,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
         memcpy(pass + lag + 1, b->candidates, (size_t)k * sizeof(int));
         const float *lg = forward(g, pass, T); // from position pos - lag
         for (int i = 0; i <= k; i++)
-            target_probs(b->p_target + (size_t)i * V, lg + (size_t)(lag + i) * V, V, t);
+            tempered_softmax(b->p_target + (size_t)i * V, lg + (size_t)(lag + i) * V, V, t);
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
                               b->u, b->residual, b->accepted, &b->rejected_at);
         trim_kv_cache(g, dm, m, pos);
