@@ -110,6 +110,10 @@
  *      the exact column is p, the measured column fits it (correct build only: explain
  *      calls the real phases, not this file's mutants; section 2's A/B/C/D case is the
  *      same measurement through the mutants).
+ *   7. --selftest's sampling check (specdec.c's selftest_sampling: one round of one guess,
+ *      enumerated over every forced draw on the trained model's real rows) run through
+ *      this build's accept_reject: below 1e-9 of p in the correct build, and above it in
+ *      BREAK_RESIDUAL's and BREAK_RATIO's, so the self-test's own check can fail.
  *
  * broken build: -DBREAK_RESIDUAL
  * broken build: -DBREAK_RATIO
@@ -1899,6 +1903,23 @@ static void test_explain(void) {
 }
 
 // ----------------------------------------------------------------------------
+// 7. --selftest's sampling check can fail
+
+// specdec.c's selftest_sampling enumerates one round of one guess on the trained model's
+// real rows and returns the total variation against p; --selftest passes it accept_reject.
+// Here it gets this file's accept_reject (the mutant, #defined above): in the correct build
+// it must find the round exact (below 1e-9, the self-test's bound); in the builds that plant
+// a bug in accept/reject (the residual drawn from p, the ratio swapped) it must not.
+static void test_selftest_sampling(Fixture *fx) {
+    if (!runs(CATCH_RESIDUAL | CATCH_RATIO)) return;
+    int S = fx->model.config.block_size;
+    double tv = selftest_sampling(&fx->model, &fx->draft, fx->corpus.tokens, S, accept_reject);
+    int ok = case_check(tv < 1e-9, "--selftest's sampling check through this build's "
+                        "accept_reject: total variation %.2g against p (below 1e-9)", tv);
+    broken_verdict(ok, "--selftest's sampling check finds the planted bug");
+}
+
+// ----------------------------------------------------------------------------
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1947,6 +1968,7 @@ int main(void) {
     test_cache_and_stats(&fx);
     printf("(cache and counters: %.1f s)\n", now_seconds() - t0);
     test_explain();
+    test_selftest_sampling(&fx);
     free_gpt(&fx.model);
     free_draft(&fx.draft);
     free_draft(&fx.gpt);
