@@ -478,6 +478,30 @@ static void headline(const char *label, const Cell *c) {
     }
 }
 
+// --draft-p-min against the best fixed K: both cells ran in the same timed rounds, so their
+// speedups' ratio round by round is the ratio of their own wall times, free of plain
+// decoding's noise. The pairs are kept for the summary.
+typedef struct {
+    const Cell *p_min, *fixed;
+} PminPair;
+static PminPair PMIN_PAIRS[4];
+static int N_PMIN_PAIRS;
+
+// Prints (and, keep, keeps) how fast the --draft-p-min cell ran against the fixed K: the
+// median and min-max over the rounds of its speedup over the fixed K's.
+static void pmin_gain(const Cell *p, const Cell *fixed, int keep) {
+    double g[MAX_PAIRS];
+    if (!p || !fixed) return;
+    int n = p->n_pairs < fixed->n_pairs ? p->n_pairs : fixed->n_pairs;
+    if (n == 0) return;
+    for (int i = 0; i < n; i++) g[i] = p->ratio[i] / fixed->ratio[i];
+    fprintf(stderr, "  --draft-p-min against the best fixed K, %.2f MB, t = %g, %s: K = %d, "
+            "P = %g runs at %.2fx the speed of K = %d (%.2f-%.2f over %d rounds, paired)\n",
+            p->mb, p->t, p->d->name, p->K, p->p_min, median_of(g, n), fixed->K, min_of(g, n),
+            max_of(g, n), n);
+    if (keep && N_PMIN_PAIRS < 4) PMIN_PAIRS[N_PMIN_PAIRS++] = (PminPair){p, fixed};
+}
+
 // One CSV row: the sweep ("k", "pmin", "size", or "select" for a cell that ran only its
 // selection run), the target's width and weight size, the cell. greedy_same is 1 if every
 // t = 0 text was plain decoding's, empty at t = 1. The first 27 columns are the old
@@ -863,6 +887,7 @@ static int pmin_small(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const
                  "P = %g", mb, drafts[j].name, p->K, p->p_min);
         headline(label, p);
         print_shares(p);
+        pmin_gain(p, fixed[j], 1);
     }
     return 0;
 }
@@ -1025,6 +1050,10 @@ static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v
         headline(label, c);
         print_shares(c);
     }
+    for (int i = 0; i < n_timed; i++) // --draft-p-min against its draft's best fixed K
+        for (int k = 0; timed[i]->p_min > 0.0f && k < n_timed; k++)
+            if (timed[k]->d == timed[i]->d && timed[k]->p_min == 0.0f)
+                pmin_gain(timed[i], timed[k], 1);
     // at the widest size, the whole comparison of each timed cell's median pair, as
     // ./specdec --compare prints it for the command beside it
     for (int i = 0; plan->p_min && i < n_timed; i++) {
@@ -1265,6 +1294,7 @@ static void print_summary(void) {
                 HEADLINES[i].label, cell_speedup(c), cell_lo(c), cell_hi(c), cell_full(c),
                 cell_textbook(c), cell_command(c));
     }
+    for (int i = 0; i < N_PMIN_PAIRS; i++) pmin_gain(PMIN_PAIRS[i].p_min, PMIN_PAIRS[i].fixed, 0);
     int timed = 0, missed = 0;
     double worst = 0.0;
     for (int i = 0; i < N_CELLS; i++) {
