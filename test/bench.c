@@ -26,7 +26,7 @@
  * times), so all runs of a cell make the same text with the same passes: only the clock
  * moves. A round runs plain decoding once, then each cell's speculative decoding (each
  * round starting one cell later). A cell's speedup is the median, over its timed rounds
- * (PAIRS = 3; 5 at 136 MB), of plain's wall time over speculative's in the same round,
+ * (PAIRS = 3; 4 at 136 MB), of plain's wall time over speculative's in the same round,
  * printed with the pairs' min-max. Beside it, from the same runs, the two models
  * print_comparison prints (specdec.c): the full model, every pass that ran at its own
  * measured time (cost_per_token, drafting included), and the papers' E/(c(K+1) + K c_draft).
@@ -922,11 +922,11 @@ typedef struct {
 } WidthPlan;
 // At 8.76 MB a run takes 0.2 s: every draft, K = 1..4. Above, a run takes 1 to 4 s: the
 // GPT draft (alpha about 0.83, whose best K was 2 to 4 in every sweep so far) and the
-// ceiling (6 or 8), and at 136 MB, the targets, 5 timed rounds.
+// ceiling (6 or 8), and at 136 MB, the targets, 4 timed rounds.
 static const WidthPlan SWEEP_PLAN[] = {
     {4096, 1, {1, 2, 3, 4}, {2, 4, 6, 8}, 0, 3},
     {16384, 0, {2, 3, 4, 0}, {6, 8, 0, 0}, 0, 3},
-    {65536, 0, {2, 3, 4, 0}, {4, 6, 8, 0}, 1, 5}};
+    {65536, 0, {2, 3, 4, 0}, {6, 8, 0, 0}, 1, 4}};
 static int SWEEP_N_WIDTHS = 3;  // --quick: the first
 static size_t STREAM_MB = 512;  // the bandwidth probe's buffer, 16x the L3
 static int SWEEP_CURVE = 65536; // c(T)'s calls per timing: SWEEP_CURVE / H, at least 1
