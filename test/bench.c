@@ -1219,11 +1219,11 @@ static int write_svg(const char *path, const SweepRow *rows, int n, const Draft 
         }
     }
     for (int l = 0; l < n_lines; l++)
-        fprintf(f, "<text x=\"%.0f\" y=\"%d\" fill=\"%s\">%s</text>\n", x0 + 10, 72 + 16 * l,
+        fprintf(f, "<text x=\"%.0f\" y=\"%d\" fill=\"%s\">%s</text>\n", x0 + 10, 88 + 16 * l,
                 color[which[l]], label[which[l]]);
-    fprintf(f, "<text x=\"%.0f\" y=\"56\">t = 1, %d tokens per run; each point at its best K "
-            "(chosen on selection runs): the median of the timed pairs, the bar their "
-            "min-max</text>\n</svg>\n", x0 + 10, TOKENS);
+    fprintf(f, "<text x=\"%.0f\" y=\"56\">t = 1, %d tokens a run; each point at the best K "
+            "(chosen on selection runs):</text>\n<text x=\"%.0f\" y=\"72\">the median of its "
+            "timed pairs, the bar their min-max</text>\n</svg>\n", x0 + 10, TOKENS, x0 + 10);
 #undef SX
 #undef SY
     int bad = ferror(f);
