@@ -38,10 +38,12 @@
  * figure. Every t = 0 run checks that the speculative text is plain decoding's, byte for
  * byte (exit 1 if not).
  *
- *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--quick]
- *     --csv    every cell as CSV on stdout (the report stays on stderr)
- *     --svg    the size sweep's chart as an SVG file (make bench: notes/speed.svg)
- *     --quick  the same report on fewer tokens, rounds and sizes (the tests)
+ *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick]
+ *     --csv       every cell as CSV on stdout (the report stays on stderr)
+ *     --svg       the size sweep's chart as an SVG file (make bench: notes/speed.svg)
+ *     --commands  runs each headline's ./specdec command N times (0..5, default 1) in a
+ *                 fresh process, beside the bench's figure (check_commands)
+ *     --quick     the same report on fewer tokens, rounds and sizes (the tests), no commands
  * notes/speed.md reads the numbers.
  */
 #ifndef TESTING
@@ -459,6 +461,7 @@ static void print_shares(const Cell *c) {
 // The headline figures, gathered as the sections find them and printed again at the end.
 typedef struct {
     char label[96];
+    char command[300]; // cell_command, kept: it is a static buffer
     const Cell *c;
 } Headline;
 #define MAX_HEADLINES 24
@@ -473,8 +476,10 @@ static void headline(const char *label, const Cell *c) {
             "      %s\n", label, cell_speedup(c), cell_lo(c), cell_hi(c), c->n_pairs,
             cell_full(c), cell_textbook(c), cell_command(c));
     if (N_HEADLINES < MAX_HEADLINES) {
-        snprintf(HEADLINES[N_HEADLINES].label, sizeof(HEADLINES[0].label), "%s", label);
-        HEADLINES[N_HEADLINES++].c = c;
+        Headline *h = &HEADLINES[N_HEADLINES++];
+        snprintf(h->label, sizeof(h->label), "%s", label);
+        snprintf(h->command, sizeof(h->command), "%s", cell_command(c));
+        h->c = c;
     }
 }
 
@@ -1278,6 +1283,87 @@ static int run_sweep(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
 }
 
 // ----------------------------------------------------------------------------
+// The commands, run as a reader runs them
+
+// The bench's own runs are not ./specdec's: another binary, and a process whose memory
+// has served hundreds of runs. A reader runs the command in a fresh process, once: each
+// headline's command is run COMMAND_RUNS times here, and its figures are printed beside
+// the bench's. They need ./specdec, built from the same specdec.c (make bench builds it).
+static int COMMAND_RUNS = 1; // --quick: 0
+
+// Runs a command and reads, from what --compare prints on stderr (print_comparison), the
+// speedup three ways: measured, every pass at its c(T) (the full model), and the papers'
+// formula (0 when it prints none). 0 on success.
+static int run_command(const char *cmd, double fig[3]) {
+    char line[1200], buf[1024];
+    snprintf(line, sizeof(line), "%s 2>&1 >/dev/null", cmd); // stderr to us, the text away
+    FILE *f = popen(line, "r");
+    if (!f) return -1;
+    int found = 0;
+    fig[0] = fig[1] = fig[2] = 0.0;
+    while (fgets(buf, sizeof(buf), f)) {
+        const char *m = strstr(buf, "measured "), *full = strstr(buf, "every pass at its c(T): ");
+        const char *tb = strstr(buf, "E/(c(K+1) + K c_draft): ");
+        if (!m || !full) continue; // not the speedup line
+        found = sscanf(m + strlen("measured "), "%lf", &fig[0]) == 1 &&
+                sscanf(full + strlen("every pass at its c(T): "), "%lf", &fig[1]) == 1;
+        if (tb) sscanf(tb + strlen("E/(c(K+1) + K c_draft): "), "%lf", &fig[2]);
+    }
+    return pclose(f) == 0 && found ? 0 : -1;
+}
+
+// Runs every headline's command COMMAND_RUNS times (one command once, where two headlines
+// share it), all of them in turn each time, and prints the command's figures beside the
+// bench's: whether they land within the spread of the bench's pairs, and whether the full
+// model lands within 10% of the command's own measured speedup.
+static void check_commands(void) {
+    if (COMMAND_RUNS <= 0 || N_HEADLINES == 0) return;
+    double fig[MAX_HEADLINES][MAX_PAIRS][3];
+    int ok[MAX_HEADLINES] = {0}, first[MAX_HEADLINES];
+    for (int i = 0; i < N_HEADLINES; i++) { // the first headline with the same command
+        first[i] = i;
+        for (int j = 0; j < i && first[i] == i; j++)
+            if (!strcmp(HEADLINES[j].command, HEADLINES[i].command)) first[i] = j;
+    }
+    int runs = COMMAND_RUNS < MAX_PAIRS ? COMMAND_RUNS : MAX_PAIRS;
+    fprintf(stderr, "\neach headline's command, run %d time%s in a fresh process as a reader "
+            "runs it (%s):\n", runs, runs == 1 ? "" : "s", machine_note());
+    for (int r = 0; r < runs; r++)
+        for (int i = 0; i < N_HEADLINES; i++)
+            if (first[i] == i)
+                ok[i] += run_command(HEADLINES[i].command, fig[i][r]) == 0;
+    int inside = 0, checked = 0, full_off = 0;
+    for (int i = 0; i < N_HEADLINES; i++) {
+        const Cell *c = HEADLINES[i].c;
+        int k = first[i], n = ok[k];
+        if (n < runs) {
+            fprintf(stderr, "  %-62s the command failed: %s\n", HEADLINES[i].label,
+                    HEADLINES[i].command);
+            continue;
+        }
+        double m[MAX_PAIRS], full[MAX_PAIRS], tb[MAX_PAIRS];
+        int in = 1;
+        for (int r = 0; r < n; r++) {
+            m[r] = fig[k][r][0];
+            full[r] = fig[k][r][1];
+            tb[r] = fig[k][r][2];
+            in &= m[r] >= cell_lo(c) - 0.005 && m[r] <= cell_hi(c) + 0.005; // as printed
+            full_off += fabs(full[r] / m[r] - 1.0) > 0.10;
+        }
+        checked++;
+        inside += in;
+        fprintf(stderr, "  %-62s bench %5.2fx (%.2f-%.2f); the command %5.2fx", HEADLINES[i].label,
+                cell_speedup(c), cell_lo(c), cell_hi(c), median_of(m, n));
+        if (n > 1) fprintf(stderr, " (%.2f-%.2f)", min_of(m, n), max_of(m, n));
+        fprintf(stderr, ", full model %.2fx, textbook %.2fx: %s\n", median_of(full, n),
+                median_of(tb, n), in ? "within the bench's spread" : "OUTSIDE the bench's spread");
+    }
+    fprintf(stderr, "commands: %d of %d headline figures came back within the bench's spread; "
+            "the full model was more than 10%% off the command's measured speedup in %d runs\n",
+            inside, checked, full_off);
+}
+
+// ----------------------------------------------------------------------------
 // The summary: the headline figures, the full model's check, the targets
 
 // The headline figures again, each with its command; then whether the full model lands
@@ -1295,6 +1381,7 @@ static void print_summary(void) {
                 cell_textbook(c), cell_command(c));
     }
     for (int i = 0; i < N_PMIN_PAIRS; i++) pmin_gain(PMIN_PAIRS[i].p_min, PMIN_PAIRS[i].fixed, 0);
+    check_commands();
     int timed = 0, missed = 0;
     double worst = 0.0;
     for (int i = 0; i < N_CELLS; i++) {
@@ -1435,10 +1522,12 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--svg PATH] "
-                   "[--quick]\n  c(T), then K = 1..8 at t = 0 and 1 for the bigram, GPT and "
-                   "lookup drafts and the\n  ceiling beside both speedup models, --draft-p-min, "
-                   "then the model padded to 136 MB\n  against the bandwidth limit; medians of "
-                   "alternated runs (see test/bench.c)\n");
+                   "[--commands N] [--quick]\n  c(T), then K = 1..8 at t = 0 and 1 for the bigram, "
+                   "GPT and lookup drafts and the\n  ceiling beside both speedup models, "
+                   "--draft-p-min, then the model padded to 136 MB\n  against the bandwidth "
+                   "limit; medians of alternated runs (see test/bench.c);\n  --commands N runs "
+                   "each headline's ./specdec command N times beside it\n  (default 1; --quick: "
+                   "0)\n");
             return close_stdout();
         }
         if (!strcmp(a, "--csv")) { csv = 1; continue; }
@@ -1448,6 +1537,7 @@ int main(int argc, char **argv) {
             TOKENS = 200;
             SELECT_SMALL = 1;
             MAX_RERUNS = 0;
+            COMMAND_RUNS = 0;
             TEMPER_TOKENS = 60;
             CURVE_REPS = 100;
             SWEEP_N_WIDTHS = 1; // 8.76 MB
@@ -1455,10 +1545,11 @@ int main(int argc, char **argv) {
             STREAM_MB = 128;
             continue;
         }
-        // what is left must be -m PATH or -i PATH, the model and corpus as ./specdec takes them
-        if (strcmp(a, "-m") && strcmp(a, "-i") && strcmp(a, "--svg")) {
-            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --svg and "
-                       "--quick)", a);
+        // what is left must be -m PATH or -i PATH, the model and corpus as ./specdec takes
+        // them, --svg PATH or --commands N
+        if (strcmp(a, "-m") && strcmp(a, "-i") && strcmp(a, "--svg") && strcmp(a, "--commands")) {
+            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --svg, --commands "
+                       "and --quick)", a);
             return 1;
         }
         if (i + 1 >= argc) {
@@ -1466,6 +1557,15 @@ int main(int argc, char **argv) {
             return 1;
         }
         const char *val = argv[++i];
+        if (!strcmp(a, "--commands")) { // after --quick, which sets 0
+            long n;
+            if (parse_int(val, 0, MAX_PAIRS, &n) != 0) {
+                error_line("--commands '%s' must be a whole number from 0 to %d", val, MAX_PAIRS);
+                return 1;
+            }
+            COMMAND_RUNS = (int)n;
+            continue;
+        }
         *(!strcmp(a, "--svg") ? &svg : a[1] == 'm' ? &o.model_path : &o.corpus_path) = val;
     }
     char err[512], source[256];
