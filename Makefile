@@ -150,10 +150,11 @@ train-draft: tinyshakespeare/train data
 test: all debug data
 	CC="$(CC)" bash test/run_tests.sh
 
-# Measure speed: c(T), the K sweep beside the speedup model, a chart, then the same model
-# padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
-# limit, with the crossover and its chart in notes/speed.svg (notes/speed.md).
-bench: test/bench data
+# Measure speed: c(T), the K sweep beside both speedup models, --draft-p-min, then the same
+# model padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
+# limit, with the crossover and its chart in notes/speed.svg (notes/speed.md); each headline
+# figure beside its ./specdec command, which the bench also runs once (so it needs ./specdec).
+bench: specdec test/bench data
 	test/bench --svg notes/speed.svg
 
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
