@@ -153,7 +153,7 @@ test: all debug data
 # Measure speed: c(T), the K sweep beside both speedup models, --draft-p-min, then the same
 # model padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
 # limit, with the crossover and its chart in notes/speed.svg (notes/speed.md); each headline
-# figure beside its ./specdec command, which the bench also runs once (so it needs ./specdec).
+# figure beside its ./specdec command, which the bench runs too (so it needs ./specdec).
 bench: specdec test/bench data
 	test/bench --svg notes/speed.svg
 
