@@ -895,14 +895,6 @@ static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *
     return 0; // no earlier occurrence of even the shortest n-gram
 }
 
-// The chance a row of logits gives token i at t = 1, before any filter: softmax(logits)[i],
-// the draft model's own confidence in a guess (--draft-p-min reads it).
-static double own_probability(const float *logits, int V, int i) {
-    double maxv = logits[argmax(logits, V)], sum = 0.0; // subtract the max: nothing overflows
-    for (int j = 0; j < V; j++) sum += exp((double)logits[j] - maxv);
-    return exp((double)logits[i] - maxv) / sum;
-}
-
 // The model draft's guesses: up to k passes of the draft model on its own KV cache, one
 // guess each, every q served like the target's row. Between rounds its cache holds a prefix
 // of the target's (the tokens before current_token), `lag` tokens short: 1 after a round that
@@ -928,7 +920,9 @@ static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, 
         const float *last = logits + (size_t)(n - 1) * V; // the row after next
         // served like the target's row; one uniform per guess
         candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
-        if (own_probability(last, V, candidates[i]) < d->p_min) // unsure: stop after this one
+        float own[256]; // the model's own row: softmax(logits) at t = 1, before any filter
+        tempered_softmax(own, last, V, 1.0f);
+        if (own[candidates[i]] < d->p_min) // --draft-p-min: unsure, so stop after this guess
             return i + 1;
         next = &candidates[i]; // each later pass runs the previous guess alone
         n = 1;

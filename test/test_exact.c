@@ -280,7 +280,9 @@ static int last_guess_unsure(Draft *d, const int *seq, int n_seq, int cache_len,
                d->p_min;
     if (d->kind != DRAFT_GPT) return 0; // lookup's copies: p_min does not apply
     int row = k == 1 ? cache_len - draft_kv : 0;
-    return own_probability(d->model.state.logits + (size_t)row * V, V, guess) < d->p_min;
+    float own[256]; // softmax at t = 1, as gpt_draft_tokens reads it
+    tempered_softmax(own, d->model.state.logits + (size_t)row * V, V, 1.0f);
+    return own[guess] < d->p_min;
 }
 
 // draft_tokens; BREAK_DRAFT_Q: the candidates stay drawn from the served rows, but each
