@@ -977,8 +977,7 @@ static const char *const PASS_NAME[N_PASS_KINDS] = {"prefill", "refill", "verify
 
 // How many target passes of one kind, or one size, ran, their tokens and their wall time.
 typedef struct {
-    long passes;
-    long tokens;    // the sum of T over those passes
+    long passes, tokens; // tokens: the sum of T over those passes
     double seconds; // a verify pass's time includes its k+1 served rows
 } PassTally;
 
@@ -990,14 +989,12 @@ struct Stats {
     long drafted;         // candidates drafted, the sum of k
     long judged;          // candidates accept_reject decided on: accepted + rejected
     long accepted;        // candidates accepted
-    double alpha_sum;     // sum over judged candidates of sum_x min(p(x), q(x)), each one's
-                          // chance to pass: alpha_sum / judged is the papers' alpha
+    double alpha_sum;     // expected_acceptance summed over the judged; alpha_sum / judged is alpha
     long resampled;       // rounds that ended in a rejection and a residual draw
     long bonus;           // rounds where all k passed and a bonus token was drawn
     long emitted;         // tokens generated
     long round_tokens;    // tokens emitted by speculative rounds
-    long empty_rounds;    // rounds whose draft was asked for guesses and proposed none
-                          // (lookup found no match): their pass verifies no guess
+    long empty_rounds;    // rounds whose draft, asked for guesses, proposed none (lookup: no match)
     long judged_at[POSITIONS];   // judged_at[i]: rounds that judged guess i (0-based; the
     long accepted_at[POSITIONS]; // last slot pools i >= POSITIONS-1), and that accepted it
     PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
@@ -1016,13 +1013,12 @@ long target_passes(const Stats *s) {
 
 // Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's.
 static void count_pass(Stats *st, PassKind kind, int T, double seconds) {
-    PassTally *by_size = &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1];
-    st->pass[kind].passes++;
-    st->pass[kind].tokens += T;
-    st->pass[kind].seconds += seconds;
-    by_size->passes++;
-    by_size->tokens += T;
-    by_size->seconds += seconds;
+    PassTally *tally[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
+    for (int i = 0; i < 2; i++) {
+        tally[i]->passes++;
+        tally[i]->tokens += T;
+        tally[i]->seconds += seconds;
+    }
 }
 
 // sum_x min(p(x), q(x)) over a row: the chance that a guess drawn from q passes
@@ -1033,9 +1029,8 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Adds one round that emitted n tokens to the counters: its verify pass (of the kind the
-// round's restart and guesses make it) and its time, the draft's passes and time, and
-// what accept/reject decided.
+// Counts a round that emitted n tokens: its verify pass (of the kind the round's restart and
+// guesses make it) and its time, the draft's passes and time, and what accept/reject decided.
 static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
                         double draft_seconds, double verify_seconds) {
     int k = b->drafted;
@@ -1043,8 +1038,7 @@ static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
     count_pass(st, kind, b->lag + 1 + k, verify_seconds);
     st->draft_seconds += draft_seconds;
     if (d->kind == DRAFT_GPT) st->draft_passes += k; // a model draft ran one pass per guess
-    // the candidates that were looked at: up to and including a rejected one
-    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejected one
     for (int i = 0; i < judged; i++) {
         st->alpha_sum += expected_acceptance(b->p_target + (size_t)i * b->V,
                                              b->q_draft + (size_t)i * b->V, b->V);
@@ -1052,7 +1046,6 @@ static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
         st->judged_at[slot]++;
         st->accepted_at[slot] += i != b->rejected_at;
     }
-    // how the round ended: a rejection and a resample, or all passed and perhaps a bonus
     if (b->rejected_at >= 0) st->resampled++;
     if (n == k + 1 && k > 0) st->bonus++; // k+1 tokens only when all k passed
     if (k == 0 && b->asked > 0) st->empty_rounds++; // lookup found nothing: a plain step
@@ -1074,8 +1067,7 @@ static void finish_stats(Stats *st, long emitted, double t0) {
 
 // Where an emitted token came from; --color shows it on the terminal.
 typedef enum {
-    FROM_TARGET,    // sampled from one target pass: the prefill, plain decoding, or a round
-                    // with no guess
+    FROM_TARGET,    // sampled from a target pass: prefill, plain decoding, or a round with no guess
     FROM_ACCEPTED,  // a draft token that passed u < min(1, p/q)
     FROM_RESAMPLED, // drawn from norm(max(0, p - q)) after a rejection
     FROM_BONUS,     // drawn from p_target[k] after all k drafts passed
@@ -1091,14 +1083,12 @@ struct Output {
 };
 
 // ANSI colours of the token sources, and their names for the legend.
-static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m",
-                                                    "\033[36m"};
+static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m", "\033[36m"};
 static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
                                                    "resampled", "bonus"};
 
-// Writes n tokens as text; with color (and source: (n) TokenSources) each character is
-// wrapped in its source's colour. A newline always goes out uncoloured, so no colour
-// runs into the next line, and the stream is reset at the end.
+// Writes n tokens as text; with color (and source: (n) TokenSources) each character in its source's
+// colour, a newline uncoloured so no colour runs into the next line; resets at the end.
 void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
                 int color) {
     int current = -1; // the colour now in force, -1 for none
@@ -1113,8 +1103,7 @@ void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *s
 }
 
 // Records where seq[from .. from+n-1] came from, and writes them to the stream, if any.
-static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
-                        TokenSource src) {
+static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n, TokenSource src) {
     Output *out = o->out;
     if (!out) return; // nobody asked: a test, the bench, the self-test
     if (out->source) memset(out->source + from, src, (size_t)n);
@@ -1124,9 +1113,8 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
     fflush(out->stream); // each token shows as it is decided
 }
 
-// Shows the n tokens a round (b) appended at seq[from]: the drafts that passed, then a
-// resample or a bonus (or neither, when all k passed and no bonus was allowed). b NULL: one
-// token sampled from a target pass.
+// Shows the n tokens a round (b) appended at seq[from]: the drafts that passed, then a resample or
+// a bonus (or neither: all k passed, no bonus allowed). b NULL: one target sample.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
     int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
@@ -1149,10 +1137,8 @@ static int output_failed(const DecodeOptions *o) {
 
 // Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
 void visible_char(char out[8], unsigned char b) {
-    if (b == '\n') snprintf(out, 8, "'\\n'");
-    else if (b == '\t') snprintf(out, 8, "'\\t'");
-    else if (b == '\'') snprintf(out, 8, "'\\''");
-    else if (b == '\\') snprintf(out, 8, "'\\\\'");
+    if (b == '\n' || b == '\t' || b == '\'' || b == '\\') // a backslash escape, as C writes it
+        snprintf(out, 8, "'\\%c'", b == '\n' ? 'n' : b == '\t' ? 't' : b);
     else if (isprint(b)) snprintf(out, 8, "'%c'", b);
     else snprintf(out, 8, "'\\x%02x'", b);
 }
@@ -1164,15 +1150,6 @@ static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
     fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
             "sampled %s, the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
             n_tokens - 1, n_tokens, vis);
-}
-
-// Prints the emitted tokens of a round as text, with '\n' spelled out.
-static void trace_text(const Vocab *v, const int *toks, int n) {
-    for (int i = 0; i < n; i++) {
-        unsigned char ch = decode(v, toks[i]);
-        if (ch == '\n') fputs("\\n", stderr);
-        else fputc(isprint(ch) ? ch : '?', stderr);
-    }
 }
 
 // Prints the DRAFT lines of a round: the bigram's chain, the model draft's passes, or
@@ -1189,11 +1166,9 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
         fprintf(stderr, "  DRAFT   lookup: the last %d tokens occurred before, ending at "
                 "index %d; copy what followed", d->match_n, d->match_end);
     if (d->kind == DRAFT_GPT)
-        fprintf(stderr, "  DRAFT   %d pass%s of the draft model on its own cache (draft "
-                "cache_len %d -> %d)", k, k == 1 ? "" : "es", cache_before - b->draft_lag,
-                cache_before + k);
+        fprintf(stderr, "  DRAFT   %d pass%s of the draft model on its own cache (draft cache_len "
+                "%d -> %d)", k, k == 1 ? "" : "es", cache_before - b->draft_lag, cache_before + k);
     for (int i = 0; i < k; i++) {
-        float q = b->q_draft[(size_t)i * b->V + b->candidates[i]];
         if (d->kind == DRAFT_GPT) { // one pass per guess; the first catches up, if it lags
             int pos0 = i == 0 ? cache_before - b->draft_lag : cache_before + i;
             int catch_up = pos0 < cache_before + i; // the first pass, when the draft lagged
@@ -1202,7 +1177,7 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
             fprintf(stderr, "%d", cache_before + i);
         }
         visible_char(vis, decode(v, b->candidates[i]));
-        fprintf(stderr, " -> %s (q=%.3f)", vis, q);
+        fprintf(stderr, " -> %s (q=%.3f)", vis, b->q_draft[(size_t)i * b->V + b->candidates[i]]);
     }
     fputc('\n', stderr);
 }
@@ -1213,17 +1188,15 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
     const Vocab *v = o->vocab;
     int V = b->V, k = b->drafted, lag = b->lag;
     int current = b->all_tokens[lag]; // the verify pass's input: current_token after the lag
-    long round = st->rounds; // counted already: this round's number
     char vis[8];
     visible_char(vis, decode(v, current));
+    fprintf(stderr, "\nround %ld: current_token %s, ", st->rounds, vis); // includes this round
     if (b->restarted) // the cache was full: this round's pass carries the refill
-        fprintf(stderr, "\nround %ld: current_token %s, cache full (cache_len = block_size), "
-                "k %d\n  RESTART the window restarts from the last %d tokens, where plain "
-                "decoding refills: the verify pass reruns the %d before current_token first\n",
-                round, vis, k, lag + 1, lag);
+        fprintf(stderr, "cache full (cache_len = block_size), k %d\n  RESTART the window restarts "
+                "from the last %d tokens, where plain decoding refills: the verify pass reruns the "
+                "%d before current_token first\n", k, lag + 1, lag);
     else
-        fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", round, vis,
-                cache_before, k);
+        fprintf(stderr, "cache_len %d, k %d\n", cache_before, k);
     if (b->asked == 0) // current_token takes the last position: no room for a guess
         fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
                 "a guess would need the next\n");
@@ -1232,7 +1205,6 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
     if (k < b->asked && d->kind != DRAFT_LOOKUP) // --draft-p-min stopped the draft early
         fprintf(stderr, "  (the draft stopped after %d of %d guesses: it gave guess %d less "
                 "than --draft-p-min %g)\n", k, b->asked, k, d->p_min);
-    // VERIFY: the one pass, and which positions it scored
     fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d", lag + k + 1,
             lag + k ? "s" : "", cache_before - lag, cache_before + k);
     if (lag > 0) // what the pass held: the window again, then the round's own tokens
@@ -1245,9 +1217,8 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
         int c = b->candidates[i];
         double p = b->p_target[(size_t)i * V + c], q = b->q_draft[(size_t)i * V + c]; // as judged
         visible_char(vis, decode(v, c));
-        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
-                vis, p, q, p / q, fmin(1.0, p / q), b->u[i],
-                i != b->rejected_at ? "ACCEPT" : "REJECT");
+        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n", vis, p, q,
+                p / q, fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
     // how the round ended, with its last token: a resample at the rejection, a bonus, or
     // neither (a last round); that token is not cached: it is the next current_token
@@ -1267,7 +1238,11 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
                 "still needed)\n", k);
     // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
-    trace_text(v, b->accepted, n_out);
+    for (int i = 0; i < n_out; i++) { // the text, with '\n' spelled out
+        unsigned char ch = decode(v, b->accepted[i]);
+        if (ch == '\n') fputs("\\n", stderr);
+        else fputc(isprint(ch) ? ch : '?', stderr);
+    }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", n_out, n_out == 1 ? "" : "s");
     int kept = cache_after - cache_before - 1; // emitted tokens cached: all but the last
     int cache_verified = cache_before + k + 1; // the verify pass added k+1 positions
@@ -1295,21 +1270,8 @@ double expected_tokens_per_pass(double alpha, int K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints acceptance by position: the rate at which guess i passed among the rounds that
-// judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest).
-static void print_by_position(const Stats *s, int K) {
-    fprintf(stderr, "  acceptance by position ");
-    for (int i = 0; i < K && i < POSITIONS; i++) {
-        long judged = s->judged_at[i];
-        if (judged == 0) fprintf(stderr, " %d:-", i + 1); // never reached
-        else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / judged);
-    }
-    fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
-}
-
-// Prints where a generation's wall time went: each kind of target pass it ran (how many,
-// their tokens, their time and share), drafting, and the rest (sampling, accept/reject,
-// bookkeeping), which is what no pass and no draft took.
+// Prints where a generation's wall time went: each kind of target pass it ran (how many, their
+// tokens, their time and share), drafting, and the rest, which no pass and no draft took.
 static void print_time_table(const Stats *s, int speculative) {
     double wall = s->seconds > 0 ? s->seconds : 1.0, rest = s->seconds - s->draft_seconds;
     fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
@@ -1330,8 +1292,7 @@ static void print_time_table(const Stats *s, int speculative) {
 
 // Prints the counters of one generation, one per line, on stderr.
 void print_stats(const char *title, const Stats *s, int speculative, int K) {
-    fprintf(stderr, "\n%s\n", title);
-    fprintf(stderr, "  tokens emitted          %ld\n", s->emitted);
+    fprintf(stderr, "\n%s\n  tokens emitted          %ld\n", title, s->emitted);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
@@ -1349,7 +1310,15 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
                 "(1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f)\n",
                 s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
                 expected_tokens_per_pass(alpha, K));
-        print_by_position(s, K);
+        // acceptance by position: the rate at which guess i passed among the rounds that
+        // judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest)
+        fprintf(stderr, "  acceptance by position ");
+        for (int i = 0; i < K && i < POSITIONS; i++) {
+            long judged = s->judged_at[i];
+            if (judged == 0) fprintf(stderr, " %d:-", i + 1); // never reached
+            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / judged);
+        }
+        fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
         if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
             fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: "
                     "a plain step)\n", s->empty_rounds);
@@ -1369,9 +1338,8 @@ double predicted_speedup(double alpha, int K, double c_verify, double c_draft) {
     return expected_tokens_per_pass(alpha, K) / (c_verify + K * c_draft);
 }
 
-// What one generation's passes cost per token emitted, in one-token passes of plain
-// decoding (unit seconds each): kind i's share in cost[i], drafting's in cost[N_PASS_KINDS].
-// Returns the sum: the full model's price of a token.
+// What one generation's passes cost per token emitted, in one-token passes of plain decoding (unit
+// seconds each): kind i's share in cost[i], drafting's in cost[N_PASS_KINDS]; returns the sum.
 static double cost_per_token(const Stats *s, double unit, double cost[N_PASS_KINDS + 1]) {
     double n = s->emitted > 0 ? (double)s->emitted : 1.0, sum = 0.0;
     for (int i = 0; i <= N_PASS_KINDS; i++) {
@@ -1421,7 +1389,6 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
         double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
         double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
-        // the speedup three ways, each line first saying its point
         double measured = spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0;
         fprintf(stderr, "  speedup              %6.3fx: speculative decoding took %.3f times "
                 "plain decoding's wall time\n", measured, measured > 0 ? 1.0 / measured : 0.0);
@@ -1753,28 +1720,24 @@ int fail_with(char *err, size_t errlen, const char *fmt, ...) {
 // Reads a whole file into memory; fills err and returns NULL on any failure.
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
-    // stat first: a directory opens fine with fopen and only fails later, confusingly
-    struct stat st;
+    struct stat st; // stat first: a directory opens fine with fopen and only fails later
     FILE *f = NULL; // stays NULL unless every check below passes
-    if (stat(path, &st) != 0)
-        snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
-    else if (!S_ISREG(st.st_mode))
+    int found = stat(path, &st) == 0;
+    if (found && !S_ISREG(st.st_mode))
         snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
-    // refuse a huge file before allocating for it: no checkpoint, state or corpus this
-    // program writes or needs comes near the limit
-    else if ((uint64_t)st.st_size > MAX_FILE_BYTES)
+    // refuse a huge file before allocating for it: nothing this program writes or needs is that big
+    else if (found && (uint64_t)st.st_size > MAX_FILE_BYTES)
         snprintf(err, errlen, "%s '%s' is %llu bytes, more than the %llu this program reads "
                  "(%s)", what, path, (unsigned long long)st.st_size,
                  (unsigned long long)MAX_FILE_BYTES, fix);
-    // fopen can still fail after stat: no read permission, for instance
-    else if (!(f = fopen(path, "rb")))
+    // stat failed, or fopen did after it (no read permission, for instance)
+    else if (!found || !(f = fopen(path, "rb")))
         snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
     if (!f) return NULL;
     // one read of the whole file; a short read means it changed or broke underneath us
     size_t n = (size_t)st.st_size;
     unsigned char *buf = malloc(n ? n : 1); // an empty file still gets a buffer
-    size_t got = buf ? fread(buf, 1, n, f) : 0;
-    int bad = !buf || got != n || ferror(f);
+    int bad = !buf || fread(buf, 1, n, f) != n || ferror(f);
     fclose(f);
     if (bad) {
         snprintf(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
@@ -1801,15 +1764,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     if (!c->bytes) return -1;
     // a refusal below writes err and frees at fail: (the caller's free_corpus stays harmless)
     if (c->n < 2) {
-        snprintf(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to count "
-                 "a bigram (run 'make data' for Tiny Shakespeare)", path, c->n,
-                 c->n == 1 ? "" : "s");
+        snprintf(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to count a bigram "
+                 "(run 'make data' for Tiny Shakespeare)", path, c->n, c->n == 1 ? "" : "s");
         goto fail;
     }
     // a model the trainer builds learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
-    c->tokens = malloc(c->n * sizeof(int)); // (N) ints: 4.5 MB for Tiny Shakespeare
-    if (!c->tokens) {
+    if (!(c->tokens = malloc(c->n * sizeof(int)))) { // (N) ints: 4.5 MB for Tiny Shakespeare
         snprintf(err, errlen, "out of memory encoding corpus '%s'", path);
         goto fail;
     }
@@ -1838,12 +1799,10 @@ fail:
 //   4          4       version = 1
 //   8          20      n_layer, n_head, n_embd, block_size, vocab_size
 //   28         V       the vocabulary: V distinct bytes, ascending (token i is the i-th)
-//   28+V       4*P     the P parameters, tensor by tensor in TENSOR_NAMES order,
-//                      each row-major with the shape given in Weights (Linear
-//                      weights as (in, out), PyTorch's weight.T)
+//   28+V       4*P     the P parameters, tensor by tensor in TENSOR_NAMES order, each row-major
+//                      with the shape in Weights (Linear weights as (in, out), PyTorch's weight.T)
 //   28+V+4P    8       checksum: FNV-1a 64 of every byte before it
-// The file size is therefore exactly 36 + V + 4P, and the loader checks that first.
-// tinyshakespeare/train.c writes it.
+// So the file is exactly 36 + V + 4P bytes, checked first; tinyshakespeare/train.c writes it.
 #define CKPT_MAGIC "SPDC"
 #define CKPT_VERSION 1
 #define CKPT_HEADER 28 // bytes before the vocabulary: magic, version, 5 sizes
@@ -1863,9 +1822,7 @@ uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 // The same for 64-bit values: low half first.
-uint64_t get_u64(const unsigned char *p) {
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
+uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 // Checks a config for sizes the model can be built with; fills err and returns -1 if not.
 int validate_config(const Config *c, char *err, size_t errlen) {
@@ -1951,8 +1908,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     return 0;
 }
 
-// Reads and parses a checkpoint file into g and vocab; on failure err names what the file
-// is for, its path, the problem and the fix.
+// Reads and parses a checkpoint file into g and vocab; err names its role, path, problem and fix.
 int read_checkpoint(const char *path, const char *what, const char *fix, GPT *g,
                     Vocab *vocab, char *err, size_t errlen) {
     size_t n = 0;
@@ -1998,9 +1954,7 @@ int widen_ffn(GPT *g, int H2) {
         // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
         // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
         // row of C, the new units' rows after the old. The rest are copied whole, as one row.
-        size_t rows = 1;
-        if (i == 11) rows = L * C;
-        if (i == 12 || i == 13) rows = L;
+        size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
         src += from[i]; // the next tensor, in both blocks
@@ -2029,13 +1983,11 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
     int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
-    if (same) {
-        // both decoders from the same prompt; each refills its own cache from scratch
+    if (same) { // both decoders from the same prompt; each refills its own cache from scratch
         speculative_generate(g, d, &b, prompt, n_prompt, n_new, &o, &r1, seq_spec, &ss);
         generate(g, prompt, n_prompt, n_new, &o, &r2, seq_plain, p, &sp);
         free_spec_buffers(&b);
-        // the generated parts, byte for byte (the prompt is shared)
-        same = ss.emitted == n_new && sp.emitted == n_new &&
+        same = ss.emitted == n_new && sp.emitted == n_new && // the new text; the prompt is shared
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
     }
     printf("%s greedy %-6s %-14s K=%d: %d tokens %s (spec: %ld target passes, %ld with a "
@@ -2171,9 +2123,8 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
         failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
     // the p/q rule and the residual, on real rows: drafts[0] is the bigram
     double tv = selftest_sampling(g, &drafts[0], corpus->tokens, S, accept_reject);
-    printf("%s sampling: one round of one guess emits the target's p, enumerated over every "
-           "forced draw (total variation %.1e, must be below 1e-9)\n", tv < 1e-9 ? "PASS" :
-           "FAIL", tv);
+    printf("%s sampling: one round of one guess emits the target's p, enumerated over every forced "
+           "draw (total variation %.1e, must be below 1e-9)\n", tv < 1e-9 ? "PASS" : "FAIL", tv);
     failures += !(tv < 1e-9);
     cases++;
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
@@ -2186,9 +2137,8 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
 // ----------------------------------------------------------------------------
 // CLI: ./specdec [options], in the manner of llama2.c's run
 
-// Prints "specdec: MESSAGE" and a newline on stderr, as one line whatever the message
-// holds: a word, a path or a junk corpus may hold a newline, control bytes or bytes past
-// ASCII, which are shown escaped (\n, \xNN) so every bad input ends in exactly one line.
+// Prints "specdec: MESSAGE" on stderr as exactly one line: a newline, control bytes or bytes past
+// ASCII in it (a word, a path or a junk corpus may hold them) are shown escaped (\n, \xNN).
 __attribute__((format(printf, 1, 2)))
 void error_line(const char *fmt, ...) {
     char msg[1536];
@@ -2218,8 +2168,7 @@ int close_stdout(void) {
 typedef struct {
     const char *model_path, *corpus_path, *prompt, *draft; // -m (NULL: the default), -i, -p, --draft
     int n_new, K, top_k, ffn_width; // -n, -k, --top-k (0: off), --ffn-width (0: the model's own)
-    float temperature, top_p;       // -t, --top-p (0: off)
-    float draft_p_min;              // --draft-p-min (0: off)
+    float temperature, top_p, draft_p_min; // -t, --top-p (0: off), --draft-p-min (0: off)
     uint64_t seed;                  // -s
     int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
     int color; // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR is unset or empty
@@ -2234,8 +2183,7 @@ typedef struct {
 
 // The help text of -h.
 void usage(FILE *f) {
-    fprintf(f,
-        "usage: ./specdec [options]\n"
+    fprintf(f, "usage: ./specdec [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
@@ -2304,21 +2252,18 @@ typedef struct {
     const char *rule; // the refusal's words: "FLAG must be RULE, got 'VALUE'"
 } OptionSpec;
 
-// Parses one option's value into its field; -1 if the value breaks the option's rule.
+// Parses an option's value (a flag has none) into its field; -1 if it breaks the option's rule.
 static int parse_value(const OptionSpec *opt, const char *val) {
-    long whole; // parse_int's result, range-checked before the cast
-    switch (opt->kind) {
-    case OPT_TEXT:
+    if (opt->kind == OPT_SEED) return parse_seed(val, opt->field);
+    if (opt->kind == OPT_TEXT) {
         *(const char **)opt->field = val;
         return 0;
-    case OPT_SEED:
-        return parse_seed(val, opt->field);
-    case OPT_WHOLE:
+    }
+    if (opt->kind == OPT_WHOLE) {
+        long whole; // parse_int's result, range-checked before the cast
         if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
         *(int *)opt->field = (int)whole;
         return 0;
-    default: // OPT_REAL, below (a flag takes no value)
-        break;
     }
     // strtod alone accepts " 5", "nan" and "inf" (nan then fails v >= lo, inf v <= hi), and
     // a value a float cannot hold would become 0 without a word: -t 1e-50 is not greedy
@@ -2373,18 +2318,13 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         for (size_t j = 0; j < sizeof(options) / sizeof(options[0]); j++)
             if (!strcmp(a, options[j].flag)) opt = &options[j];
         if (!opt) // a typo, or the name of a tool beside it
-            return fail_with(err, errlen, "unknown option '%s' (see ./specdec -h; the tools "
-                             "beside it are tinyshakespeare/train, test/bench and "
-                             "test/explain)", a);
-        if (opt->kind == OPT_FLAG) { // -h too: a later error still wins, so no typo goes unseen
+            return fail_with(err, errlen, "unknown option '%s' (see ./specdec -h; the tools beside "
+                             "it are tinyshakespeare/train, test/bench and test/explain)", a);
+        if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
-            continue;
-        }
-        // the value is the next word, whatever it looks like ("-p -x" is a prompt)
-        if (i + 1 == argc)
+        else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
             return fail_with(err, errlen, "option %s needs a value (see ./specdec -h)", a);
-        i++; // consumed: the loop goes on after it
-        if (parse_value(opt, argv[i]) != 0) // checked in full: no silent clamping
+        else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
             return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
     // combinations that cannot both hold; the first that applies is the one reported
@@ -2402,11 +2342,9 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
 
 // Encodes the prompt; names the first byte not in the vocabulary. 0 on success.
 int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, size_t errlen) {
-    size_t n = strlen(prompt);
-    long bad = encode(v, (const unsigned char *)prompt, n, tokens);
+    long bad = encode(v, (const unsigned char *)prompt, strlen(prompt), tokens);
     if (bad < 0) return 0;
-    // name the byte, visibly, and where it is: the user can find it and fix it
-    char vis[8];
+    char vis[8]; // name the byte, visibly, and where it is: the user can find it and fix it
     visible_char(vis, (unsigned char)prompt[bad]);
     return fail_with(err, errlen, "prompt character %s (byte 0x%02x) at position %ld is not in "
                      "the model's vocabulary of %d characters; remove or replace it", vis,
@@ -2416,9 +2354,8 @@ int encode_prompt(const Vocab *v, const char *prompt, int *tokens, char *err, si
 // Prints the config and the parameter count (stderr).
 void print_config(const GPT *g, const char *source) {
     const Config *c = &g->config;
-    fprintf(stderr, "model: %s\n", source);
-    fprintf(stderr, "config: n_layer=%d n_head=%d n_embd=%d block_size=%d vocab_size=%d -> "
-            "%zu parameters\n", c->n_layer, c->n_head, c->n_embd, c->block_size,
+    fprintf(stderr, "model: %s\nconfig: n_layer=%d n_head=%d n_embd=%d block_size=%d vocab_size=%d "
+            "-> %zu parameters\n", source, c->n_layer, c->n_head, c->n_embd, c->block_size,
             c->vocab_size, g->n_params);
 }
 
@@ -2437,9 +2374,8 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
         return fail_with(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d "
                          "units; use %d or more", H, H_model, H_model);
     if (H > 0 && ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
-        return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than "
-                         "half of this machine's %.0f MB of memory; use a smaller width", H, mb,
-                         ram_mb);
+        return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half "
+                         "of this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
     if (H > 0 && widen_ffn(g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
@@ -2493,10 +2429,9 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
         d->kind = DRAFT_LOOKUP;
         return 0;
     }
-    if (!strcmp(kind, "bigram")) { // counted from the training split, as the blog does
-        if (BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0) return 0;
-        return fail_with(err, errlen, "out of memory building the bigram table");
-    }
+    if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
+        return BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0 ? 0 :
+               fail_with(err, errlen, "out of memory building the bigram table");
     d->kind = DRAFT_GPT;
     d->name = "gpt";
     const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
@@ -2530,12 +2465,11 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // seq holds prompt + output for refills; the plain run keeps its own for the comparison
     int *seq = malloc((size_t)cap * sizeof(int));
     int *seq_plain = malloc((size_t)cap * sizeof(int));
-    unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, for --color
-    unsigned char *source_plain = calloc((size_t)cap, 1);
+    unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource (--color), per run
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
-    if (!seq || !seq_plain || !source || !source_plain || !p ||
+    if (!seq || !seq_plain || !source || !p ||
         build_spec_buffers(&b, o->K, V, g->config.block_size) != 0)
         goto out;
     rc = 0;
@@ -2575,13 +2509,11 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         if (plain_run && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
-        // the same seed for both, so that greedy texts compare byte for byte
-        rng_seed(&rng, o->seed);
-        out.source = plain_run ? source_plain : source; // each its own colours
+        rng_seed(&rng, o->seed); // the same seed for both, so greedy texts compare byte for byte
         int *text = plain_run ? seq_plain : seq;
         if (plain_run) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, &plain);
         else speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, &spec);
-        if (!stream) write_text(stdout, v, text + start, out.source + start, o->n_new, color);
+        if (!stream) write_text(stdout, v, text + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
@@ -2594,7 +2526,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     }
 out:
     free_spec_buffers(&b);
-    void *owned[] = {seq, seq_plain, source, source_plain, p};
+    void *owned[] = {seq, seq_plain, source, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return rc;
 }
@@ -2640,10 +2572,8 @@ int main(int argc, char **argv) {
             drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
     // 4. every input is good: say what runs, then run it
     print_config(&g, source);
-    if (o.run_selftest)
-        rc = selftest(&g, drafts, n_drafts, &v, &corpus) != 0; // 1 on any failure
-    else
-        rc = run_generation(&o, &g, &drafts[0], &v, prompt, (int)strlen(o.prompt));
+    rc = o.run_selftest ? selftest(&g, drafts, n_drafts, &v, &corpus) != 0 // 1 on any failure
+                        : run_generation(&o, &g, &drafts[0], &v, prompt, (int)strlen(o.prompt));
     if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
 done:
