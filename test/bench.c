@@ -874,10 +874,10 @@ static void k_chart(Cell *cells[BENCH_MAX_K][BENCH_MAX_DRAFTS], int n_drafts) {
         }
 }
 
-// K = 1..8 at t = 0 and 1, every draft beside plain decoding: per (t, K) a warm-up round,
-// SELECT_SMALL selection rounds and PAIRS timed ones (a run takes milliseconds here, so
-// every K is timed). The best K of each draft is chosen on the selection rounds; best[ti][j]
-// receives it. 0 on success.
+// K = 1..8 at t = 0 and 1, every draft beside plain decoding: per (t, K) SELECT_SMALL
+// selection rounds and PAIRS timed ones, after one warm-up round per temperature (a run
+// takes milliseconds here, so every K is timed). The best K of each draft is chosen on the
+// selection rounds; best[ti][j] receives it. 0 on success.
 static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const double *curve,
                    int csv, Cell *best[2][BENCH_MAX_DRAFTS]) {
     static Cell *cells[2][BENCH_MAX_K][BENCH_MAX_DRAFTS];
