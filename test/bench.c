@@ -627,11 +627,11 @@ static int N_HEADLINES;
 // it, and keeps it for the summary.
 static void headline(const char *label, Cell *c) {
     if (!c || !c->n_pairs) return;
-    char tb[16];
+    char tb[16] = "-"; // the papers' formula, if any round drafted K guesses to price it
+    if (cell_textbook(c) > 0.0) snprintf(tb, sizeof(tb), "%.2fx", cell_textbook(c));
     fprintf(stderr, "  %s: %.2fx (%.2f-%.2f over %d %s), full model %.2fx, textbook %s\n"
             "      %s\n", label, cell_speedup(c), cell_lo(c), cell_hi(c), cell_runs(c),
-            c->n_cmd ? "runs of the command" : "pairs", cell_full(c),
-            or_dash(cell_textbook(c), tb), cell_command(c));
+            c->n_cmd ? "runs of the command" : "pairs", cell_full(c), tb, cell_command(c));
     if (N_HEADLINES < MAX_HEADLINES) {
         Headline *h = &HEADLINES[N_HEADLINES++];
         snprintf(h->label, sizeof(h->label), "%s", label);
