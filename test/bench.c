@@ -527,11 +527,17 @@ static int command_rounds(Cell **cells, int n, int rounds) {
     return 0;
 }
 
-// Makes the command's runs the cell's timed pairs: measured, full model, textbook.
+// Makes the command's runs the cell's timed pairs: measured, full model, textbook. Where
+// the command could not price the papers' formula (no round drafted K guesses: the window
+// cuts a long K), the bench prices it as pair_models does, with the curve's c(K+1) and
+// the selection run's alpha and c_draft.
 static void timed_by_command(Cell *c) {
+    double full, textbook;
+    pair_models(&c->last_spec, &c->last_plain, c->K, c->curve, &full, &textbook);
     c->by_command = 1;
     c->n_pairs = c->n_cmd;
     for (int i = 0; i < c->n_cmd; i++) {
+        if (c->cmd[i][CMD_TEXTBOOK] <= 0.0) c->cmd[i][CMD_TEXTBOOK] = textbook;
         c->ratio[i] = c->cmd[i][CMD_MEASURED];
         c->full[i] = c->cmd[i][CMD_FULL];
         c->textbook[i] = c->cmd[i][CMD_TEXTBOOK];
