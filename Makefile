@@ -129,7 +129,7 @@ data:
 
 # Build, fetch the corpus, then run the demo: a traced decode and a comparison.
 run: all data
-	./specdec --trace -n 24 -s 160
+	./specdec --trace -n 24 -s 277 -p "To be or not to be, "
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin

@@ -35,18 +35,20 @@
  * process kept off its core for more than 5% of its wall time is made again (measured_run).
  * Each figure worth quoting (a headline) is printed beside the command that makes one such
  * pair, `./specdec --compare -n 400 -t T --draft D -k K [--ffn-width H] [--draft-p-min P]`
- * (speculative, then plain, in a fresh process). The bench runs those commands too: on the
- * loaded model to check its own figures against them, and at the padded widths, after its
- * selection round, as the timed runs themselves, 3 each (command_rounds): there the bench's
- * process and ./specdec measure apart, and the figure to quote is the command's. Every
- * t = 0 run checks that the speculative text is plain decoding's, byte for byte (exit 1
- * if not).
+ * (speculative, then plain, in a fresh process). The bench runs those commands too, since
+ * its own process and a fresh ./specdec measure a few percent apart: on the loaded model,
+ * each headline's command 5 times after the K sweep and --draft-p-min (check_commands);
+ * at the padded widths, after the selection round, the chosen cells' commands 3 times
+ * each, as the timed runs themselves (command_rounds). From there on (the chart, the SVG,
+ * the summary, the targets) a headline's figure is its command's; the summary prints the
+ * bench's own beside it. Every t = 0 run checks that the speculative text is plain
+ * decoding's, byte for byte (exit 1 if not).
  *
  *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick]
  *     --csv       every cell as CSV on stdout (the report stays on stderr)
  *     --svg       the size sweep's chart as an SVG file (make bench: notes/speed.svg)
- *     --commands  runs each headline's ./specdec command N times (0..5, default 3) in a
- *                 fresh process (check_commands); 0: the bench times every cell itself
+ *     --commands  runs each headline's ./specdec command N times on the loaded model
+ *                 (0..5, default 5); 0: no commands, the bench times every cell itself
  *     --quick     the same report on fewer tokens, rounds and sizes (the tests), no commands
  * notes/speed.md reads the numbers.
  */
@@ -93,7 +95,7 @@ static const char *MODEL_PATH;    // the loaded model: the ceiling's --draft in 
 
 // The headlines' ./specdec commands (check_commands, command_rounds): how many runs of
 // each, and the wall time spent in them, which this process's CPU time does not count.
-static int COMMAND_RUNS = 3;   // --commands N; --quick: 0 (no commands at all)
+static int COMMAND_RUNS = 5;   // --commands N; --quick: 0 (no commands at all)
 static double COMMAND_SECONDS;
 
 // Every t = 0 run's greedy check, over the whole bench: texts compared, and how many differed.
@@ -222,28 +224,49 @@ static const char *or_dash(double x, char *buf) {
     return buf;
 }
 
-// The measured speedup: median, least and greatest over the timed pairs; the two models'
-// medians; the selection runs' median.
-static double cell_speedup(const Cell *c) { return median_of(c->ratio, c->n_pairs); }
-static double cell_lo(const Cell *c) { return min_of(c->ratio, c->n_pairs); }
-static double cell_hi(const Cell *c) { return max_of(c->ratio, c->n_pairs); }
-static double cell_full(const Cell *c) { return median_of(c->full, c->n_pairs); }
-static double cell_textbook(const Cell *c) { return median_of(c->textbook, c->n_pairs); }
+// The index of the median of n numbers (the lower middle one of an even count).
+static int mid_index(const double *x, int n) {
+    int rank[MAX_PAIRS];
+    for (int i = 0; i < n; i++) rank[i] = i;
+    for (int i = 1; i < n; i++) // insertion sort of a few indices
+        for (int j = i; j > 0 && x[rank[j]] < x[rank[j - 1]]; j--) {
+            int t = rank[j];
+            rank[j] = rank[j - 1];
+            rank[j - 1] = t;
+        }
+    return n > 0 ? rank[(n - 1) / 2] : 0;
+}
+
+// The bench's timed pair whose ratio is the median: the run its time table shows.
+static int mid_pair(const Cell *c) { return mid_index(c->ratio, c->n_pairs); }
+
+// The run of the cell's command whose measured speedup is the median.
+static int mid_run(const Cell *c) {
+    double m[MAX_PAIRS];
+    for (int i = 0; i < c->n_cmd; i++) m[i] = c->cmd[i][CMD_MEASURED];
+    return mid_index(m, c->n_cmd);
+}
+
+// A cell's figure to quote, by f (median_of, min_of or max_of) over its runs: those of its
+// ./specdec command where the bench ran it, else the bench's own timed pairs. col: the
+// measured speedup (CMD_MEASURED), the full model (CMD_FULL) or the textbook (CMD_TEXTBOOK).
+static double figure(const Cell *c, int col, double (*f)(const double *, int)) {
+    double x[MAX_PAIRS];
+    if (c->n_cmd > 0) {
+        for (int i = 0; i < c->n_cmd; i++) x[i] = c->cmd[i][col];
+        return f(x, c->n_cmd);
+    }
+    return f(col == CMD_MEASURED ? c->ratio : col == CMD_FULL ? c->full : c->textbook,
+             c->n_pairs);
+}
+static double cell_speedup(const Cell *c) { return figure(c, CMD_MEASURED, median_of); }
+static double cell_lo(const Cell *c) { return figure(c, CMD_MEASURED, min_of); }
+static double cell_hi(const Cell *c) { return figure(c, CMD_MEASURED, max_of); }
+static double cell_full(const Cell *c) { return figure(c, CMD_FULL, median_of); }
+static double cell_textbook(const Cell *c) { return figure(c, CMD_TEXTBOOK, median_of); }
+static int cell_runs(const Cell *c) { return c->n_cmd > 0 ? c->n_cmd : c->n_pairs; }
 static double cell_select(const Cell *c) { return median_of(c->sel, c->n_sel); }
 
-// The timed pair whose ratio is the median (the lower middle one of an even count): the
-// run its time table shows.
-static int mid_pair(const Cell *c) {
-    int rank[MAX_PAIRS];
-    for (int i = 0; i < c->n_pairs; i++) rank[i] = i;
-    for (int i = 1; i < c->n_pairs; i++) // insertion sort of a few indices by ratio
-        for (int j = i; j > 0 && c->ratio[rank[j]] < c->ratio[rank[j - 1]]; j--) {
-            int x = rank[j];
-            rank[j] = rank[j - 1];
-            rank[j - 1] = x;
-        }
-    return c->n_pairs > 0 ? rank[(c->n_pairs - 1) / 2] : 0;
-}
 // The bench's own pair behind a cell's figures: the median timed pair, or the latest run
 // (the selection run of a cell timed by its command: the same text and passes).
 static const Stats *cell_spec(const Cell *c) {
@@ -253,12 +276,12 @@ static const Stats *cell_plain(const Cell *c) {
     return c->n_pairs && !c->by_command ? &c->plain[mid_pair(c)] : &c->last_plain;
 }
 
-// The two wall times of the median pair, in seconds: the command's when it timed the cell.
+// The two wall times of the median run, in seconds: the command's, where the bench ran it.
 static double cell_spec_seconds(const Cell *c) {
-    return c->by_command ? c->cmd[mid_pair(c)][CMD_SPEC_MS] / 1e3 : cell_spec(c)->seconds;
+    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_SPEC_MS] / 1e3 : cell_spec(c)->seconds;
 }
 static double cell_plain_seconds(const Cell *c) {
-    return c->by_command ? c->cmd[mid_pair(c)][CMD_PLAIN_MS] / 1e3 : cell_plain(c)->seconds;
+    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_PLAIN_MS] / 1e3 : cell_plain(c)->seconds;
 }
 
 // The counters (the same in every run of the cell): the acceptance rate (accepted /
@@ -504,11 +527,17 @@ static int command_rounds(Cell **cells, int n, int rounds) {
     return 0;
 }
 
-// Makes the command's runs the cell's timed pairs: measured, full model, textbook.
+// Makes the command's runs the cell's timed pairs: measured, full model, textbook. Where
+// the command could not price the papers' formula (no round drafted K guesses: the window
+// cuts a long K), the bench prices it as pair_models does, with the curve's c(K+1) and
+// the selection run's alpha and c_draft.
 static void timed_by_command(Cell *c) {
+    double full, textbook;
+    pair_models(&c->last_spec, &c->last_plain, c->K, c->curve, &full, &textbook);
     c->by_command = 1;
     c->n_pairs = c->n_cmd;
     for (int i = 0; i < c->n_cmd; i++) {
+        if (c->cmd[i][CMD_TEXTBOOK] <= 0.0) c->cmd[i][CMD_TEXTBOOK] = textbook;
         c->ratio[i] = c->cmd[i][CMD_MEASURED];
         c->full[i] = c->cmd[i][CMD_FULL];
         c->textbook[i] = c->cmd[i][CMD_TEXTBOOK];
@@ -518,7 +547,7 @@ static void timed_by_command(Cell *c) {
 // Prints, from what the cell's median command run printed, both decoders' "where the time
 // went" tables and, with comparison, the comparison block (print_comparison), indented.
 static void print_command_text(const Cell *c, int comparison) {
-    const char *p = c->cmd_text[mid_pair(c)];
+    const char *p = c->cmd_text[mid_run(c)];
     int table = 0, block = 0;
     while (p && *p) {
         const char *e = strchr(p, '\n');
@@ -595,8 +624,6 @@ typedef struct {
     char label[96];
     char command[300]; // cell_command, kept: it is a static buffer
     Cell *c;
-    Cell *runs;        // the cell whose cmd holds the command's runs: c, or an earlier
-                       // headline's cell with the same command (check_commands)
 } Headline;
 #define MAX_HEADLINES 24
 static Headline HEADLINES[MAX_HEADLINES];
@@ -606,16 +633,16 @@ static int N_HEADLINES;
 // it, and keeps it for the summary.
 static void headline(const char *label, Cell *c) {
     if (!c || !c->n_pairs) return;
-    char tb[16];
+    char tb[16] = "-"; // the papers' formula, if any round drafted K guesses to price it
+    if (cell_textbook(c) > 0.0) snprintf(tb, sizeof(tb), "%.2fx", cell_textbook(c));
     fprintf(stderr, "  %s: %.2fx (%.2f-%.2f over %d %s), full model %.2fx, textbook %s\n"
-            "      %s\n", label, cell_speedup(c), cell_lo(c), cell_hi(c), c->n_pairs,
-            c->by_command ? "runs of the command" : "pairs", cell_full(c),
-            or_dash(cell_textbook(c), tb), cell_command(c));
+            "      %s\n", label, cell_speedup(c), cell_lo(c), cell_hi(c), cell_runs(c),
+            c->n_cmd ? "runs of the command" : "pairs", cell_full(c), tb, cell_command(c));
     if (N_HEADLINES < MAX_HEADLINES) {
         Headline *h = &HEADLINES[N_HEADLINES++];
         snprintf(h->label, sizeof(h->label), "%s", label);
         snprintf(h->command, sizeof(h->command), "%s", cell_command(c));
-        h->c = h->runs = c;
+        h->c = c;
     }
 }
 
@@ -853,10 +880,10 @@ static void k_chart(Cell *cells[BENCH_MAX_K][BENCH_MAX_DRAFTS], int n_drafts) {
         }
 }
 
-// K = 1..8 at t = 0 and 1, every draft beside plain decoding: per (t, K) a warm-up round,
-// SELECT_SMALL selection rounds and PAIRS timed ones (a run takes milliseconds here, so
-// every K is timed). The best K of each draft is chosen on the selection rounds; best[ti][j]
-// receives it. 0 on success.
+// K = 1..8 at t = 0 and 1, every draft beside plain decoding: per (t, K) SELECT_SMALL
+// selection rounds and PAIRS timed ones, after one warm-up round per temperature (a run
+// takes milliseconds here, so every K is timed). The best K of each draft is chosen on the
+// selection rounds; best[ti][j] receives it. 0 on success.
 static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const double *curve,
                    int csv, Cell *best[2][BENCH_MAX_DRAFTS]) {
     static Cell *cells[2][BENCH_MAX_K][BENCH_MAX_DRAFTS];
@@ -1252,7 +1279,7 @@ static void sweep_best(const SweepRow *rows, int n, const Draft *drafts, int n_d
                     cell_full(c), or_dash(cell_textbook(c), tb));
             if (limit > 0)
                 fprintf(stderr, "  %11.2f  %10.2f", tok / plain_s / limit, tok / spec_s / limit);
-            fprintf(stderr, "%s\n", c->by_command ? "  (the command's runs)" : "");
+            fprintf(stderr, "%s\n", c->n_cmd ? "  (the command's runs)" : "");
         }
 }
 
@@ -1444,24 +1471,22 @@ static int run_sweep(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
 // The headline figures again, each with its command; then whether the full model lands
 // within 10% of the measured median in every timed cell (the misses are listed); then
 // the issue's targets at 136 MB, t = 1 (the GPT draft >= 1.4x, the ceiling >= 1.8x).
-// Runs the command of every headline the bench timed itself COMMAND_RUNS times, all in
-// turn each time (a command two headlines share, once), for the summary.
+// Runs the command of every headline the bench timed itself COMMAND_RUNS times, all of
+// them in turn each time: from here on those cells' figures are the command's (figure).
 static void check_commands(void) {
     Cell *todo[MAX_HEADLINES];
     int n = 0;
-    for (int i = 0; i < N_HEADLINES; i++) {
-        Headline *h = &HEADLINES[i];
-        if (h->c->by_command) continue; // its timed runs were the command's
-        for (int j = 0; j < i; j++)
-            if (!strcmp(HEADLINES[j].command, h->command)) h->runs = HEADLINES[j].runs;
-        if (h->runs == h->c) todo[n++] = h->c;
-    }
+    for (int i = 0; i < N_HEADLINES; i++)
+        if (HEADLINES[i].c->n_cmd == 0) todo[n++] = HEADLINES[i].c;
     if (COMMAND_RUNS <= 0 || n == 0) return;
-    fprintf(stderr, "\nrunning the command of each headline the bench timed itself, %d times, "
-            "in turn (%s)\n", COMMAND_RUNS, machine_note());
-    if (command_rounds(todo, n, COMMAND_RUNS) != 0)
-        fprintf(stderr, "  (a command failed: is ./specdec built? the bench's own figures stand "
-                "alone)\n");
+    fprintf(stderr, "\nthe command of each headline so far, %d runs each, in turn, in a fresh "
+            "process as a reader runs it (%s); the figures to quote from here on are the "
+            "command's (the summary prints both)\n", COMMAND_RUNS, machine_note());
+    if (command_rounds(todo, n, COMMAND_RUNS) != 0) {
+        fprintf(stderr, "  (a command failed: is ./specdec built? the bench's own figures "
+                "stand)\n");
+        for (int i = 0; i < n; i++) todo[i]->n_cmd = 0;
+    }
 }
 
 // One line of the summary: a figure's median (min-max) over n runs, both models beside it.
@@ -1474,7 +1499,6 @@ static void summary_line(const char *what, const double *m, const double *full,
 }
 
 static void print_summary(void) {
-    check_commands();
     fprintf(stderr, "\nheadline figures (%d tokens, ./specdec's default prompt and seed %llu): "
             "the speedup as the bench measured it, median (min-max) of its timed pairs, and as "
             "the command measured it, fresh each run; the full model and the textbook beside "
@@ -1483,7 +1507,7 @@ static void print_summary(void) {
     double worst = 0.0;
     for (int i = 0; i < N_HEADLINES; i++) {
         const Headline *h = &HEADLINES[i];
-        const Cell *c = h->c, *r = h->runs;
+        const Cell *c = h->c, *r = h->c;
         fprintf(stderr, "  %s\n", h->label);
         if (!c->by_command) {
             summary_line("bench", c->ratio, c->full, c->textbook, c->n_pairs, "pairs");
@@ -1496,7 +1520,8 @@ static void print_summary(void) {
                 m[k] = r->cmd[k][CMD_MEASURED];
                 full[k] = r->cmd[k][CMD_FULL];
                 tb[k] = r->cmd[k][CMD_TEXTBOOK];
-                in &= m[k] >= cell_lo(c) - 0.005 && m[k] <= cell_hi(c) + 0.005; // as printed
+                in &= m[k] >= min_of(c->ratio, c->n_pairs) - 0.005 && // the bench's spread,
+                      m[k] <= max_of(c->ratio, c->n_pairs) + 0.005;    // as printed
             }
             summary_line("command", m, full, tb, r->n_cmd, "runs");
             if (!c->by_command) {
@@ -1517,8 +1542,9 @@ static void print_summary(void) {
     for (int i = 0; i < N_CELLS; i++) {
         const Cell *c = &POOL[i];
         for (int k = c->by_command || c->n_pairs == 0 ? 0 : -1; k < c->n_cmd; k++) {
-            double sp = k < 0 ? cell_speedup(c) : c->cmd[k][CMD_MEASURED];
-            double full = k < 0 ? cell_full(c) : c->cmd[k][CMD_FULL], gap = full / sp - 1.0;
+            double sp = k < 0 ? median_of(c->ratio, c->n_pairs) : c->cmd[k][CMD_MEASURED];
+            double full = k < 0 ? median_of(c->full, c->n_pairs) : c->cmd[k][CMD_FULL];
+            double gap = full / sp - 1.0;
             timed++;
             worst = fmax(worst, fabs(gap));
             if (fabs(gap) > 0.10) {
@@ -1620,6 +1646,8 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
         snprintf(err, errlen, "out of memory in the --draft-p-min section");
         return 1;
     }
+    // the headlines so far, as their commands measure them (the figures to quote)
+    check_commands();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 5. the same model, padded until a one-token pass is bound by memory
     if (run_sweep(g, drafts, n_drafts, v, best, csv, svg_path, err, errlen) != 0) return 1;
@@ -1660,7 +1688,7 @@ int main(int argc, char **argv) {
                    "GPT and lookup drafts and the\n  ceiling beside both speedup models, "
                    "--draft-p-min, then the model padded to 136 MB\n  against the bandwidth "
                    "limit; medians of alternated runs (see test/bench.c);\n  --commands N runs "
-                   "each headline's ./specdec command N times beside it\n  (default 3; 0: none, "
+                   "each headline's ./specdec command N times beside it\n  (default 5; 0: none, "
                    "as --quick)\n");
             return close_stdout();
         }

@@ -762,35 +762,50 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     start=$SECONDS
     LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
-    check "bench --quick --csv exits 0 with a CSV header and 112 rows on stdout (K = 1..8 at t = 0 and 1 for 3 drafts, then K = 1..4 at t = 0 and 1 for 3 drafts and the ceiling at 2 widths)" \
-        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,draft,ffn_width,weight_mb,t,K,* && $(wc -l <"$T/out") == 113 ]] &&
-              [[ $(grep -cE "^k,(bigram|gpt|lookup),256,0.84,[01],[1-8]," "$T/out") == 48 ]] &&
-              [[ $(grep -cE "^size,(bigram|gpt|lookup|ceiling),4096,8.76,[01],[1-4]," "$T/out") == 32 ]]'
+    # the rows, from the bench's plan: the K sweep, K = 1..8 at t = 0 and 1 for the bigram,
+    # gpt, lookup and the ceiling (64); --draft-p-min for bigram and gpt at t = 1, each
+    # draft's best fixed K without it, then K = 4 and 8 with P = 0.05, 0.1, 0.2, 0.3, 0.5
+    # (2 x 11 = 22); at 8.76 MB (t = 1 only under --quick), 16 cells (three drafts at K =
+    # 1..4, the ceiling at 2, 4, 6, 8): the 4 chosen ones timed ("size"), the other 12 from
+    # their selection round alone ("select")
+    check "bench --quick --csv exits 0 with a CSV header and 102 rows on stdout (64 of the K sweep, 22 of --draft-p-min, 4 timed and 12 selection cells at 8.76 MB)" \
+        eval '[[ $rc == 0 && $(head -n 1 "$T/out") == sweep,draft,ffn_width,weight_mb,t,K,*,full_model,p_min,pairs,chosen,selection_speedup,load,timed_by && $(wc -l <"$T/out") == 103 ]] &&
+              [[ $(grep -cE "^k,(bigram|gpt|lookup|ceiling),256,0.84,[01],[1-8]," "$T/out") == 64 ]] &&
+              [[ $(grep -cE "^pmin,(bigram|gpt),256,0.84,1,[148]," "$T/out") == 22 ]] &&
+              [[ $(grep -cE "^size,(bigram|gpt|lookup|ceiling),4096,8.76,1,[1-8]," "$T/out") == 4 ]] &&
+              [[ $(grep -cE "^select,(bigram|gpt|lookup|ceiling),4096,8.76,1,[1-8]," "$T/out") == 12 ]]'
     check "bench --csv: every t = 0 cell passed the greedy check (greedy_same 1), t = 1 cells leave it empty" \
-        eval '[[ $(awk -F, "NR > 1 && \$5 == 0 && \$17 == 1" "$T/out" | wc -l) == 56 && $(awk -F, "NR > 1 && \$5 == 1 && \$17 == \"\"" "$T/out" | wc -l) == 56 ]]'
+        eval '[[ $(awk -F, "NR > 1 && \$5 == 0 && \$17 == 1" "$T/out" | wc -l) == 32 && $(awk -F, "NR > 1 && \$5 == 1 && \$17 == \"\"" "$T/out" | wc -l) == 70 ]]'
     check "bench --csv: draft passes only for the model drafts, a draft share in [0, 1), and acceptance by position for positions 1..K only" \
-        eval '[[ $(head -n 1 "$T/out") == *,greedy_same,draft_passes,draft_share,accept_pos1,*,accept_pos8 &&
-                 $(awk -F, "NR > 1 && (\$2 == \"gpt\" || \$2 == \"ceiling\") && \$18 > 0" "$T/out" | wc -l) == 48 &&
-                 $(awk -F, "NR > 1 && (\$2 == \"bigram\" || \$2 == \"lookup\") && \$18 == 0" "$T/out" | wc -l) == 64 &&
-                 $(awk -F, "NR > 1 && \$19 >= 0 && \$19 < 1" "$T/out" | wc -l) == 112 &&
-                 $(awk -F, "NR > 1 && \$2 == \"bigram\" && \$20 != \"\" && (\$6 == 8 || \$(20 + \$6) == \"\")" "$T/out" | wc -l) == 32 ]]'
+        eval '[[ $(head -n 1 "$T/out") == *,greedy_same,draft_passes,draft_share,accept_pos1,*,accept_pos8,speedup_min,* &&
+                 $(awk -F, "NR > 1 && (\$2 == \"gpt\" || \$2 == \"ceiling\") && \$18 > 0" "$T/out" | wc -l) == 51 &&
+                 $(awk -F, "NR > 1 && (\$2 == \"bigram\" || \$2 == \"lookup\") && \$18 == 0" "$T/out" | wc -l) == 51 &&
+                 $(awk -F, "NR > 1 && \$19 >= 0 && \$19 < 1" "$T/out" | wc -l) == 102 &&
+                 $(awk -F, "NR > 1 && \$2 == \"bigram\" && \$20 != \"\" && (\$6 == 8 || \$(20 + \$6) == \"\")" "$T/out" | wc -l) == 31 ]]'
     check "bench --csv: the ceiling's alpha and acceptance rate are 1 in every cell (the same function as the padded target)" \
-        eval '[[ $(grep -cE "^size,ceiling,[0-9]+,[0-9.]+,[01],[1-4],[0-9.]+,1.0000,1.0000," "$T/out") == 16 ]]'
+        eval '[[ $(grep -cE "^(k|size|select),ceiling,[0-9]+,[0-9.]+,[01],[1-8],[0-9.]+,1.0000,1.0000," "$T/out") == 20 ]]'
+    check "bench --csv: the full model is within 10% of the measured speedup in every timed cell" \
+        eval '[[ $(awk -F, "NR > 1 && \$1 != \"select\" && \$15 > 0 && (\$30 / \$15 < 0.9 || \$30 / \$15 > 1.1)" "$T/out" | wc -l) == 0 &&
+                 $(awk -F, "NR > 1 && \$1 != \"select\" && \$15 > 0 && \$30 > 0" "$T/out" | wc -l) == 90 ]] &&
+              err_has "full model against the measured speedup: 90 of 90 within 10%"'
     check "bench prints c(T) for T = 1..9, the refill's cost, each draft's c_draft, both K sweeps with the best K and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" && err_has "c_draft, one guess" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
               err_has "best K at t = 0: bigram K = " && err_has "; gpt K = " && err_has "; lookup K = " &&
+              err_has "(chosen on the selection rounds, reported from the timed ones)" &&
               [[ $(grep -c "wall speedup (.|. = 1.0)" "$T/err") == 2 ]]'
-    check "bench measures the bandwidth, c(T) at each width, plain decoding against the limit, the best K and the crossover per draft at t = 0 and 1" \
+    check "bench measures --draft-p-min against each model draft's best fixed K, paired" \
+        eval '[[ $(grep -cE "^  --draft-p-min against the best fixed K, 0.84 MB, t = 1, (bigram|gpt): K = [48], P = 0\.[0-9]+ runs at [0-9.]+x the speed of K = [1-8] \([0-9.]+-[0-9.]+ over 3 rounds, paired\)$" "$T/err") == 4 ]]'
+    check "bench measures the bandwidth, c(T) at each width, plain decoding against the limit, the best K and the crossover per draft at t = 1" \
         eval 'err_has "streaming-read bandwidth, one thread" && err_has "ffn_width 4096: 8.76 MB of weights" &&
-              err_has "plain/limit" && err_has "crossover at t = 0, gpt: " && err_has "crossover at t = 1, ceiling: " &&
+              err_has "plain/limit" && err_has "crossover at t = 1, gpt: " && err_has "crossover at t = 1, ceiling: " &&
               err_has "the best K of each draft at t = 1:" &&
-              [[ $(grep -c "wall speedup against weight size" "$T/err") == 2 ]]'
+              [[ $(grep -c "wall speedup against weight size" "$T/err") == 1 ]]'
     check "bench says every greedy (t = 0) speculative text was plain decoding's" \
         eval 'err_has "greedy check: all " && err_has "are plain decoding'"'"'s, byte for byte"'
-    check "bench --svg writes a whole SVG: axes, the 1.0 line, 4 lines (the GPT draft and the ceiling at two temperatures), no .tmp left" \
+    check "bench --svg writes a whole SVG: axes, the 1.0 line, 2 lines (the GPT draft and the ceiling at t = 1), no .tmp left" \
         eval '[[ -s $T/sweep.svg && ! -e $T/sweep.svg.tmp ]] && grep -q "^<svg xmlns" "$T/sweep.svg" &&
-              [[ $(tail -n 1 "$T/sweep.svg") == "</svg>" && $(grep -c "<polyline" "$T/sweep.svg") == 4 ]] &&
+              [[ $(tail -n 1 "$T/sweep.svg") == "</svg>" && $(grep -c "<polyline" "$T/sweep.svg") == 2 ]] &&
               grep -q "1.0: break-even" "$T/sweep.svg" && grep -q ">GPT draft" "$T/sweep.svg" && grep -q ">ceiling: " "$T/sweep.svg"'
 fi
 
