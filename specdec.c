@@ -1856,7 +1856,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                          CKPT_VERSION);
     // the five sizes, in Config's field order
     static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
-    Config c;
+    Config c = {0}; // every size is read below; ffn_width follows from n_embd
     int *sizes_to[5] = {&c.n_layer, &c.n_head, &c.n_embd, &c.block_size, &c.vocab_size};
     for (int i = 0; i < 5; i++) {
         uint32_t f = get_u32(buf + 8 + 4 * i); // unsigned: a huge field must not wrap yet
@@ -2505,7 +2505,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
             fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
         fputc('\n', stderr);
     }
-    for (int plain_run = o->plain; plain_run <= (o->plain || o->compare); plain_run++) {
+    for (int plain_run = o->plain; plain_run <= o->plain + o->compare; plain_run++) {
         if (plain_run && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
