@@ -9,8 +9,11 @@
 # gdb file prints for round 1:
 #   - the four breakpoints are hit, in the order draft_tokens, verify_candidates,
 #     accept_reject, trim_kv_cache, each entry followed by its return;
-#   - the cache lengths: the verify pass adds k+1 positions; trim starts from the
-#     length before the verify; trim leaves cache_len_before + num_accepted;
+#   - the cache lengths: the verify pass runs all_tokens = [the lag tokens,
+#     current_token, c0..c(k-1)] and adds lag+k+1 positions (lag > 0 only in a round
+#     that restarts a full cache; never in this run); trim starts from cache_len, the
+#     position of current_token, which is the kv_len before the verify plus lag, and
+#     the cache_len draft_tokens was given; trim leaves cache_len_before + num_accepted;
 #   - num_accepted (what accept_reject returned and speculative_round passed on)
 #     is rejected_at+1 after a rejection, else k+1 (k when no bonus is allowed);
 #   - the first drafted token, its p and its q agree with round 1 of
@@ -35,7 +38,9 @@ GDB_FILE=test/gdb_walkthrough.gdb
 DEBUG_BIN=./specdec_debug
 RELEASE_BIN=./specdec
 # A short run whose first round starts at cache length 6 (the 6-token prompt) and
-# shows both outcomes: the first candidate is accepted, the second rejected.
+# shows both outcomes: the first candidate is accepted, the second rejected. The
+# cache never fills (S = 32; 4 rounds reach 17 positions), so no round restarts it:
+# round 1 has lag = 0.
 ARGS=(-n 12 -k 4 -s 62 -t 1 -p "ROMEO:")
 
 nfail=0
@@ -126,7 +131,10 @@ fi
 # --- check 2: the cache lengths ----------------------------------------------------
 
 k=$(walk draft enter k)
+draft_cache_len=$(walk draft enter cache_len)
 kv_before=$(walk verify enter kv_len)
+lag=$(walk verify enter lag)
+current=$(walk verify enter current_token)
 kv_verified=$(walk verify return kv_len)
 trim_kv=$(walk trim enter kv_len)
 cache_before=$(walk trim enter cache_len_before)
@@ -136,24 +144,30 @@ n_returned=$(walk accept return n)
 rejected_at=$(walk accept return rejected_at)
 allow_bonus=$(walk accept enter allow_bonus)
 
-if int_ok "$k" "$kv_before" "$kv_verified" "$trim_kv"; then
-    if ((kv_verified == kv_before + k + 1 && trim_kv == kv_verified)); then
-        pass "gdb walkthrough: verify adds k+1 positions: kv_len $kv_before -> $kv_verified with k=$k (trim finds $trim_kv)"
+# all_tokens as the verify pass ran it: the lag tokens, current_token, then the guesses
+all_tokens=$(sed -n 's/^WALK verify return all_tokens\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$T/gdb.out" | tr '\n' ' ')
+guesses=$(sed -n 's/^WALK draft return candidates\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$T/gdb.out" | tr '\n' ' ')
+if int_ok "$k" "$lag" "$current" "$kv_before" "$kv_verified" "$trim_kv"; then
+    read -r -a run <<<"$all_tokens"
+    want_tail="$current ${guesses}" # what all_tokens holds from index lag on
+    if ((kv_verified == kv_before + lag + k + 1 && trim_kv == kv_verified)) &&
+        ((${#run[@]} == lag + k + 1)) && [[ "${run[*]:lag} " == "$want_tail" ]]; then
+        pass "gdb walkthrough: verify runs lag+k+1 tokens (lag=$lag, current_token $current, then the $k guesses) and adds as many positions: kv_len $kv_before -> $kv_verified (trim finds $trim_kv)"
     else
-        fail "gdb walkthrough: verify: kv_len $kv_before -> $kv_verified with k=$k, want $((kv_before + k + 1)); trim finds $trim_kv"
+        fail "gdb walkthrough: verify: kv_len $kv_before -> $kv_verified with lag=$lag k=$k, want $((kv_before + lag + k + 1)); trim finds $trim_kv; all_tokens '${all_tokens% }', want ${lag} tokens then '${want_tail% }'"
     fi
 else
-    fail "gdb walkthrough: verify: missing numbers (k='$k' kv_len before='$kv_before' after='$kv_verified' at trim='$trim_kv')"
+    fail "gdb walkthrough: verify: missing numbers (k='$k' lag='$lag' current_token='$current' kv_len before='$kv_before' after='$kv_verified' at trim='$trim_kv')"
 fi
 
-if int_ok "$cache_before" "$kv_before"; then
-    if ((cache_before == kv_before)); then
-        pass "gdb walkthrough: trim's cache_len_before=$cache_before is the kv_len before the verify pass"
+if int_ok "$cache_before" "$kv_before" "$lag" "$draft_cache_len"; then
+    if ((cache_before == kv_before + lag && cache_before == draft_cache_len)); then
+        pass "gdb walkthrough: trim's cache_len_before=$cache_before is current_token's position: the kv_len before the verify pass ($kv_before) + lag ($lag), the cache_len draft_tokens got"
     else
-        fail "gdb walkthrough: trim's cache_len_before=$cache_before, but kv_len before the verify pass was $kv_before"
+        fail "gdb walkthrough: trim's cache_len_before=$cache_before, but the kv_len before the verify pass was $kv_before, lag $lag (want their sum), and draft_tokens got cache_len=$draft_cache_len"
     fi
 else
-    fail "gdb walkthrough: missing numbers (cache_len_before='$cache_before' kv_len before verify='$kv_before')"
+    fail "gdb walkthrough: missing numbers (cache_len_before='$cache_before' kv_len before verify='$kv_before' lag='$lag' draft's cache_len='$draft_cache_len')"
 fi
 
 if int_ok "$kv_after" "$cache_before" "$num_accepted"; then

@@ -1,11 +1,19 @@
 # gdb walkthrough of ONE speculative round of specdec.c
 #
-# A round has four phases, each a function called by speculative_round:
+# A round (speculative_round) first settles its context, then runs four phases, each a
+# function it calls:
 #
+#   0. CONTEXT            a full cache (kv_len == S) restarts: lag = S/2-1 tokens before
+#                         current_token are rerun by the verify pass (plain decoding's
+#                         refill, folded in); k is clamped to the room, S-1-cache_len
 #   1. draft_tokens       the bigram draft guesses k tokens c0..c(k-1), keeping q
-#   2. verify_candidates  one target pass over [current_token, c0..c(k-1)], giving p
+#   2. verify_candidates  one target pass over [the lag tokens, current_token, c0..c(k-1)],
+#                         giving p for the k guesses and the bonus row
 #   3. accept_reject      candidate i passes when u_i < min(1, p_i(c_i) / q_i(c_i))
 #   4. trim_kv_cache      the cache drops the positions of rejected candidates
+#
+# The run below never fills the cache (S = 32; it reaches 17 positions), so round 1 has
+# lag = 0 and k = K = 4; notes/debugging.md shows a round that restarts it.
 #
 # This file stops in each phase twice: on entry (a breakpoint with a `commands`
 # block prints the arguments) and on return (`finish` brings us back to
@@ -27,7 +35,7 @@
 # found with grep among gdb's own messages:
 #
 #   WALK draft  enter | WALK draft  return
-#   WALK verify enter | WALK verify return
+#   WALK verify enter | WALK verify return (kv_len, then all_tokens, then p_target)
 #   WALK accept enter | WALK accept judge | WALK accept emit | WALK accept return
 #   WALK trim   enter | WALK trim   return
 #
@@ -76,8 +84,9 @@ end
 
 # --- breakpoints on the four phases ---------------------------------------------
 
-# 1. DRAFT. On entry: the token the round starts from, how many tokens to draft,
-# and the temperature the bigram rows are sharpened or flattened with.
+# 1. DRAFT. On entry: the token the round starts from, its position cache_len (the
+# cache holds the cache_len tokens before it), how many tokens to draft, and the
+# temperature the bigram rows are sharpened or flattened with.
 break draft_tokens
 commands
   # the vocabulary lives in the caller's DecodeOptions: fetch it once for walk_char
@@ -86,14 +95,18 @@ commands
   down-silently 1
   printf "WALK draft enter current_token=%d char=", seq[n_seq - 1]
   walk_char seq[n_seq-1]
-  printf " k=%d temperature=%g\n", k, s->temperature
+  printf " cache_len=%d k=%d temperature=%g\n", cache_len, k, s->temperature
 end
 
 # 2. VERIFY. On entry: the cache length before the pass (positions 0..kv_len-1 are
-# cached; current_token is NOT among them), and the k+1 tokens the pass will run.
+# cached; current_token is NOT among them), lag (the tokens before current_token the
+# pass reruns first: 0 unless the round restarted a full cache, whose kv_len is then
+# 0), current_token (*current: `current` points at it in the text), and the k guesses.
+# all_tokens is filled by the function itself, so it is printed on return.
 break verify_candidates
 commands
-  printf "WALK verify enter kv_len=%d current_token=%d k=%d\n", g->state.kv_len, current_token, k
+  set $walk_kv0 = g->state.kv_len
+  printf "WALK verify enter kv_len=%d lag=%d current_token=%d k=%d\n", g->state.kv_len, lag, *current, k
   set $i = 0
   while $i < k
     printf "WALK verify enter candidates[%d]=%d char=", $i, candidates[$i]
@@ -111,8 +124,9 @@ commands
 end
 
 # 4. TRIM. On entry: how many tokens the round emitted (num_accepted, which
-# counts the resample or bonus token too), the cache length before the round,
-# and the cache length now, which still includes every verified position.
+# counts the resample or bonus token too), cache_len_before (the round's cache_len,
+# current_token's position: the cache length before the round, or lag after a
+# restart), and the cache length now, which still includes every verified position.
 break trim_kv_cache
 commands
   printf "WALK trim enter kv_len=%d cache_len_before=%d num_accepted=%d\n", g->state.kv_len, cache_len_before, num_accepted
@@ -136,13 +150,22 @@ while $i < k
 end
 
 # Run to verify_candidates (its entry line is printed by its commands block), then
-# let the one forward pass happen. It wrote k+1 positions into the cache, so
-# kv_len grew by k+1. Row i of p_target is the target's distribution for the
-# token after [.., current_token, c0 .. c(i-1)]: p_target[i*V + candidates[i]] is
-# what the target thinks of guess i. (Row k, the bonus row, is not printed.)
+# let the one forward pass happen. It ran all_tokens = [the lag tokens, current_token,
+# c0 .. c(k-1)] at the positions from the entry's kv_len on, so kv_len grew by
+# lag+k+1. Row i of p_target is the target's distribution for the token after
+# [.., current_token, c0 .. c(i-1)]: p_target[i*V + candidates[i]] is what the target
+# thinks of guess i. (Row k, the bonus row, is not printed; nor are the lag tokens'
+# rows, which the pass does not keep.)
 continue
 finish
-printf "WALK verify return kv_len=%d\n", g->state.kv_len
+printf "WALK verify return kv_len=%d lag=%d\n", g->state.kv_len, b->lag
+set $i = 0
+while $i < b->lag + k + 1
+  printf "WALK verify return all_tokens[%d]=%d char=", $i, b->all_tokens[$i]
+  walk_char b->all_tokens[$i]
+  printf " pos=%d\n", $walk_kv0 + $i
+  set $i = $i + 1
+end
 set $i = 0
 while $i < k
   printf "WALK verify return p_target[%d]=%.6f char=", $i, b->p_target[$i * V + b->candidates[$i]]
