@@ -497,13 +497,16 @@ static int run_command(const char *cmd, double fig[CMD_FIGS], char **text) {
         len += n;
         if (!strncmp(buf, "  wall time (ms)", 16)) // print_comparison's line: spec, plain
             sscanf(buf + 16, "%lf %lf", &fig[CMD_SPEC_MS], &fig[CMD_PLAIN_MS]);
-        const char *m = strstr(buf, "measured "), *full = strstr(buf, "every pass at its c(T): ");
-        const char *tb = strstr(buf, "E/(c(K+1) + K c_draft): ");
-        if (!m || !full) continue; // not the speedup line
-        found = sscanf(m + strlen("measured "), "%lf", &fig[CMD_MEASURED]) == 1 &&
-                sscanf(full + strlen("every pass at its c(T): "), "%lf", &fig[CMD_FULL]) == 1;
-        if (tb) sscanf(tb + strlen("E/(c(K+1) + K c_draft): "), "%lf", &fig[CMD_TEXTBOOK]);
+        // print_comparison's three speedup lines: "  speedup   1.234x: ...", "  full model
+        // 1.234x: ...", "  papers' formula   1.234x: ..." (or no number, when unpriced)
+        if (!strncmp(buf, "  speedup ", 10))
+            found |= sscanf(buf + 10, "%lf", &fig[CMD_MEASURED]) == 1;
+        if (!strncmp(buf, "  full model ", 13))
+            found |= (sscanf(buf + 13, "%lf", &fig[CMD_FULL]) == 1) << 1;
+        if (!strncmp(buf, "  papers' formula ", 18))
+            sscanf(buf + 18, "%lf", &fig[CMD_TEXTBOOK]);
     }
+    found = found == 3; // both the measured speedup and the full model were read
     int rc = pclose(f);
     COMMAND_SECONDS += now_seconds() - t0;
     return rc == 0 && found && fig[CMD_SPEC_MS] > 0.0 ? 0 : -1;
