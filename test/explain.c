@@ -32,8 +32,8 @@ static const float EXPLAIN_P[EXPLAIN_V] = {0.05f, 0.10f, 0.60f, 0.25f};
 // the chance the draft's token is accepted. Then the same position run `rounds` times
 // through the real draft_tokens and accept_reject (k = 1, no bonus), from a draft table
 // whose every row is q: counts[x] = times x was emitted, *n_accepted = times the draft's
-// token passed. At temperature 0 both rows become one-hot, as draft_probs and
-// target_probs make them. With f non-NULL, prints the table.
+// token passed. At temperature 0 both rows become one-hot, as bigram_served_probs and
+// tempered_softmax make them. With f non-NULL, prints the table.
 void explain_position(FILE *f, const char *title, const float *q, const float *p,
                       const char *names, int V, float temperature, long rounds, uint64_t seed,
                       double *exact, double *beta, long *counts, long *n_accepted) {

@@ -24,7 +24,7 @@
  *      row, or a row that depends on the token before and the position. The cut: top-k 2,
  *      top-p 0.45, and both (top-k 2, top-p 0.6, with ties at the cut), applied by the
  *      real functions, the target's rows by apply_top_k_top_p and the draft's by
- *      draft_tokens (draft_probs) with the same Sampler, and compared with the CUT
+ *      draft_tokens (bigram_served_probs) with the same Sampler, and compared with the CUT
  *      target's probabilities; their rows are dyadic with a kept mass of 1/2, so the cut
  *      rows still sum to exactly 1 (checked). One case leaves the draft uncut against a
  *      cut target: exact too, since accept/reject is exact for any q. --draft-p-min: four
@@ -238,7 +238,7 @@ static size_t swap_cap;
 
 // The draft's rows for the k guesses draft_tokens just proposed, tempered as s says but
 // not cut by top-k or top-p: what BREAK_UNFILTERED_Q hands to accept_reject. A bigram row
-// is draft_probs without the cut. A model draft's k passes wrote positions cache_len ..
+// is bigram_served_probs without the cut. A model draft's k passes wrote positions cache_len ..
 // cache_len+k-1 of its cache; one pass over the same tokens [current, c0 .. c(k-2)] from
 // cache_len gives the same logits (a pass of k tokens equals k passes of one, bit for
 // bit) and leaves its cache as it was. Lookup's one-hot rows have nothing to cut.
@@ -483,7 +483,7 @@ typedef enum {
 // the token before it: row p[0] for every context (ctx_dep = 0), or row p[(last + i) % V]
 // (ctx_dep = 1), which no bigram table can equal. top_k and top_p are the served cut:
 // the target's rows are cut by apply_top_k_top_p, the draft's by draft_tokens (through
-// draft_probs) with the same Sampler, unless draft_uncut says the draft is not cut.
+// bigram_served_probs) with the same Sampler, unless draft_uncut says the draft is not cut.
 typedef struct {
     const char *name;
     int V, ctx_dep;
@@ -725,7 +725,7 @@ static double enumerate_case(Enum *e, double *mass, double *sum_min) {
 }
 
 // Whether every row of the case sums to exactly 1 in double after the cut, the target's
-// (p_served) and the draft's (through draft_probs at t = 1, as the round makes them). A
+// (p_served) and the draft's (through bigram_served_probs at t = 1, as the round makes them). A
 // row that sums to 1 +- 2^-24 would make the round's output differ from p by that much:
 // the cut cases are built of entries whose kept mass divides them exactly.
 static int rows_exact(const EnumCase *c) {

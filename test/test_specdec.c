@@ -901,7 +901,7 @@ static void test_untrimmed_control(Fixture *fx) {
 // runs ONE pass from position 0 over the lag tokens before current_token, current_token
 // and the k guesses. Its input (all_tokens) is exactly those lag+1+k tokens; p_target's rows
 // 0..k are the served rows lag..lag+k of a forward of the same tokens from a clean cache,
-// bit for bit (computed here with target_probs and the top-k/top-p cut, as a row is
+// bit for bit (computed here with tempered_softmax and the top-k/top-p cut, as a row is
 // served), and the cache holds that forward's lag+1+k positions. Without the lag (a round on
 // top of the cache) the same window split in two passes gives the same rows.
 static void test_verify_restart(Fixture *fx) {
@@ -1064,7 +1064,7 @@ static void test_sample_from(void) {
 }
 
 // ----------------------------------------------------------------------------
-// 9. target_probs and draft_probs
+// 9. tempered_softmax and bigram_served_probs
 
 // softmax(x / t) in double, the test's own.
 static void ref_softmax(double *out, const float *x, int n, double t) {
@@ -1101,7 +1101,7 @@ static void test_probs(const Fixture *fx) {
         tempered_softmax(p, logits, V, temps[j]);
         ref_softmax(ref, logits, V, temps[j]);
         row_errors(p, ref, V, &diff, &serr);
-        check(diff < 1e-6 && serr < 1e-5, "target_probs t=%.1f == softmax(logits/%.1f) in double: "
+        check(diff < 1e-6 && serr < 1e-5, "tempered_softmax t=%.1f == softmax(logits/%.1f) in double: "
               "max |diff| = %.2g, |sum-1| = %.2g", temps[j], temps[j], diff, serr);
     }
     // large logits: the max-subtraction keeps exp finite
@@ -1110,21 +1110,21 @@ static void test_probs(const Fixture *fx) {
     tempered_softmax(p, big, V, 0.5f);
     ref_softmax(ref, big, V, 0.5);
     row_errors(p, ref, V, &diff, &serr);
-    check(diff < 1e-6 && serr < 1e-5, "target_probs t=0.5 on logits up to |%.0f|: finite, max "
+    check(diff < 1e-6 && serr < 1e-5, "tempered_softmax t=0.5 on logits up to |%.0f|: finite, max "
           "|diff| = %.2g, |sum-1| = %.2g", 200.0 * 3.0 * 3.0, diff, serr);
     // t = 0: one-hot at the argmax, ties to the lowest index
     tempered_softmax(p, logits, V, 0.0f);
     int am = ref_argmax(logits, V), ones = 0, at = -1;
     for (int i = 0; i < V; i++) if (p[i] != 0.0f) { ones++; at = i; }
-    check(ones == 1 && at == am && p[am] == 1.0f, "target_probs t=0 is one-hot at the argmax "
+    check(ones == 1 && at == am && p[am] == 1.0f, "tempered_softmax t=0 is one-hot at the argmax "
           "(%d nonzero entries, at %d, want %d)", ones, at, am);
     float tie[5] = {1.0f, 3.0f, 2.0f, 3.0f, 0.0f}, pt[5];
     tempered_softmax(pt, tie, 5, 0.0f);
     check(pt[1] == 1.0f && pt[0] == 0.0f && pt[2] == 0.0f && pt[3] == 0.0f && pt[4] == 0.0f,
-          "target_probs t=0 with a tie at 1 and 3 picks the lowest index (row %g %g %g %g %g)",
+          "tempered_softmax t=0 with a tie at 1 and 3 picks the lowest index (row %g %g %g %g %g)",
           pt[0], pt[1], pt[2], pt[3], pt[4]);
 
-    // draft_probs on the Tiny Shakespeare table, for a few rows
+    // bigram_served_probs on the Tiny Shakespeare table, for a few rows
     const BigramDraft *d = &fx->draft.bigram;
     int DV = d->V;
     Sampler t1 = {1.0f, 0, 0.0f}, t0 = {0.0f, 0, 0.0f}, t05 = {0.5f, 0, 0.0f};
@@ -1146,7 +1146,7 @@ static void test_probs(const Fixture *fx) {
         for (int i = 0; i < DV; i++) z += (double)row[i] * row[i];
         for (int i = 0; i < DV; i++) qref[i] = (double)row[i] * row[i] / z;
         row_errors(q, qref, DV, &diff, &serr);
-        check(exact && hot && diff < 1e-6 && serr < 1e-5, "draft_probs row %s: t=1 is the table "
+        check(exact && hot && diff < 1e-6 && serr < 1e-5, "bigram_served_probs row %s: t=1 is the table "
               "row exactly: %s; t=0 one-hot at argmax %d: %s; t=0.5 vs q^2/sum(q^2): max |diff| "
               "= %.2g, |sum-1| = %.2g", vis, exact ? "yes" : "no", amr, hot ? "yes" : "no", diff,
               serr);
@@ -1486,7 +1486,7 @@ static void widen_decode(GPT *g, Draft *d, const Vocab *v, int K, float t,
 static void test_ffn_width(Fixture *fx) {
     GPT narrow, wide;
     Vocab v;
-    char err[512];
+    char err[512] = "";
     if (!check(load_checkpoint("tinyshakespeare/model.bin", &narrow, &v, err, sizeof(err)) == 0 &&
                load_checkpoint("tinyshakespeare/model.bin", &wide, &v, err, sizeof(err)) == 0,
                "widen: load the shipped model twice (%s)", err)) return;

@@ -59,7 +59,7 @@ memcheck() {
 }
 
 # the two commands of `make run`
-memcheck --trace -n 24 -s 62
+memcheck --trace -n 24 -s 277 -p "To be or not to be, "
 memcheck --compare -t 0 -n 200
 
 ((nfail == 0)) || exit 1
