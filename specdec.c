@@ -402,7 +402,7 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // draft proposes; notes/math.md), so this is a design choice, made for acceptance. The
 // target is sampled from softmax(logits / t); a bigram row raised to 1/t moves the same
 // way, sharper for t < 1, flatter for t > 1 (measured: alpha rises below t = 1 and at 2,
-// not at 1.5; notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its
+// most at t = 0, and is about the same at 1.5; notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its
 // argmax, like greedy's p: a guess then passes exactly when it is the target's argmax.
 void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
@@ -482,7 +482,7 @@ typedef struct {
     int asked;        //           the guesses the round asked for: K, or fewer (room, text's end)
     int drafted;      //           k: the guesses draft_tokens proposed this round (<= asked)
     int draft_lag;    //           tokens a model draft's first pass caught up on (trace)
-    float *p_next;    // (V)       the target's distribution from a pass outside a round
+    float *p_next;    // (V)       the prefill's distribution, which the first token is drawn from
 } SpecBuffers;
 
 // Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
