@@ -61,7 +61,7 @@
  *
  * Size letters used in the shape comments (declared once, here):
  *   B  batch size (always 1 here; the trainer's windows per step)
- *   T  tokens in one forward pass (1 for plain decoding, k+1 for a verify pass)
+ *   T  tokens in one forward pass (1 for a step, k+1 for a verify pass, S/2+k with a refill)
  *   C  embedding width, n_embd             (64)
  *   V  vocabulary size                      (65)
  *   L  number of transformer blocks         (4)
@@ -401,9 +401,9 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // Why temper at all: exactness holds for ANY draft q (accept/reject corrects whatever the
 // draft proposes; notes/math.md), so this is a design choice, made for acceptance. The
 // target is sampled from softmax(logits / t); a bigram row raised to 1/t moves the same
-// way, sharper for t < 1, flatter for t > 1 (measured: alpha rises below t = 1 and at 2,
-// most at t = 0, and is about the same at 1.5; notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its
-// argmax, like greedy's p: a guess then passes exactly when it is the target's argmax.
+// way, sharper for t < 1, flatter for t > 1 (measured: alpha rises below t = 1 and at 2;
+// notes/math.md). At t = 1 it is the table's row; at t = 0, one-hot at its argmax, like
+// greedy's p: a guess then passes exactly when it is the target's argmax.
 void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
@@ -608,8 +608,8 @@ static void roll_back_cache(GPT *g, int keep) {
 // THE INVARIANT, between rounds: the target's cache holds exactly the tokens before
 // current_token, never current_token itself. A model draft's cache holds a prefix of those
 // same tokens, never more: it may lag (gpt_draft_tokens), and its next pass catches up.
-// draft is the model draft (NULL for a table or lookup). It ran current_token and every
-// guess but the last, so it keeps the same positions; after a bonus it holds one fewer
+// draft is the model draft (NULL for a table or lookup). Drafting k >= 1, it ran current and
+// every guess but the last, so it keeps the same positions; after a bonus it holds one fewer
 // (it never ran the last guess), and draft_tokens catches it up in the next round.
 void trim_kv_cache(GPT *g, GPT *draft, int num_accepted, int cache_len_before) {
     // the blog slices k[:, :keep]; here the cache is a fixed array, so lower kv_len
@@ -743,7 +743,7 @@ static int restart_cache(GPT *g, Draft *d) {
 
 // One speculative round on top of the cache: the four phases, the blog's loop body.
 // seq[n_seq-1] is current_token; k guesses at most, remaining tokens still wanted.
-// Returns the number of tokens it appends to seq (1 .. k+1), which are in b->accepted.
+// Returns how many tokens it emits (1 .. k+1), in b->accepted; the loop appends them to seq.
 static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq,
                              int k, int remaining, const DecodeOptions *o, Rng *rng,
                              Stats *st) {
@@ -1254,7 +1254,8 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
     else
         fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
     if (d->kind == DRAFT_GPT) // the draft's cache: the same positions, or one short after a bonus
-        fprintf(stderr, "draft cache_len %d -> %d; ", cache_before + k, d->model.state.kv_len);
+        fprintf(stderr, "draft cache_len %d -> %d; ", k > 0 ? cache_before + k : cache_before -
+                b->draft_lag, d->model.state.kv_len); // k = 0: the draft ran no pass
     fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
