@@ -151,6 +151,9 @@ typedef struct {
     float *hidden;  // (S, H)      MLP hidden layer, after ReLU
     float *ffwd;    // (S, C)      what the MLP sub-block adds
     float *x_out;   // (S, C)      x_mid + ffwd: the next block's x_in
+    float *key_cache;   // (S, C)  this layer's cached keys, by slot: the pass writes its rows
+    float *value_cache; // (S, C)  and values (views into RunState's caches, set per layer)
+    const unsigned char *sees; // (S, S) sees[t][s] = 1 when token t of the pass attends to slot s
 } BlockActs;
 
 // Activations of one inference pass of up to S tokens, and the KV cache.
@@ -161,7 +164,15 @@ typedef struct {
     float *logits;      // (S, V)      output: one row per token of the pass
     float *key_cache;   // (L, S, C)   keys of every cached position, per layer, by position
     float *value_cache; // (L, S, C)   values, the same way
-    int kv_len;         //             positions 0 .. kv_len-1 of the caches are valid
+    int kv_len;         //             slots 0 .. kv_len-1 of the caches are valid
+    // which cached tokens each token follows: a plain cache is one chain, a tree of guesses
+    // (beyond the blog) is not
+    int *parent;        // (S)         parent[s] = the slot of the token before slot s's: s - 1
+                        //             in a chain, -1 at slot 0
+    int *position;      // (S)         position[s] = its position in the window, the count of
+                        //             its ancestors: s in a chain
+    unsigned char *sees; // (S, S)     the attention mask of the last pass: sees[t][s] = 1 when
+                        //             its token t attends to slot s (slot s is t's or an ancestor)
 } RunState;
 
 // The target model: config, parameters (one block of floats) and run state.
@@ -173,9 +184,11 @@ typedef struct {
     RunState state; // one sequence's activations and cache: batch size 1
 } GPT;
 
-// Runs T >= 1 new tokens at positions kv_len .. kv_len+T-1 on top of the cache, appends
-// their keys and values to it (kv_len += T) and returns T rows of logits, (T, V).
-float *forward(GPT *g, const int *tokens, int T);
+// Runs T >= 1 new tokens at slots kv_len .. kv_len+T-1 on top of the cache, appends their
+// keys and values to it (kv_len += T) and returns T rows of logits, (T, V). parents NULL:
+// each token follows the one before, at positions kv_len ..: the only case the blog needs.
+// Else parents[t] is the slot that token t follows (a tree of guesses, beyond the blog).
+float *forward(GPT *g, const int *tokens, int T, const int *parents);
 
 // ----------------------------------------------------------------------------
 // Tokenizer: one token per byte that occurs in the corpus
@@ -526,7 +539,7 @@ void verify_candidates(GPT *g, const int *current, int lag, const int *candidate
     // the blog's all_tokens = [current_token] + candidates, after any tokens the cache lacks
     for (int i = 0; i <= lag; i++) all_tokens[i] = current[i - lag]; // current_token last
     for (int i = 0; i < k; i++) all_tokens[lag + 1 + i] = candidates[i];
-    const float *logits = forward(g, all_tokens, lag + 1 + k); // the single pass
+    const float *logits = forward(g, all_tokens, lag + 1 + k, NULL); // the single pass
     // each row from current_token on, as served: the blog's F.softmax, at the temperature,
     // then top-k and top-p
     for (int i = 0; i <= k; i++) // k+1 rows: the bonus row k too
@@ -686,7 +699,7 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, PassKin
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.kv_len = 0; // positions restart at 0
     double t0 = now_seconds();
-    const float *logits = forward(g, seq + n_seq - n, n);
+    const float *logits = forward(g, seq + n_seq - n, n, NULL);
     count_pass(st, kind, n, now_seconds() - t0);
     return logits + (size_t)(n - 1) * g->config.vocab_size; // the blog's logits[0, -1, :]
 }
@@ -725,7 +738,7 @@ void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOp
             continue;
         }
         double t1 = now_seconds(); // every pass is timed: the stats say where the time went
-        logits = forward(g, &seq[n_seq - 1], 1);
+        logits = forward(g, &seq[n_seq - 1], 1, NULL);
         count_pass(st, PASS_STEP, 1, now_seconds() - t1);
     }
     finish_stats(st, n_seq - first, t0);
@@ -916,7 +929,7 @@ static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, 
     const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
     int n = lag + 1;
     for (int i = 0; i < k; i++) {
-        const float *logits = forward(m, next, n); // one draft pass; its cache grows by n
+        const float *logits = forward(m, next, n, NULL); // one draft pass; its cache grows by n
         const float *last = logits + (size_t)(n - 1) * V; // the row after next
         // served like the target's row; one uniform per guess
         candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
@@ -1475,6 +1488,9 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     a->ln2 = alloc_floats(S * C);
     a->hidden = alloc_floats(S * H);
     a->ffwd = alloc_floats(S * C);
+    a->key_cache = NULL; // views, not owned: the caller points them before each pass
+    a->value_cache = NULL;
+    a->sees = NULL;
     return (a->ln1 && a->q && a->att && a->att_out && a->attn && a->ln2 && a->hidden &&
             a->ffwd) ? 0 : -1;
 }
@@ -1496,15 +1512,21 @@ int build_run_state(RunState *s, const Config *c) {
     s->key_cache = alloc_floats(L * S * C);   // 4 * 32 * 64 floats: 32 KiB per cache
     s->value_cache = alloc_floats(L * S * C);
     s->kv_len = 0;                            // empty: the first pass is a prefill
+    s->parent = calloc(S, sizeof(int));
+    s->position = calloc(S, sizeof(int));
+    s->sees = calloc(S * S, 1);
     // one residual array serves as x_in, x_mid and x_out of every layer
     int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
-    return (blk == 0 && s->x && s->ln_f && s->logits && s->key_cache && s->value_cache) ? 0 : -1;
+    s->block.sees = s->sees; // every layer of a pass uses the pass's one mask
+    return (blk == 0 && s->x && s->ln_f && s->logits && s->key_cache && s->value_cache &&
+            s->parent && s->position && s->sees) ? 0 : -1;
 }
 
 // Frees what build_run_state allocated.
 void free_run_state(RunState *s) {
     free_block_acts(&s->block);
-    void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache};
+    void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache, s->parent,
+                     s->position, s->sees};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(s, 0, sizeof(*s));
 }
@@ -1587,35 +1609,40 @@ void softmax(float *a, int n) {
     for (int s = 0; s < n; s++) a[s] /= sum;
 }
 
-// Causal multi-head attention of T new tokens (positions pos0 .. pos0+T-1) against one
-// layer's cache, which already holds the keys and values of positions 0 .. pos0+T-1.
-// q: (T, C); key_cache, value_cache: (S, C), by position; att: (NH, S, S); out: (T, C).
+// Multi-head attention of the T new tokens of a pass (slots pos0 .. pos0+T-1) against one
+// layer's cache, which already holds their keys and values too. Token t attends to the
+// slots a->sees[t] marks: every slot up to its own in a chain (the causal mask), only its
+// ancestors in a tree. a->q: (T, C) in; a->att: (NH, S, S) and a->att_out: (T, C) out.
 // The scores are scaled by 1/sqrt(HS), scaled dot-product attention's head_size ** -0.5
 // (the lecture's gpt.py: k.shape[-1]**-0.5), so they keep unit variance per head.
-void attention(float *out, float *att, const float *q, const float *key_cache,
-               const float *value_cache, int T, int pos0, int C, int NH, int S) {
+void attention(const Config *c, BlockActs *a, int T, int pos0) {
+    int C = c->n_embd, NH = c->n_head, S = c->block_size;
     int HS = C / NH; // each head sees its own HS-wide slice of q, k and v
     float scale = 1.0f / sqrtf((float)HS); // 1/4 for HS = 16
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < T; t++) {
-            int n = pos0 + t + 1; // this token sees positions 0 .. pos0+t, never later ones
-            const float *qh = q + (size_t)t * C + h * HS; // (HS) head h's query of token t
-            float *a = att + ((size_t)h * S + t) * S; // its weights, att[h][t][0 .. n-1]
-            // one score per cached position: the dot product of the query and that key
+            int n = pos0 + t + 1; // a token's ancestors all sit in earlier slots than its own
+            const unsigned char *sees = a->sees + (size_t)t * S; // (S) its row of the mask
+            const float *qh = a->q + (size_t)t * C + h * HS; // (HS) head h's query of token t
+            float *w = a->att + ((size_t)h * S + t) * S; // its weights, att[h][t][0 .. n-1]
+            // one score per visible slot: the dot product of the query and that key; a slot
+            // it may not see scores -inf, which the softmax turns into a weight of exactly 0
             for (int s = 0; s < n; s++) {
-                const float *kh = key_cache + (size_t)s * C + h * HS;
+                const float *kh = a->key_cache + (size_t)s * C + h * HS;
                 float score = 0.0f;
                 for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
-                a[s] = score * scale;
+                w[s] = sees[s] ? score * scale : -INFINITY;
             }
-            softmax(a, n); // over the n visible positions only
-            for (int s = n; s < S; s++) a[s] = 0.0f; // the causal mask, made visible
-            // output: the attention-weighted sum of the values, positions in order
-            float *oh = out + (size_t)t * C + h * HS;
+            softmax(w, n); // a masked slot adds exp(-inf) = 0 to the sum: the sum is unchanged
+            for (int s = n; s < S; s++) w[s] = 0.0f; // later slots: the causal mask, made visible
+            // output: the attention-weighted sum of the visible values, slots in order, so a
+            // chain's sums are the same whether or not the mask is there
+            float *oh = a->att_out + (size_t)t * C + h * HS;
             for (int i = 0; i < HS; i++) oh[i] = 0.0f;
             for (int s = 0; s < n; s++) {
-                const float *vh = value_cache + (size_t)s * C + h * HS;
-                for (int i = 0; i < HS; i++) oh[i] += a[s] * vh[i];
+                if (!sees[s]) continue; // not an ancestor: it adds nothing, not even a 0
+                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) oh[i] += w[s] * vh[i];
             }
         }
 }
@@ -1630,30 +1657,30 @@ void residual_add(float *out, const float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
 }
 
-// x[t] = token_embedding[tokens[t]] + position_embedding[pos0 + t].
-void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C) {
+// x[t] = token_embedding[tokens[t]] + position_embedding[positions[t]].
+void embed(float *x, const Weights *w, const int *tokens, const int *positions, int T, int C) {
     // the position is absolute: a token verified at cache position 20 gets row 20
     for (int t = 0; t < T; t++) {
         const float *te = w->token_embedding + (size_t)tokens[t] * C;
-        const float *pe = w->position_embedding + (size_t)(pos0 + t) * C;
+        const float *pe = w->position_embedding + (size_t)positions[t] * C;
         for (int i = 0; i < C; i++) x[(size_t)t * C + i] = te[i] + pe[i];
     }
 }
 
 // One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
 //                           x_out = x_mid + ffwd(ln2(x_mid)).
-// The T tokens' keys and values are written into this layer's cache (kc, vc: (S, C)) at
-// positions pos0 .., so that their queries, and every later token's, can attend to them.
-void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float *kc,
-                   float *vc, int T, int pos0) {
+// The T tokens' keys and values are written into this layer's cache (a->key_cache and
+// a->value_cache, (S, C)) at slots pos0 .., so that their queries, and every later token's,
+// can attend to them.
+void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T, int pos0) {
     int C = c->n_embd, H = c->ffn_width;
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
-    // attention sub-block: the new keys and values go straight into the cache
+    // attention sub-block: the new keys and values go straight into the cache, rows pos0 ..
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
-    matmul(kc + (size_t)pos0 * C, a->ln1, w->key + l * CC, NULL, T, C, C); // cache rows pos0 ..
-    matmul(vc + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
-    attention(a->att_out, a->att, a->q, kc, vc, T, pos0, C, c->n_head, c->block_size);
+    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, w->key + l * CC, NULL, T, C, C);
+    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
+    attention(c, a, T, pos0);
     matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
     residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
     // MLP sub-block: Linear(C, H) -> ReLU -> Linear(H, C), H = 4C unless --ffn-width
@@ -1664,10 +1691,26 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, float
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
+// Records where each new token of a pass sits: the slot it follows (parents[t], or the slot
+// before its own when parents is NULL), its position, and the mask row of the slots it sees.
+static void place_tokens(RunState *s, int T, const int *parents, int S) {
+    int pos0 = s->kv_len;
+    for (int t = 0; t < T; t++) {
+        int slot = pos0 + t;
+        s->parent[slot] = parents ? parents[t] : slot - 1; // a chain: the slot before
+        // one position past its parent's: in a tree, cache length + depth, whatever the slot
+        s->position[slot] = s->parent[slot] < 0 ? 0 : s->position[s->parent[slot]] + 1;
+        // its mask row: itself and its ancestors, found by walking the parent slots down
+        unsigned char *row = s->sees + (size_t)t * S;
+        memset(row, 0, (size_t)S);
+        for (int a = slot; a >= 0; a = s->parent[a]) row[a] = 1;
+    }
+}
+
 // The target model's forward pass, the blog's target_model(idx, past_kvs): embed the T
-// new tokens at positions kv_len .., run the L blocks (each appends its keys and values to
-// its layer of the cache), then ln_f and lm_head. Returns the (T, V) logits.
-float *forward(GPT *g, const int *tokens, int T) {
+// new tokens at their positions, run the L blocks (each appends its keys and values to its
+// layer of the cache), then ln_f and lm_head. Returns the (T, V) logits.
+float *forward(GPT *g, const int *tokens, int T, const int *parents) {
     const Config *c = &g->config;
     RunState *s = &g->state;
     int C = c->n_embd, pos0 = s->kv_len;
@@ -1678,12 +1721,15 @@ float *forward(GPT *g, const int *tokens, int T) {
                 "exceeds block_size %d\n", T, pos0, c->block_size);
         abort();
     }
-    // the blog's positions = torch.arange(cache_len, cache_len + T)
-    embed(s->x, &g->w, tokens, T, pos0, C);
+    // the blog's positions = torch.arange(cache_len, cache_len + T), for a chain
+    place_tokens(s, T, parents, c->block_size);
+    embed(s->x, &g->w, tokens, s->position + pos0, T, C);
     size_t layer = (size_t)c->block_size * C; // one layer's slice of each cache
-    for (int l = 0; l < c->n_layer; l++)
-        block_forward(c, &g->w, l, &s->block, s->key_cache + l * layer,
-                      s->value_cache + l * layer, T, pos0);
+    for (int l = 0; l < c->n_layer; l++) {
+        s->block.key_cache = s->key_cache + l * layer; // this layer's cache
+        s->block.value_cache = s->value_cache + l * layer;
+        block_forward(c, &g->w, l, &s->block, T, pos0);
+    }
     // final LayerNorm and the language-model head
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
     matmul(s->logits, s->ln_f, g->w.lm_head_weight, g->w.lm_head_bias, T, C, c->vocab_size);
@@ -2008,10 +2054,10 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
     int same = multi && single;
     if (same) { // the same T tokens twice from an empty cache: once as one pass, once one by one
         g->state.kv_len = 0;
-        memcpy(multi, forward(g, tokens, T), n * sizeof(float));
+        memcpy(multi, forward(g, tokens, T, NULL), n * sizeof(float));
         g->state.kv_len = 0;
         for (int t = 0; t < T; t++)
-            memcpy(single + n / T * t, forward(g, tokens + t, 1), n / T * sizeof(float));
+            memcpy(single + n / T * t, forward(g, tokens + t, 1, NULL), n / T * sizeof(float));
         // memcmp, not a tolerance: greedy equivalence needs every float exactly equal
         same = memcmp(multi, single, n * sizeof(float)) == 0;
     }
@@ -2070,7 +2116,7 @@ double selftest_sampling(GPT *g, const Draft *d, const int *context, int n, Acce
     float p[2 * 256], q[256]; // p_0, and a bonus row the round never reads (no bonus)
     double emit[256] = {0}, grid = 9007199254740992.0; // emit[x]: the chance x comes out
     g->state.kv_len = 0;
-    served_probs(p, forward(g, context, n) + (size_t)(n - 1) * V, V, &t1);
+    served_probs(p, forward(g, context, n, NULL) + (size_t)(n - 1) * V, V, &t1);
     bigram_served_probs(q, &d->bigram, context[n - 1], &t1);
     round_row(p, V);
     round_row(q, V);

@@ -725,7 +725,7 @@ static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
     double t0 = now_seconds();
     for (int i = 0; i < reps; i++) {
         g->state.kv_len = kv;
-        forward(g, tokens, T);
+        forward(g, tokens, T, NULL);
     }
     g->state.kv_len = 0;
     return (now_seconds() - t0) / reps;

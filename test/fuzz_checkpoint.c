@@ -162,7 +162,7 @@ static void check_accepted(const unsigned char *buf, size_t n, GPT *g, const Voc
     // embeddings, every block and lm_head (ASan checks the buffers' sizes)
     int tok = (int)(V - 1);
     g->state.kv_len = 0;
-    forward(g, &tok, 1);
+    forward(g, &tok, 1, NULL);
 }
 
 // Modes 0-3: the checkpoint, parsed from memory or loaded from the temporary file.

@@ -261,7 +261,7 @@ static void unfiltered_rows(Draft *d, const int *seq, int n_seq, int cache_len, 
     toks[0] = seq[n_seq - 1];
     memcpy(toks + 1, candidates, (size_t)(k - 1) * sizeof(int));
     d->model.state.kv_len = cache_len;
-    const float *logits = forward(&d->model, toks, k);
+    const float *logits = forward(&d->model, toks, k, NULL);
     for (int i = 0; i < k; i++)
         tempered_softmax(q_draft + (size_t)i * V, logits + (size_t)i * V, V, s->temperature);
     free(toks);
@@ -996,7 +996,7 @@ static void test_chi_square(Fixture *fx) {
         const Sampler *s = &served[si].s;
         if (!runs(served[si].catches)) continue;
         g->state.kv_len = 0;
-        const float *lg = forward(g, prompt, np);
+        const float *lg = forward(g, prompt, np, NULL);
         served_probs(p, lg + (size_t)(np - 1) * V, V, s);
         bigram_served_probs(q, &fx->draft.bigram, prompt[np - 1], s); // the row it must sample
         double z = 0.0, smin = 0.0;
@@ -1036,9 +1036,9 @@ static void test_chi_square(Fixture *fx) {
 // Returns the logits row after seq[n-1].
 static const float *plain_feed(GPT *g, const int *seq, int n) {
     int S = g->config.block_size;
-    if (g->state.kv_len < S) return forward(g, seq + n - 1, 1);
+    if (g->state.kv_len < S) return forward(g, seq + n - 1, 1, NULL);
     g->state.kv_len = 0;
-    return forward(g, seq + n - S / 2, S / 2) + (size_t)(S / 2 - 1) * g->config.vocab_size;
+    return forward(g, seq + n - S / 2, S / 2, NULL) + (size_t)(S / 2 - 1) * g->config.vocab_size;
 }
 
 // Exact joints of the generated characters after the prompt as served (s: temperature,
@@ -1057,14 +1057,14 @@ static void exact_joint(GPT *g, const int *prompt, int np, const Sampler *s, dou
     memset(joint, 0, (size_t)V * V * sizeof(double));
     memset(joint12, 0, (size_t)V * V * sizeof(double));
     g->state.kv_len = 0;
-    const float *lg = forward(g, prompt + np - n0, n0);
+    const float *lg = forward(g, prompt + np - n0, n0, NULL);
     served_probs(p1, lg + (size_t)(n0 - 1) * V, V, s);
     int prompt_cached = 1; // the prompt's positions hold it (a refill overwrites them)
     for (int x1 = 0; x1 < V; x1++) {
         if (p1[x1] == 0.0f) continue;
         if (!prompt_cached && n0 < S) { // x1 runs on top of the prompt: run it again
             g->state.kv_len = 0;
-            forward(g, prompt + np - n0, n0);
+            forward(g, prompt + np - n0, n0, NULL);
         }
         prompt_cached = n0 < S; // else x1 is fed by a refill
         g->state.kv_len = n0;
@@ -1553,7 +1553,7 @@ static void test_self_draft(Fixture *fx) {
         Rng r;
         rng_seed(&r, 77 + si);
         g->state.kv_len = 0;
-        const float *lg = forward(g, prompt, np);
+        const float *lg = forward(g, prompt, np, NULL);
         served_probs(b.p_next, lg + (size_t)(np - 1) * V, V, s);
         int current = sample_from(b.p_next, V, rng_uniform(&r));
         long rounds = 0, all_in = 0, rows_equal = 0, emitted = 0;
@@ -1561,7 +1561,7 @@ static void test_self_draft(Fixture *fx) {
             int before = g->state.kv_len, tok = current;
             // draft with the target itself, one token at a time, then forget those passes
             for (int i = 0; i < K; i++) {
-                served_probs(b.q_draft + (size_t)i * V, forward(g, &tok, 1), V, s);
+                served_probs(b.q_draft + (size_t)i * V, forward(g, &tok, 1, NULL), V, s);
                 tok = b.candidates[i] = sample_from(b.q_draft + (size_t)i * V, V,
                                                     rng_uniform(&r));
             }
@@ -1617,7 +1617,7 @@ static int cache_equals_prefill(const GPT *g, GPT *fresh, const int *toks, int n
     const Config *c = &g->config;
     size_t S = c->block_size, C = c->n_embd;
     fresh->state.kv_len = 0;
-    if (n > 0) forward(fresh, toks, n);
+    if (n > 0) forward(fresh, toks, n, NULL);
     int ok = 1;
     for (int l = 0; l < c->n_layer && ok; l++) {
         size_t off = l * S * C, bytes = (size_t)n * C * sizeof(float);
@@ -1666,7 +1666,7 @@ static void watch_round(void *ctx, const GPT *g, const int *seq, int n_seq) {
     memcpy(w->toks + n_prev, b->candidates, (size_t)k * sizeof(int));
     w->fresh.state.kv_len = 0;
     if (restart) w->fresh.state.kv_len = S; // full: the first feed refills it
-    else if (w->rule_kv > 0) forward(&w->fresh, w->toks + n_prev - 1 - w->rule_kv, w->rule_kv);
+    else if (w->rule_kv > 0) forward(&w->fresh, w->toks + n_prev - 1 - w->rule_kv, w->rule_kv, NULL);
     int rows_ok = 1;
     for (int i = 0; i <= k; i++) {
         served_probs(w->row, plain_feed(&w->fresh, w->toks, n_prev + i), V, &w->s);

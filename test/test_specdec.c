@@ -390,7 +390,7 @@ static void compare_with_reference(GPT *g, const int *tok, int T, const char *la
     double *ref = malloc((size_t)T * V * sizeof(double));
     ref_forward(g, tok, T, ref);
     reset_cache(g);
-    const float *got = forward(g, tok, T);
+    const float *got = forward(g, tok, T, NULL);
     double worst = 0.0, biggest = 0.0;
     for (size_t i = 0; i < (size_t)T * V; i++) {
         double d = fabs((double)got[i] - ref[i]);
@@ -466,6 +466,19 @@ static void ref_attention(double *out, double *w, const float *q, const float *k
         }
 }
 
+// attention() on a causal mask, with the given buffers: dims = {T, pos0, C, NH, S}.
+static void causal_attention(float *out, float *att, const float *q, float *kc, float *vc,
+                             const int *dims) {
+    int T = dims[0], pos0 = dims[1], S = dims[4];
+    Config c = {1, dims[3], dims[2], S, 1, 1};
+    unsigned char *sees = calloc((size_t)T * S, 1);
+    for (int t = 0; t < T; t++) memset(sees + (size_t)t * S, 1, (size_t)(pos0 + t + 1));
+    BlockActs a = {.q = (float *)q, .att = att, .att_out = out, .key_cache = kc,
+                   .value_cache = vc, .sees = sees};
+    attention(&c, &a, T, pos0);
+    free(sees);
+}
+
 // attention() over a cache of keys and values by position equals a straightforward
 // recomputation in double (scores scaled by 1/sqrt(head_size), softmax over positions
 // 0 .. pos0+t, the weighted sum of the values): outputs and weights, with the weights
@@ -502,7 +515,7 @@ static void test_attention(void) {
             memcpy(vc, vals, SC * sizeof(float));
             for (size_t i = (size_t)end * C; i < SC; i++) kc[i] = vc[i] = NAN;
             for (size_t i = 0; i < NSS; i++) att[i] = NAN;
-            attention(out, att, q, kc, vc, T, pos0, C, NH, S);
+            causal_attention(out, att, q, kc, vc, (int[]){T, pos0, C, NH, S});
             ref_attention(ref, w, q, keys, vals, T, pos0, C, NH, S);
             for (size_t i = 0; i < (size_t)T * C; i++) {
                 double d = fabs((double)out[i] - ref[i]);
@@ -519,7 +532,8 @@ static void test_attention(void) {
                     }
             // each token alone, at its own position, on the same cache
             for (int t = 0; t < T; t++) {
-                attention(one, att1, q + (size_t)t * C, kc, vc, 1, pos0 + t, C, NH, S);
+                causal_attention(one, att1, q + (size_t)t * C, kc, vc,
+                                 (int[]){1, pos0 + t, C, NH, S});
                 alone_differ += memcmp(one, out + (size_t)t * C, (size_t)C * sizeof(float)) != 0;
             }
             compared += (size_t)T;
@@ -585,12 +599,14 @@ static void test_kv_layout(const Fixture *fx) {
     RunState rs;
     int built = build_run_state(&rs, &c) == 0;
     for (int t = 0; built && t < S; t++) {
-        embed(rs.x, &g.w, tok + t, 1, t, C);
+        embed(rs.x, &g.w, tok + t, &t, 1, C);
+        memset(rs.sees, 1, (size_t)t + 1); // token t sees positions 0 .. t
         for (int l = 0; l < L; l++) {
             size_t row = ((size_t)l * S + t) * C, CC = (size_t)C * C;
             memcpy(xin + row, rs.x, (size_t)C * sizeof(float));
-            block_forward(&c, &g.w, l, &rs.block, rs.key_cache + (size_t)l * S * C,
-                          rs.value_cache + (size_t)l * S * C, 1, t);
+            rs.block.key_cache = rs.key_cache + (size_t)l * S * C;
+            rs.block.value_cache = rs.value_cache + (size_t)l * S * C;
+            block_forward(&c, &g.w, l, &rs.block, 1, t);
             layernorm(ln, xin + row, g.w.ln1_weight + l * C, g.w.ln1_bias + l * C, 1, C);
             proj_row(want_k + row, ln, g.w.key + l * CC, C);
             proj_row(want_v + row, ln, g.w.value + l * CC, C);
@@ -601,7 +617,7 @@ static void test_kv_layout(const Fixture *fx) {
     size_t zeros = 0;
     for (size_t i = 0; i < LSC; i++) zeros += want_k[i] == 0.0f || want_v[i] == 0.0f;
     reset_cache(&g);
-    forward(&g, tok, S);
+    forward(&g, tok, S, NULL);
     size_t dk = rows_differ(g.state.key_cache, want_k, L, S, C, 0, S);
     size_t dv = rows_differ(g.state.value_cache, want_v, L, S, C, 0, S);
     check(built && zeros == 0 && dk == 0 && dv == 0, "after one %d-token pass, key_cache and "
@@ -610,8 +626,8 @@ static void test_kv_layout(const Fixture *fx) {
           S, L, S, C, dk, dv, LSC);
     // chunks 5 then 9 from an empty cache: rows 0..13 as above, rows 14.. still zero
     reset_cache(&g);
-    forward(&g, tok, 5);
-    forward(&g, tok + 5, 9);
+    forward(&g, tok, 5, NULL);
+    forward(&g, tok + 5, 9, NULL);
     dk = rows_differ(g.state.key_cache, want_k, L, S, C, 0, 14);
     dv = rows_differ(g.state.value_cache, want_v, L, S, C, 0, 14);
     size_t past = rows_differ(g.state.key_cache, NULL, L, S, C, 14, S) +
@@ -658,17 +674,17 @@ static void test_kv_chunking(Fixture *fx) {
     float *single = malloc(n * sizeof(float)), *ones = malloc(n * sizeof(float));
     float *chunked = calloc(n, sizeof(float));
     reset_cache(g);
-    memcpy(single, forward(g, tok, S), n * sizeof(float));
+    memcpy(single, forward(g, tok, S, NULL), n * sizeof(float));
     int kv_single = g->state.kv_len;
     reset_cache(g);
     for (int t = 0; t < S; t++)
-        memcpy(ones + (size_t)t * V, forward(g, tok + t, 1), (size_t)V * sizeof(float));
+        memcpy(ones + (size_t)t * V, forward(g, tok + t, 1, NULL), (size_t)V * sizeof(float));
     int kv_ones = g->state.kv_len;
     int chunks[] = {3, 1, 5, 2, 7, 4, 6, 4}; // sums to 32
     reset_cache(g);
     int pos = 0, kv_ok = 1;
     for (int i = 0; i < 8 && pos + chunks[i] <= S; i++) {
-        const float *lg = forward(g, tok + pos, chunks[i]);
+        const float *lg = forward(g, tok + pos, chunks[i], NULL);
         memcpy(chunked + (size_t)pos * V, lg, (size_t)chunks[i] * V * sizeof(float));
         pos += chunks[i];
         kv_ok &= g->state.kv_len == pos;
@@ -707,7 +723,7 @@ static void test_prefill(Fixture *fx) {
         PassKind kind = refill ? PASS_REFILL : PASS_PREFILL;
         // a cache full of other text, as a refill finds it
         reset_cache(g);
-        forward(g, junk, S - 3);
+        forward(g, junk, S - 3, NULL);
         Stats st;
         memset(&st, 0, sizeof(st));
         memcpy(row, prefill(g, seq, n_seq, keep, kind, &st), (size_t)V * sizeof(float));
@@ -716,7 +732,7 @@ static void test_prefill(Fixture *fx) {
         memcpy(vc, g->state.value_cache, LSC * sizeof(float));
         // the same window from a clean cache
         reset_cache(g);
-        const float *want = forward(g, seq + n_seq - n, n) + (size_t)(n - 1) * V;
+        const float *want = forward(g, seq + n_seq - n, n, NULL) + (size_t)(n - 1) * V;
         size_t cache_differ = rows_differ(kc, g->state.key_cache, L, S, C, 0, n) +
                               rows_differ(vc, g->state.value_cache, L, S, C, 0, n);
         // one pass of this kind and of size n, nothing else
@@ -789,7 +805,7 @@ static void test_trim(Fixture *fx) {
     Rng r;
     rng_seed(&r, 3);
     reset_cache(g);
-    forward(g, prompt, 9); // cache: 9 positions; prompt[9] is the current token
+    forward(g, prompt, 9, NULL); // cache: 9 positions; prompt[9] is the current token
     int before = g->state.kv_len;
     Sampler t1 = {1.0f, 0, 0.0f};
     draft_tokens(&fx->draft, prompt, 10, before, K, &t1, &r, b.candidates, b.q_draft);
@@ -851,9 +867,9 @@ static void test_untrimmed_control(Fixture *fx) {
     float *ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
     // never-drafted reference: the 10 prompt tokens, then the greedy next token g0
     reset_cache(g);
-    const float *lg = forward(g, prompt, 10);
+    const float *lg = forward(g, prompt, 10, NULL);
     int g0 = ref_argmax(lg + (size_t)9 * V, V);
-    memcpy(ref, forward(g, &g0, 1), (size_t)V * sizeof(float));
+    memcpy(ref, forward(g, &g0, 1, NULL), (size_t)V * sizeof(float));
     // a greedy draft whose first guess is wrong, so the target rejects it
     int cand[4] = {(g0 + 1) % V, prompt[3], prompt[4], prompt[5]};
     for (int i = 0; i < K; i++) {
@@ -867,7 +883,7 @@ static void test_untrimmed_control(Fixture *fx) {
     for (int variant = 0; variant < 3; variant++) {
         rng_seed(&r, 9);
         reset_cache(g);
-        forward(g, prompt, 9);
+        forward(g, prompt, 9, NULL);
         int before = g->state.kv_len;
         Sampler greedy = {0.0f, 0, 0.0f};
         verify_candidates(g, &prompt[9], 0, b.candidates, K, &greedy, b.all_tokens, b.p_target);
@@ -876,7 +892,7 @@ static void test_untrimmed_control(Fixture *fx) {
         if (variant == 0) trim_kv_cache(g, NULL, n, before);
         if (variant == 2) trim_kv_cache(g, NULL, n + 1, before);
         int kv = g->state.kv_len;
-        memcpy(got, forward(g, &b.accepted[n - 1], 1), (size_t)V * sizeof(float));
+        memcpy(got, forward(g, &b.accepted[n - 1], 1, NULL), (size_t)V * sizeof(float));
         double diff = max_abs_diff(ref, got, (size_t)V);
         int same = memcmp(ref, got, (size_t)V * sizeof(float)) == 0;
         int setup = n == 1 && b.rejected_at == 0 && b.accepted[0] == g0;
@@ -924,7 +940,7 @@ static void test_verify_restart(Fixture *fx) {
             for (int i = 0; i < k; i++) b.candidates[i] = cands[i];
             // a full cache of other text, as the round finds it
             reset_cache(g);
-            forward(g, fx->corpus.tokens + 5000, S);
+            forward(g, fx->corpus.tokens + 5000, S, NULL);
             int full = g->state.kv_len == S;
             int lag = restart_cache(g, &fx->draft);
             int emptied = g->state.kv_len == 0;
@@ -938,7 +954,7 @@ static void test_verify_restart(Fixture *fx) {
             for (int i = 0; i < k; i++) window[S / 2 + i] = cands[i];
             int input_ok = lag == S / 2 - 1 && memcmp(b.all_tokens, window, (size_t)T * sizeof(int)) == 0;
             reset_cache(g);
-            const float *lg = forward(g, window, S / 2 + k);
+            const float *lg = forward(g, window, S / 2 + k, NULL);
             for (int i = 0; i <= k; i++) {
                 float *row = want + (size_t)i * V;
                 tempered_softmax(row, lg + (size_t)(S / 2 - 1 + i) * V, V, samplers[si].temperature);
@@ -968,7 +984,7 @@ static void test_verify_restart(Fixture *fx) {
     // K guesses in the verify pass, give the rows the single pass above gave
     for (int i = 0; i < K; i++) b.candidates[i] = cands[i];
     reset_cache(g);
-    forward(g, text + n_seq - S / 2, S / 2 - 1);
+    forward(g, text + n_seq - S / 2, S / 2 - 1, NULL);
     verify_candidates(g, text + n_seq - 1, 0, b.candidates, K, &samplers[0], b.all_tokens,
                       b.p_target);
     int input_ok = b.all_tokens[0] == text[n_seq - 1] &&
@@ -977,7 +993,7 @@ static void test_verify_restart(Fixture *fx) {
     for (int i = 0; i < S / 2; i++) window[i] = text[n_seq - S / 2 + i];
     for (int i = 0; i < K; i++) window[S / 2 + i] = cands[i];
     reset_cache(g);
-    const float *lg = forward(g, window, S / 2 + K);
+    const float *lg = forward(g, window, S / 2 + K, NULL);
     for (int i = 0; i <= K; i++)
         tempered_softmax(want + (size_t)i * V, lg + (size_t)(S / 2 - 1 + i) * V, V, 1.0f);
     check(input_ok && kv == S / 2 + K &&
@@ -1516,9 +1532,9 @@ static void test_ffn_width(Fixture *fx) {
     int tok[40], n = encode_str(&v, "ROMEO:\nWhat light through yonder", tok);
     float *ln = malloc(5 * 65 * sizeof(float)), *lw = malloc(5 * 65 * sizeof(float));
     narrow.state.kv_len = wide.state.kv_len = 0;
-    forward(&narrow, tok, n - 5); forward(&wide, tok, n - 5);
-    memcpy(ln, forward(&narrow, tok + n - 5, 5), 5 * 65 * sizeof(float));
-    memcpy(lw, forward(&wide, tok + n - 5, 5), 5 * 65 * sizeof(float));
+    forward(&narrow, tok, n - 5, NULL); forward(&wide, tok, n - 5, NULL);
+    memcpy(ln, forward(&narrow, tok + n - 5, 5, NULL), 5 * 65 * sizeof(float));
+    memcpy(lw, forward(&wide, tok + n - 5, 5, NULL), 5 * 65 * sizeof(float));
     check(memcmp(ln, lw, 5 * 65 * sizeof(float)) == 0, "widen: the logits of a 5-token pass "
           "are bit-identical (max |diff| %g)", max_abs_diff(ln, lw, 5 * 65));
     // the text: every decoder, K and temperature, three seeds
@@ -1537,7 +1553,7 @@ static void test_ffn_width(Fixture *fx) {
     wide.w.ffwd_up_bias[300] = 1.0f;                   // layer 0's unit 300 fires ...
     wide.w.ffwd_down_weight[(size_t)300 * C] = 1e-3f;  // ... and writes to feature 0
     narrow.state.kv_len = wide.state.kv_len = 0;
-    forward(&narrow, tok, n); forward(&wide, tok, n);
+    forward(&narrow, tok, n, NULL); forward(&wide, tok, n, NULL);
     check(memcmp(narrow.state.logits, wide.state.logits, 65 * sizeof(float)) != 0,
           "widen: a new unit with one non-zero weight changes the logits (max |diff| %g): "
           "the checks above can fail", max_abs_diff(narrow.state.logits, wide.state.logits, 65));
@@ -1596,7 +1612,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
     int n0 = n_seq < S ? n_seq : S;
     g->state.kv_len = 0;
     if (dm) dm->state.kv_len = 0; // the draft catches up on the window in its first pass
-    const float *lg0 = forward(g, seq + n_seq - n0, n0);
+    const float *lg0 = forward(g, seq + n_seq - n0, n0, NULL);
     driver_pass(lc, PASS_PREFILL, n0);
     tempered_softmax(p, lg0 + (size_t)(n0 - 1) * V, V, t);
     seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
@@ -1616,7 +1632,7 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
         int T = lag + 1 + k;
         memcpy(pass, seq + n_seq - 1 - lag, (size_t)(lag + 1) * sizeof(int));
         memcpy(pass + lag + 1, b->candidates, (size_t)k * sizeof(int));
-        const float *lg = forward(g, pass, T); // from position pos - lag
+        const float *lg = forward(g, pass, T, NULL); // from position pos - lag
         for (int i = 0; i <= k; i++)
             tempered_softmax(b->p_target + (size_t)i * V, lg + (size_t)(lag + i) * V, V, t);
         int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
@@ -2261,9 +2277,9 @@ static void test_lookup(Fixture *fx) {
     SpecBuffers b;
     if (build_spec_buffers(&b, 4, V, S) != 0) { check(0, "lookup: buffers"); return; }
     reset_cache(g);
-    int want = ref_argmax(forward(g, seq, n) + (size_t)(n - 1) * V, V);
+    int want = ref_argmax(forward(g, seq, n, NULL) + (size_t)(n - 1) * V, V);
     reset_cache(g);
-    forward(g, seq, n - 1); // the cache holds every token before current_token
+    forward(g, seq, n - 1, NULL); // the cache holds every token before current_token
     Draft lk = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = V};
     DecodeOptions o = {.sampler.temperature = 0.0f, .K = 4, .vocab = v};
     Stats st = {0};
@@ -2306,7 +2322,7 @@ static void test_round_context(Fixture *fx) {
     for (int c = 0; c < 3; c++) {
         int n_seq = S + 20, kv = cases[c].kv;
         reset_cache(g);
-        forward(g, text + n_seq - 1 - kv, kv);
+        forward(g, text + n_seq - 1 - kv, kv, NULL);
         Stats st = {0};
         Rng r;
         rng_seed(&r, 3);
@@ -2319,7 +2335,7 @@ static void test_round_context(Fixture *fx) {
         int right = 0;
         for (int i = 0; i < n && w <= S; i++) {
             reset_cache(g);
-            int next = ref_argmax(forward(g, win, w) + (size_t)(w - 1) * V, V);
+            int next = ref_argmax(forward(g, win, w, NULL) + (size_t)(w - 1) * V, V);
             right += b.accepted[i] == next;
             win[w++] = next;
         }
@@ -2337,7 +2353,7 @@ static void test_round_context(Fixture *fx) {
             memcpy(kc, g->state.key_cache, LSC * sizeof(float));
             memcpy(vc, g->state.value_cache, LSC * sizeof(float));
             reset_cache(fresh);
-            forward(fresh, win, pos + n);
+            forward(fresh, win, pos + n, NULL);
             differ = rows_differ(kc, fresh->state.key_cache, g->config.n_layer, S,
                                  g->config.n_embd, 0, pos + n) +
                      rows_differ(vc, fresh->state.value_cache, g->config.n_layer, S,
@@ -2511,9 +2527,9 @@ static void test_checkpoint(Fixture *fx) {
             size_t n = (size_t)16 * V;
             float *lg = malloc(n * sizeof(float));
             reset_cache(g);
-            memcpy(lg, forward(g, tok, 16), n * sizeof(float));
+            memcpy(lg, forward(g, tok, 16, NULL), n * sizeof(float));
             reset_cache(&h);
-            const float *lh = forward(&h, tok, 16);
+            const float *lh = forward(&h, tok, 16, NULL);
             check(memcmp(lg, lh, n * sizeof(float)) == 0, "loaded model's logits == original's "
                   "for 16 tokens, bit for bit (max diff %.2g)", max_abs_diff(lg, lh, n));
             free(lg);
@@ -2778,7 +2794,7 @@ static void free_pair(ModelPair *m) {
 static size_t recompute_differs(GPT *fresh, const GPT *g, const int *tokens, int n) {
     const Config *c = &g->config;
     fresh->state.kv_len = 0;
-    if (n > 0) forward(fresh, tokens, n);
+    if (n > 0) forward(fresh, tokens, n, NULL);
     return rows_differ(g->state.key_cache, fresh->state.key_cache, c->n_layer, c->block_size,
                        c->n_embd, 0, n) +
            rows_differ(g->state.value_cache, fresh->state.value_cache, c->n_layer,
@@ -3166,7 +3182,7 @@ static void watch_pmin(void *ctx, const GPT *g, const int *seq, int n_seq) {
         memcpy(w->ctx, seq + start, (size_t)(pos + 1) * sizeof(int));
         memcpy(w->ctx + pos + 1, b->candidates, (size_t)(k - 1) * sizeof(int));
         w->fresh_draft->state.kv_len = 0;
-        lg = forward(w->fresh_draft, w->ctx, pos + k);
+        lg = forward(w->fresh_draft, w->ctx, pos + k, NULL);
     }
     double p_min = w->d->p_min;
     int bad = k == 0, control_bad = 0; // a bigram or model draft always proposes one

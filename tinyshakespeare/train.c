@@ -103,6 +103,8 @@ typedef struct {
     float *key;         // (B, L, S, C)   each window's keys and values, by position,
     float *value;       // (B, L, S, C)   as the cache keeps them, from position 0
     float *ln_f;        // (B, S, C)      ln_f output
+    int *positions;     // (S)            0 .. S-1: each window runs from position 0
+    unsigned char *causal; // (S, S)      causal[t][s] = s <= t: the mask of a window's pass
     float *logits;      // (B, S, V)
     float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
     float *soft;        // (B, S, V)      soft targets: the teacher's probabilities at each
@@ -140,22 +142,33 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
     ts->key = alloc_floats((size_t)B * L * SC);
     ts->value = alloc_floats((size_t)B * L * SC);
     ts->ln_f = alloc_floats((size_t)B * SC);
+    ts->positions = calloc(S, sizeof(int));
+    ts->causal = calloc(S * S, 1);
     ts->logits = alloc_floats((size_t)B * S * V);
     ts->probs = alloc_floats((size_t)B * S * V);
     ts->grads = alloc_floats(weight_sizes(c, sizes));
     ts->weights_t = alloc_floats(weight_sizes(c, sizes));
     if (!ts->resid || !ts->mid || !ts->blocks || !ts->key || !ts->value || !ts->ln_f ||
-        !ts->logits || !ts->probs || !ts->grads || !ts->weights_t)
+        !ts->positions || !ts->causal || !ts->logits || !ts->probs || !ts->grads ||
+        !ts->weights_t)
         return -1;
+    // a window is one chain from position 0: token t sees positions 0 .. t
+    for (size_t t = 0; t < S; t++) {
+        ts->positions[t] = (int)t;
+        memset(ts->causal + t * S, 1, t + 1);
+    }
     point_weights(&ts->dw, ts->grads, sizes);
     point_weights(&ts->wt, ts->weights_t, sizes);
     // block l of window b reads resid[b][l] and writes resid[b][l+1]: the stream is kept
     for (size_t b = 0; b < (size_t)B; b++)
         for (size_t l = 0; l < L; l++) {
             float *r = ts->resid + (b * (L + 1) + l) * SC;
-            if (build_block_acts(&ts->blocks[b * L + l], c, r, ts->mid + (b * L + l) * SC,
-                                 r + SC) != 0)
+            BlockActs *a = &ts->blocks[b * L + l];
+            if (build_block_acts(a, c, r, ts->mid + (b * L + l) * SC, r + SC) != 0)
                 return -1;
+            a->key_cache = ts->key + (b * L + l) * SC; // this window's keys at this layer
+            a->value_cache = ts->value + (b * L + l) * SC;
+            a->sees = ts->causal;
         }
     // the backward scratch
     ts->d_logits = alloc_floats(S * V);
@@ -182,7 +195,7 @@ void free_train_state(TrainState *ts) {
     for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
     free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->key); free(ts->value);
     free(ts->ln_f); free(ts->logits); free(ts->probs); free(ts->soft); free(ts->grads);
-    free(ts->weights_t);
+    free(ts->weights_t); free(ts->positions); free(ts->causal);
     free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
     free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
     free(ts->d_v); free(ts->d_weights); free(ts->d_scores); free(ts->d_ln1);
@@ -464,7 +477,7 @@ void teacher_targets(GPT *teacher, TrainState *ts, const int *inputs) {
     size_t SV = (size_t)S * V;
     for (int b = 0; b < ts->B; b++) {
         teacher->state.kv_len = 0;
-        const float *logits = forward(teacher, inputs + (size_t)b * S, S);
+        const float *logits = forward(teacher, inputs + (size_t)b * S, S, NULL);
         for (int t = 0; t < S; t++)
             cross_entropy(logits + (size_t)t * V, V, 0, ts->soft + b * SV + (size_t)t * V);
     }
@@ -483,10 +496,9 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
     double loss = 0.0;
     for (int b = 0; b < ts->B; b++) {
         BlockActs *layer = ts->blocks + (size_t)b * L;
-        embed(layer[0].x_in, &g->w, inputs + (size_t)b * S, S, 0, C);
+        embed(layer[0].x_in, &g->w, inputs + (size_t)b * S, ts->positions, S, C);
         for (int l = 0; l < L; l++)
-            block_forward(c, &g->w, l, &layer[l], ts->key + (b * L + l) * SC,
-                          ts->value + (b * L + l) * SC, S, 0);
+            block_forward(c, &g->w, l, &layer[l], S, 0);
         layernorm(ts->ln_f + b * SC, layer[L - 1].x_out, g->w.ln_f_weight, g->w.ln_f_bias, S, C);
         matmul(ts->logits + b * SV, ts->ln_f + b * SC, g->w.lm_head_weight, g->w.lm_head_bias,
                S, C, V);
@@ -768,7 +780,7 @@ double eval_loss(GPT *g, const int *tokens, size_t n) {
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         g->state.kv_len = 0;
-        const float *logits = forward(g, tokens + start, T);
+        const float *logits = forward(g, tokens + start, T, NULL);
         // each row predicts the next token, scored as in training
         for (int t = 0; t < T; t++)
             total += cross_entropy(logits + (size_t)t * V, V, tokens[start + t + 1], NULL);
