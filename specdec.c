@@ -1429,6 +1429,441 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
 }
 
 // ----------------------------------------------------------------------------
+// Beyond the blog: a tree of guesses, verified in one pass
+//
+// A chain stakes each position on one guess: its first rejection ends the round. SpecInfer
+// (Miao et al. 2024, arXiv:2305.09781), Medusa (Cai et al. 2024, arXiv:2401.10774) and EAGLE
+// (Li et al. 2024, arXiv:2401.15077) draft a tree instead: several children per node, so that
+// when one child is rejected a sibling may still pass. The whole tree goes through the target
+// in ONE pass, each node at position cache_len + depth, attending to the cache and its own
+// ancestors only (forward's parents; the mask in attention). Accept/reject then walks down
+// from current_token, trying each node's children in order (judge_children), and the path
+// that passed keeps its rows of the KV cache (compact_kv_cache). `--tree 3,2,1,1` gives the
+// children per node at each depth; `--tree 1,1,1,1` is the chain of K = 4.
+
+#define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have
+
+// The shape of the trees a run drafts: width[d] children per node of depth d (current_token,
+// the root, has depth 0). The rows of a tree are its nodes in breadth-first order.
+typedef struct {
+    int depth;                 // D: levels of guesses, e.g. 4
+    int width[TREE_MAX_DEPTH]; // children per node at each level, e.g. {3, 2, 1, 1}
+    int nodes;                 // the guesses of a whole tree: 3 + 3*2 + 6*1 + 6*1 = 21
+} TreeShape;
+
+// One round's tree, row by row: row 0 is current_token, rows 1 .. rows-1 the guesses in
+// breadth-first order (a parent's row before its children's, so one pass runs them in row
+// order, and a node's children sit in consecutive rows). One buffer per role: `p *tb`.
+typedef struct {
+    TreeShape shape;  //           what the run asked for (a round may get less: room, text)
+    int max_rows;     // N+1       the root and the nodes of a full tree
+    int V;            //           vocabulary size
+    int rows;         //           this round's rows: the root and its guesses
+    int *token;       // (N+1)     row r's token: current_token at row 0
+    int *parent;      // (N+1)     the row of its parent; -1 at the root
+    int *depth;       // (N+1)     0 at the root, 1 for its children, ...
+    int *first_child; // (N+1)     the row of its first child; the others follow it
+    int *n_children;  // (N+1)     its children: 0 for a leaf
+    float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn from
+    float *p;         // (N+1, V)  p[r] = the target's served row after row r's token
+    double *u;        // (N+1)     the uniform that judged row r
+    char *verdict;    // (N+1)     'A' accepted, 'R' rejected, '.' never judged
+    double *p_work;   // (V)       the p the next child is judged against: after each rejected
+                      //           sibling, norm(max(p - Q, 0)) of the one before
+    double *Q_work;   // (V)       the Q that child was drawn from: q without its earlier siblings
+    int *path;        // (D+1)     rows of the accepted path: path[0] = 0, then one per depth
+    int *accepted;    // (D+1)     tokens the round emits: the path's guesses, then one more
+    int *all_tokens;  // (S)       the verify pass's input: the lag tokens, then every row
+    int *slots;       // (S)       the cache slot each of those tokens follows (forward's parents)
+    int *draft_slots; // (S)       the same for a model draft's pass over one level of rows
+    float *hidden;    // (C)       the target's hidden row that current_token was drawn from
+    int greedy;       //           t = 0: children are the draft's top ones, each judged as a
+                      //           sure guess (Q one-hot); else drawn from q without replacement
+    int cache_len;    //           current_token's slot
+    int lag;          //           tokens before current_token the pass reran (a restart)
+    int draft_ran;    //           rows 0 .. draft_ran-1 are in a model draft's cache, by row
+    int room;         //           rows that fit this round: the cache's free slots from
+                      //           current_token's on, at most max_rows
+    int limit;        //           the deepest the path may go: the tokens still wanted
+    int passed;       //           m: the guesses on the accepted path
+} TreeBuffers;
+
+// Draws up to `want` children of row r from the row q[r], appending them as new rows, and
+// never more rows than `room`. Without replacement: each next child is drawn from q with
+// the earlier ones removed, so siblings differ. At t = 0 they are q's top ones instead.
+static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
+    int V = tb->V;
+    float left[256]; // q without the children drawn so far (V <= 256)
+    memcpy(left, tb->q + (size_t)r * V, (size_t)V * sizeof(float));
+    tb->first_child[r] = tb->rows;
+    tb->n_children[r] = 0;
+    for (int i = 0; i < want && tb->rows < room; i++) {
+        int x = tb->greedy ? argmax(left, V) : sample_from(left, V, rng_uniform(rng));
+        if (x < 0 || left[x] <= 0.0f) break; // q has no more tokens to give
+        left[x] = 0.0f; // drawn: not again
+        int c = tb->rows++; // the child's row, after every row so far: breadth-first
+        tb->token[c] = x;
+        tb->parent[c] = r;
+        tb->depth[c] = tb->depth[r] + 1;
+        tb->n_children[c] = 0;
+        tb->verdict[c] = '.';
+        tb->n_children[r]++;
+    }
+}
+
+// The draft's rows after the rows lo .. hi-1 (one level of the tree), into tb->q: the
+// bigram's row of each token; the model draft's from one pass over the level, each row
+// attending to its own ancestors in the draft's cache, as the target's pass will.
+static void tree_draft_rows(Draft *d, TreeBuffers *tb, const int *seq, int n_seq, int lo,
+                            const Sampler *s) {
+    int V = tb->V, hi = tb->rows;
+    Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1
+    const Sampler *served = tb->greedy ? &t1 : s;
+    if (d->kind != DRAFT_GPT) { // the bigram: a table row per node, no pass
+        for (int r = lo; r < hi; r++)
+            bigram_served_probs(tb->q + (size_t)r * V, &d->bigram, tb->token[r], served);
+        return;
+    }
+    GPT *m = &d->model;
+    const float *logits;
+    if (lo == 0) { // the root: catch up on the tokens the draft lags, then current_token
+        int lag = tb->cache_len - m->state.kv_len;
+        logits = forward(m, seq + n_seq - 1 - lag, lag + 1, NULL) + (size_t)lag * V;
+    } else { // one pass over the level; each row follows its parent's slot
+        for (int r = lo; r < hi; r++) tb->draft_slots[r - lo] = tb->cache_len + tb->parent[r];
+        logits = forward(m, tb->token + lo, hi - lo, tb->draft_slots);
+    }
+    for (int r = lo; r < hi; r++) // each row as served (or at t = 1 for a greedy tree)
+        served_probs(tb->q + (size_t)r * V, logits + (size_t)(r - lo) * V, V, served);
+    tb->draft_ran = hi; // rows 0 .. hi-1 now sit in the draft's cache, at cache_len + row
+}
+
+// Phase 1 for a tree: grows it level by level from current_token, width[level] children per
+// node, while the window has room (slots up to S-1) and the path could still be used.
+static void draft_tree(Draft *d, TreeBuffers *tb, const int *seq, int n_seq, const Sampler *s,
+                       Rng *rng) {
+    int room = tb->room; // rows that fit: tree_round counts the cache's free slots
+    tb->rows = 1; // the root, current_token
+    tb->token[0] = seq[n_seq - 1];
+    tb->parent[0] = -1;
+    tb->depth[0] = 0;
+    tb->n_children[0] = 0;
+    tb->draft_ran = 0;
+    int lo = 0; // the first row of the level being grown
+    for (int level = 0; level < tb->shape.depth && level < tb->limit; level++) {
+        int hi = tb->rows;
+        if (hi >= room) break; // no slot left for a child
+        tree_draft_rows(d, tb, seq, n_seq, lo, s); // the draft's row after each node
+        for (int r = lo; r < hi; r++) add_children(tb, r, tb->shape.width[level], room, rng);
+        if (tb->rows == hi) break; // no child was added: the tree is done
+        lo = hi;
+    }
+}
+
+// Phase 2 for a tree: ONE target pass over current_token and every row (after the lag
+// tokens of a restart), each row following its parent; p[r] = the served row after row r.
+static void verify_tree(GPT *g, TreeBuffers *tb, const int *current, const Sampler *s) {
+    int V = tb->V, lag = tb->lag, first = g->state.kv_len; // the pass's first slot
+    for (int i = 0; i <= lag; i++) { // the rerun window and current_token: a chain
+        tb->all_tokens[i] = current[i - lag];
+        tb->slots[i] = first + i - 1;
+    }
+    for (int r = 1; r < tb->rows; r++) { // the guesses, each after its parent's slot
+        tb->all_tokens[lag + r] = tb->token[r];
+        tb->slots[lag + r] = tb->cache_len + tb->parent[r];
+    }
+    const float *logits = forward(g, tb->all_tokens, lag + tb->rows, tb->slots);
+    for (int r = 0; r < tb->rows; r++)
+        served_probs(tb->p + (size_t)r * V, logits + (size_t)(lag + r) * V, V, s);
+}
+
+// p := norm(max(p - Q, 0)), in place, in double: what is left of p for the next sibling
+// once a child drawn from Q was rejected. Unchanged if nothing is left (p == Q).
+static void subtract_and_normalise(double *p, const double *Q, int V) {
+    double mass = 0.0;
+    for (int x = 0; x < V; x++) mass += fmax(0.0, p[x] - Q[x]);
+    if (mass <= 0.0) return; // p == Q up to rounding: the next child faces p itself
+    for (int x = 0; x < V; x++) p[x] = fmax(0.0, p[x] - Q[x]) / mass;
+}
+
+// Q := Q without token x, renormalised: the row the next sibling was drawn from, when the
+// children are drawn without replacement.
+static void remove_token(double *Q, int x, int V) {
+    Q[x] = 0.0;
+    double mass = 0.0; // summed, not 1 - Q[x]: the shares the next draw really has
+    for (int y = 0; y < V; y++) mass += Q[y];
+    for (int y = 0; y < V; y++) Q[y] = mass > 0.0 ? Q[y] / mass : 0.0;
+}
+
+// A draw from a double row of weights with one uniform (inverse CDF, as sample_weights).
+static int sample_double(const double *w, int V, double u) {
+    double total = 0.0, cdf = 0.0;
+    int last = -1;
+    for (int x = 0; x < V; x++) total += w[x];
+    for (int x = 0; x < V; x++) {
+        if (w[x] <= 0.0) continue; // weight 0: never drawn
+        cdf += w[x];
+        last = x;
+        if (u * total < cdf) return x;
+    }
+    return last;
+}
+
+// The exact rule at one node (row r): its children are tried in order. Child c, drawn
+// from Q, passes with chance min(1, p(c)/Q(c)); a rejection leaves p := norm(max(p - Q, 0))
+// and Q := Q without c for the next sibling. Returns the accepted child's row, or -1 when
+// all were rejected, with *token drawn from what is left of p. Why it is exact: at each
+// child the chain's identity holds for the (p, Q) it faces, so "this child, else a draw from
+// the p left over" is that p; by induction over the siblings it is the node's p
+// (notes/math.md, section 11).
+static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
+    int V = tb->V;
+    double *p = tb->p_work, *Q = tb->Q_work, p_sum = 0.0, q_sum = 0.0;
+    for (int x = 0; x < V; x++) { // the node's own rows, in double
+        p[x] = tb->p[(size_t)r * V + x];
+        Q[x] = tb->q[(size_t)r * V + x];
+        p_sum += p[x];
+        q_sum += Q[x];
+    }
+    for (int x = 0; x < V; x++) { // a float row sums to 1 +- 1e-7: draws use its true shares
+        p[x] /= p_sum;
+        Q[x] /= q_sum;
+    }
+    for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++) {
+        int x = tb->token[c];
+        if (tb->greedy) // a sure guess: the child's Q is one-hot at it
+            for (int y = 0; y < V; y++) Q[y] = y == x;
+        tb->u[c] = rng_uniform(rng);
+        if (tb->u[c] < fmin(1.0, p[x] / Q[x])) { // Q[x] > 0: x was drawn from Q
+            tb->verdict[c] = 'A';
+            return c;
+        }
+        tb->verdict[c] = 'R';
+        subtract_and_normalise(p, Q, V); // p(x) < Q(x), so p(x) becomes 0: x is done
+        if (!tb->greedy) remove_token(Q, x, V); // the next sibling was drawn without x
+    }
+    *token = sample_double(p, V, rng_uniform(rng)); // every child failed: from what is left
+    return -1;
+}
+
+// Phase 3 for a tree: walks down from current_token, judging each node's children, until a
+// node's children all fail (a draw from its leftover p ends the round) or a leaf passes
+// (a bonus from its p, unless the path already gives every token still wanted). Writes the
+// tokens to tb->accepted and the path to tb->path; returns how many tokens: 1 .. depth+1.
+static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
+    int r = 0, m = 0; // the node reached, and the guesses accepted on the way
+    tb->path[0] = 0;
+    tb->passed = 0;
+    while (tb->n_children[r] > 0) {
+        int token = -1; // set by judge_children when every child fails
+        int c = judge_children(tb, r, rng, &token);
+        if (c < 0) { // every child failed: the leftover draw is the round's last token
+            tb->accepted[m] = token;
+            return m + 1;
+        }
+        tb->accepted[m++] = tb->token[c];
+        tb->path[m] = c;
+        tb->passed = m;
+        r = c;
+    }
+    if (m == tb->limit) return m; // the last round: no bonus past the tokens wanted
+    tb->accepted[m] = sample_from(tb->p + (size_t)r * tb->V, tb->V, rng_uniform(rng));
+    return m + 1; // a leaf passed: its p came with the pass, so one more token
+}
+
+// Copies cache slot `from` to slot `to` in every layer, and makes `to` a chain's slot.
+static void move_cache_row(GPT *g, int from, int to) {
+    RunState *s = &g->state;
+    size_t C = g->config.n_embd, S = g->config.block_size;
+    for (int l = 0; l < g->config.n_layer; l++) {
+        memcpy(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, C * sizeof(float));
+        memcpy(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C,
+               C * sizeof(float));
+    }
+    s->parent[to] = to - 1; // the path is a chain now: slot order is text order
+    s->position[to] = s->position[from]; // cache_len + depth == to: the row it was computed at
+}
+
+// Phase 4 for a tree: the accepted path's rows (m guesses) move into the slots right after
+// current_token, in order, and the cache keeps current_token and them: trim_kv_cache's
+// invariant. A node's keys depend on its position and ancestors only, both unchanged by the
+// move. A model draft keeps the path's rows it ran. Moving slot path[d] down to cache_len + d
+// never overwrites a row still to be moved: those sit in later slots.
+static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
+    for (int d = 1; d <= m; d++) move_cache_row(g, tb->cache_len + tb->path[d], tb->cache_len + d);
+    roll_back_cache(g, tb->cache_len + 1 + m);
+    if (!draft) return;
+    int kept = 0; // the path's rows the draft ran: a prefix of the path
+    while (kept < m && tb->path[kept + 1] < tb->draft_ran) {
+        kept++;
+        move_cache_row(draft, tb->cache_len + tb->path[kept], tb->cache_len + kept);
+    }
+    if (draft->state.kv_len > tb->cache_len + 1 + kept) roll_back_cache(draft, tb->cache_len + 1 + kept);
+}
+
+// Counts a tree round: its pass (and kind), the draft's passes and time, and by depth, the
+// nodes whose children were judged and whether one passed (Stats.judged_at, accepted_at).
+// alpha here is the first child's sum min(p, q) at each judged node, as in a chain.
+static void count_tree_round(Stats *st, const Draft *d, const TreeBuffers *tb, int n,
+                             int restarted, double draft_seconds, double verify_seconds) {
+    int nodes = tb->rows - 1;
+    PassKind kind = restarted ? PASS_FOLDED : nodes > 0 ? PASS_VERIFY : PASS_STEP;
+    count_pass(st, kind, tb->lag + tb->rows, verify_seconds);
+    st->draft_seconds += draft_seconds;
+    if (d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
+    int judged = tb->passed + (n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0);
+    for (int i = 0; i < judged; i++) { // depth i+1: the children of path[i] were judged
+        int r = tb->path[i];
+        st->alpha_sum += expected_acceptance(tb->p + (size_t)r * tb->V, tb->q + (size_t)r * tb->V,
+                                             tb->V);
+        int slot = i < POSITIONS ? i : POSITIONS - 1;
+        st->judged_at[slot]++;
+        st->accepted_at[slot] += i < tb->passed;
+    }
+    st->resampled += judged > tb->passed; // all of a node's children failed
+    st->bonus += n > tb->passed && judged == tb->passed && nodes > 0;
+    st->rounds++;
+    st->drafted += nodes;
+    st->judged += judged;
+    st->accepted += tb->passed;
+    st->round_tokens += n;
+}
+
+// Prints row r (a guess) under its parent, with its q and p and its verdict, then its
+// children: the tree drawn depth-first, indented by depth.
+static void trace_node(const TreeBuffers *tb, const Vocab *v, int r) {
+    if (r > 0) {
+        char vis[8];
+        int x = tb->token[r], par = tb->parent[r];
+        visible_char(vis, decode(v, x));
+        fprintf(stderr, "  %*s%-6s q=%.3f p=%.3f", 2 * tb->depth[r], "", vis,
+                tb->q[(size_t)par * tb->V + x], tb->p[(size_t)par * tb->V + x]);
+        if (tb->verdict[r] == '.')
+            fprintf(stderr, "  not judged\n");
+        else
+            fprintf(stderr, "  u=%.3f %s\n", tb->u[r], tb->verdict[r] == 'A' ? "ACCEPT" : "REJECT");
+    }
+    for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++)
+        trace_node(tb, v, c);
+}
+
+// Prints one tree round: the rows, the verdicts, what the round emitted and kept.
+static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, const Stats *st, int n) {
+    char vis[8];
+    int depth = tb->depth[tb->rows - 1]; // the last row is among the deepest
+    visible_char(vis, decode(o->vocab, tb->token[0]));
+    fprintf(stderr, "\ntree round %ld: current_token %s at slot %d, %d guesses in %d level%s\n",
+            st->rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
+    if (tb->lag > 0) // the cache was full: the pass reruns the window first
+        fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
+    fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its ancestors "
+            "only\n  ACCEPT/REJECT children in order; a later sibling faces the p left after "
+            "the earlier ones\n", tb->lag + tb->rows);
+    trace_node(tb, o->vocab, 0);
+    int drew = tb->n_children[tb->path[tb->passed]] > 0; // the last node's children all failed
+    fprintf(stderr, "  RESULT  %d passed, then %s: %d token%s from 1 target pass\n", tb->passed,
+            n == tb->passed ? "nothing more (every token wanted is there)"
+            : drew ? "a draw from the p left over" : "a bonus from the leaf's p",
+            n, n == 1 ? "" : "s");
+    fprintf(stderr, "  TRIM    the path's rows move to slots %d..%d; cache_len -> %d\n",
+            tb->cache_len + 1, tb->cache_len + tb->passed, tb->cache_len + 1 + tb->passed);
+}
+
+// Allocates the buffers of a tree of this shape for a target of block_size S and width C.
+int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, int C) {
+    memset(tb, 0, sizeof(*tb));
+    tb->shape = *shape;
+    tb->max_rows = shape->nodes + 1; // the root too
+    tb->V = V;
+    size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
+    tb->token = calloc(N, sizeof(int));
+    tb->parent = calloc(N, sizeof(int));
+    tb->depth = calloc(N, sizeof(int));
+    tb->first_child = calloc(N, sizeof(int));
+    tb->n_children = calloc(N, sizeof(int));
+    tb->q = calloc(N * V, sizeof(float));
+    tb->p = calloc(N * V, sizeof(float));
+    tb->u = calloc(N, sizeof(double));
+    tb->verdict = calloc(N, 1);
+    tb->p_work = calloc((size_t)V, sizeof(double));
+    tb->Q_work = calloc((size_t)V, sizeof(double));
+    tb->path = calloc(D, sizeof(int));
+    tb->accepted = calloc(D, sizeof(int));
+    tb->all_tokens = calloc((size_t)S, sizeof(int));
+    tb->slots = calloc((size_t)S, sizeof(int));
+    tb->draft_slots = calloc((size_t)S, sizeof(int));
+    tb->hidden = calloc((size_t)C, sizeof(float));
+    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children &&
+            tb->q && tb->p && tb->u && tb->verdict && tb->p_work && tb->Q_work && tb->path &&
+            tb->accepted && tb->all_tokens && tb->slots && tb->draft_slots && tb->hidden) ? 0 : -1;
+}
+
+// Frees what build_tree_buffers allocated.
+void free_tree_buffers(TreeBuffers *tb) {
+    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->q,
+                     tb->p, tb->u, tb->verdict, tb->p_work, tb->Q_work, tb->path, tb->accepted,
+                     tb->all_tokens, tb->slots, tb->draft_slots, tb->hidden};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(tb, 0, sizeof(*tb));
+}
+
+// One tree round: the four phases with a tree. The context rule is the chain's (a full cache
+// restarts, and the pass reruns the window first); the tree is cut to the slots left.
+// Returns how many tokens it emits, in tb->accepted.
+static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const int *seq, int n_seq,
+                      const DecodeOptions *o, Rng *rng, Stats *st) {
+    int S = g->config.block_size, C = g->config.n_embd;
+    int restarted = g->state.kv_len == S; // 0. CONTEXT, as speculative_round
+    tb->lag = restarted ? restart_cache(g, d) : 0;
+    tb->cache_len = g->state.kv_len + tb->lag; // current_token's slot
+    int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
+    tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
+    GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
+    double t0 = now_seconds();
+    draft_tree(d, tb, seq, n_seq, &o->sampler, rng); // 1. DRAFT, as many rows as fit
+    double t1 = now_seconds();
+    verify_tree(g, tb, seq + n_seq - 1, &o->sampler); // 2. VERIFY every row in one pass
+    double t2 = now_seconds();
+    int n = accept_reject_tree(tb, rng); // 3. ACCEPT/REJECT down the tree
+    // the hidden row of the node whose p gave the last token: Medusa guesses from it
+    const float *h = g->state.ln_f + (size_t)(tb->lag + tb->path[tb->passed]) * C;
+    memcpy(tb->hidden, h, (size_t)C * sizeof(float));
+    compact_kv_cache(g, draft_model, tb, tb->passed); // 4. TRIM: the path's rows into place
+    count_tree_round(st, d, tb, n, restarted, t1 - t0, t2 - t1);
+    if (o->trace) trace_tree(o, tb, st, n);
+    return n;
+}
+
+// Speculative decoding with trees: speculative_generate's loop, with tree_round.
+void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const int *prompt, int n_prompt,
+                   int n_new, const DecodeOptions *o, Rng *rng, int *seq, Stats *st) {
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    restart_draft_cache(d);
+    int last = g->state.kv_len - 1; // the prefill's row the first token comes from
+    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
+    if (n_new > 0) {
+        float *p = tb->p; // row 0 is free until the first round's pass
+        seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
+        if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
+        show_round(o, NULL, seq, n_seq, 1);
+        n_seq++;
+    }
+    while (n_seq - first < n_new && !output_failed(o)) {
+        tb->limit = n_new - (n_seq - first); // the path may give every token still wanted
+        int n = tree_round(g, d, tb, seq, n_seq, o, rng, st);
+        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        show_tokens(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
+        int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
+        if (n > tb->passed) show_tokens(o, seq, n_seq + tb->passed, 1, drew ? FROM_RESAMPLED : FROM_BONUS);
+        n_seq += n;
+    }
+    finish_stats(st, n_seq - first, t0);
+}
+
+// ----------------------------------------------------------------------------
 // The target model: the lecture's GPT, in textbook loops, with a KV cache
 //
 // Everything here reads (T, in) rows and writes (T, out) rows, for the T tokens of one
@@ -2214,6 +2649,7 @@ int close_stdout(void) {
 // What the command line asked for: each field is its option's value (usage lists them).
 typedef struct {
     const char *model_path, *corpus_path, *prompt, *draft; // -m (NULL: the default), -i, -p, --draft
+    const char *tree;               // --tree, e.g. "3,2,1,1", or NULL: a chain of K
     int n_new, K, top_k, ffn_width; // -n, -k, --top-k (0: off), --ffn-width (0: the model's own)
     float temperature, top_p, draft_p_min; // -t, --top-p (0: off), --draft-p-min (0: off)
     uint64_t seed;                  // -s
@@ -2244,6 +2680,8 @@ void usage(FILE *f) {
         "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
+        "  --tree W1,W2,..  draft a tree: W1 guesses after current_token, W2 after each of\n"
+        "              those, ...; one masked pass verifies it (e.g. 3,2,1,1; 1,1,1,1 = -k 4)\n"
         "  --draft-p-min P  a guess the draft gives less than P (at t = 1, unfiltered) is its\n"
         "              round's last: fewer wasted guesses, the same output (0 = off)\n"
         "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
@@ -2324,6 +2762,34 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     return 0;
 }
 
+// Parses a --tree shape, "3,2,1,1": widths of 1 .. V, at most TREE_MAX_DEPTH levels, and
+// nodes that fit a window of S (S - 1 guesses after current_token). 0, or -1 with err set.
+int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err, size_t errlen) {
+    memset(shape, 0, sizeof(*shape));
+    const char *s = text;
+    long level_nodes = 1; // nodes at the level above: the root alone
+    while (1) {
+        char *end;
+        errno = 0;
+        long w = strtol(s, &end, 10);
+        if (end == s || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
+            return fail_with(err, errlen, "--tree '%s': each width must be a whole number 1..%d, "
+                             "comma-separated, e.g. --tree 3,2,1,1", text, V);
+        if (shape->depth == TREE_MAX_DEPTH)
+            return fail_with(err, errlen, "--tree '%s' has more than %d levels: give fewer",
+                             text, TREE_MAX_DEPTH);
+        shape->width[shape->depth++] = (int)w;
+        level_nodes *= w;
+        shape->nodes += (int)(level_nodes < S ? level_nodes : S); // no overflow past S
+        if (shape->nodes > S - 1)
+            return fail_with(err, errlen, "--tree '%s' has over %d guesses, more than the %d "
+                             "slots after current_token in a window of %d: give fewer or "
+                             "narrower levels", text, S - 1, S - 1, S);
+        if (*end == '\0') return 0;
+        s = end + 1;
+    }
+}
+
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
@@ -2345,6 +2811,7 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
         {"--draft", OPT_TEXT, &o->draft, 0, 0, NULL},
+        {"--tree", OPT_TEXT, &o->tree, 0, 0, NULL},
         {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens from 1 to "
          "10000000"},
         {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
@@ -2455,6 +2922,16 @@ int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *c
         return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
                          "and lookup's copies have no chance below 1 to compare; drop "
                          "--draft-p-min, or use --draft bigram or gpt");
+    TreeShape shape;
+    if (!o->run_selftest && o->tree &&
+        parse_tree_shape(o->tree, v->size, S, &shape, err, errlen) != 0)
+        return -1;
+    if (!o->run_selftest && o->tree && !strcmp(o->draft, "lookup"))
+        return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
+                         "copies one continuation; drop --tree, or use --draft bigram or gpt");
+    if (!o->run_selftest && o->tree && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
+                         "tree has no single last guess; drop one of --tree and --draft-p-min");
     if (!o->run_selftest && !strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
         return fail_with(err, errlen, "--draft lookup drafts by copying from the prompt, and a "
                          "prompt of %zu character%s holds no %d-gram to find again; give -p at "
@@ -2515,9 +2992,16 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource (--color), per run
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
+    TreeBuffers tb = {0};
+    TreeShape shape = {0}; // --tree: check_inputs has parsed it once, so this cannot fail
+    if (o->tree) parse_tree_shape(o->tree, V, g->config.block_size, &shape, NULL, 0);
+    int K = o->tree ? shape.depth : o->K; // with --tree, the chain beside it is as deep
+    int *seq_chain = malloc((size_t)cap * sizeof(int)); // --tree --compare: the chain's text
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
-    if (!seq || !seq_plain || !source || !p ||
-        build_spec_buffers(&b, o->K, V, g->config.block_size) != 0)
+    if (!seq || !seq_plain || !seq_chain || !source || !p ||
+        build_spec_buffers(&b, K, V, g->config.block_size) != 0 ||
+        (o->tree && build_tree_buffers(&tb, &shape, V, g->config.block_size,
+                                       g->config.n_embd) != 0))
         goto out;
     rc = 0;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
@@ -2527,13 +3011,17 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // stage) or --compare (the wall times measure decoding): then it is printed afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     Output out = {.stream = stream, .source = source, .color = color};
-    DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = o->K,
+    DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = K,
                          .trace = o->trace, .vocab = v, .out = &out};
-    Stats spec = {0}, plain = {0};
+    Stats spec = {0}, plain = {0}, chain = {0};
+    tb.greedy = o->temperature == 0.0f; // a greedy tree's children: the draft's top ones
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
-            o->K, o->n_new);
+            K, o->n_new);
+    if (o->tree && !o->plain) // the tree's shape, and what a whole one holds
+        fprintf(stderr, "tree: %s, %d guesses in %d levels, cut to the window's free slots\n",
+                o->tree, shape.nodes, shape.depth);
     if (o->draft_p_min > 0.0f && !o->plain) // the draft's stopping rule
         fprintf(stderr, "draft-p-min: %g (a guess the draft gives less is its round's last)\n",
                 o->draft_p_min);
@@ -2552,28 +3040,46 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
             fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
         fputc('\n', stderr);
     }
-    for (int plain_run = o->plain; plain_run <= o->plain + o->compare; plain_run++) {
-        if (plain_run && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
+    // the decoders this command runs, in order: the tree (--tree), the chain, plain decoding
+    enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN } runs[3];
+    int n_runs = 0;
+    if (!o->plain && o->tree) runs[n_runs++] = RUN_TREE;
+    if (!o->plain && (!o->tree || o->compare)) runs[n_runs++] = RUN_CHAIN;
+    if (o->plain || o->compare) runs[n_runs++] = RUN_PLAIN;
+    for (int i = 0; i < n_runs; i++) {
+        int run = runs[i];
+        if (i > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
+                                                    : "\na chain of K=%d, same seed:\n", K);
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
-        rng_seed(&rng, o->seed); // the same seed for both, so greedy texts compare byte for byte
-        int *text = plain_run ? seq_plain : seq;
-        if (plain_run) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, &plain);
-        else speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, &spec);
+        rng_seed(&rng, o->seed); // the same seed for each, so greedy texts compare byte for byte
+        int *text = run == RUN_PLAIN ? seq_plain : run == RUN_CHAIN && o->tree ? seq_chain : seq;
+        Stats *st = run == RUN_PLAIN ? &plain : run == RUN_CHAIN && o->tree ? &chain : &spec;
+        if (run == RUN_PLAIN) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, st);
+        if (run == RUN_CHAIN)
+            speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
+        if (run == RUN_TREE) tree_generate(g, d, &tb, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
         if (!stream) write_text(stdout, v, text + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
-        print_stats(plain_run ? "plain decoding" : "speculative decoding",
-                    plain_run ? &plain : &spec, !plain_run, o->K);
+        print_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ? "tree decoding"
+                    : "speculative decoding", st, run != RUN_PLAIN, K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
-        print_comparison(&spec, &plain, o->K, o->temperature == 0.0f, same);
+        print_comparison(&spec, &plain, K, o->temperature == 0.0f, same);
     }
+    if (o->compare && o->tree) // the tree against the chain of the same depth
+        fprintf(stderr, "tree against chain      tokens per verify pass %.3f (tree) and %.3f "
+                "(chain of K=%d); wall time %.3f ms and %.3f ms\n",
+                spec.rounds ? (double)spec.round_tokens / spec.rounds : 0.0,
+                chain.rounds ? (double)chain.round_tokens / chain.rounds : 0.0, K,
+                1e3 * spec.seconds, 1e3 * chain.seconds);
 out:
     free_spec_buffers(&b);
-    void *owned[] = {seq, seq_plain, source, p};
+    free_tree_buffers(&tb);
+    void *owned[] = {seq, seq_plain, seq_chain, source, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return rc;
 }
