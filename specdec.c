@@ -1609,40 +1609,57 @@ static int sample_double(const double *w, int V, double u) {
     return last;
 }
 
-// The exact rule at one node (row r): its children are tried in order. Child c, drawn
-// from Q, passes with chance min(1, p(c)/Q(c)); a rejection leaves p := norm(max(p - Q, 0))
-// and Q := Q without c for the next sibling. Returns the accepted child's row, or -1 when
-// all were rejected, with *token drawn from what is left of p. Why it is exact: at each
-// child the chain's identity holds for the (p, Q) it faces, so "this child, else a draw from
-// the p left over" is that p; by induction over the siblings it is the node's p
-// (notes/math.md, section 11).
-static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
+// Loads row r's p and q into the working rows, in double and normalised (a float row sums
+// to 1 +- 1e-7, and the draws use its true shares): the (p, Q) its first child faces.
+static void start_node(TreeBuffers *tb, int r) {
     int V = tb->V;
-    double *p = tb->p_work, *Q = tb->Q_work, p_sum = 0.0, q_sum = 0.0;
-    for (int x = 0; x < V; x++) { // the node's own rows, in double
-        p[x] = tb->p[(size_t)r * V + x];
-        Q[x] = tb->q[(size_t)r * V + x];
-        p_sum += p[x];
-        q_sum += Q[x];
+    double p_sum = 0.0, q_sum = 0.0;
+    for (int x = 0; x < V; x++) {
+        p_sum += tb->p[(size_t)r * V + x];
+        q_sum += tb->q[(size_t)r * V + x];
     }
-    for (int x = 0; x < V; x++) { // a float row sums to 1 +- 1e-7: draws use its true shares
-        p[x] /= p_sum;
-        Q[x] /= q_sum;
+    for (int x = 0; x < V; x++) {
+        tb->p_work[x] = tb->p[(size_t)r * V + x] / p_sum;
+        tb->Q_work[x] = tb->q[(size_t)r * V + x] / q_sum;
     }
+}
+
+// The chance that child c passes: min(1, p(x)/Q(x)) for its token x, against the (p, Q) it
+// faces. A greedy tree's child is a sure guess: its Q is one-hot at x.
+static double child_chance(TreeBuffers *tb, int c) {
+    int x = tb->token[c];
+    if (tb->greedy)
+        for (int y = 0; y < tb->V; y++) tb->Q_work[y] = y == x;
+    return fmin(1.0, tb->p_work[x] / tb->Q_work[x]); // Q(x) > 0: x was drawn from Q
+}
+
+// After child c failed: p := norm(max(p - Q, 0)), what the next sibling is judged against
+// (p(x) < Q(x) for a failed x, so x gets 0), and Q := Q without x, the row the next sibling
+// was really drawn from (children are drawn without replacement).
+static void reject_child(TreeBuffers *tb, int c) {
+    subtract_and_normalise(tb->p_work, tb->Q_work, tb->V);
+    if (!tb->greedy) remove_token(tb->Q_work, tb->token[c], tb->V);
+}
+
+// The exact rule at one node (row r): its children are tried in order, each passing with
+// child_chance; a failure updates (p, Q) for the next (reject_child). Returns the accepted
+// child's row, or -1 when all failed, with *token drawn from the p left over. Why it is
+// exact: each child faces a (p, Q) for which the chain's identity holds, so "this child,
+// else a draw from the p left over" emits that p; by induction over the siblings, the
+// node's own p (notes/math.md, section 11).
+static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
+    start_node(tb, r);
     for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++) {
-        int x = tb->token[c];
-        if (tb->greedy) // a sure guess: the child's Q is one-hot at it
-            for (int y = 0; y < V; y++) Q[y] = y == x;
+        double chance = child_chance(tb, c);
         tb->u[c] = rng_uniform(rng);
-        if (tb->u[c] < fmin(1.0, p[x] / Q[x])) { // Q[x] > 0: x was drawn from Q
+        if (tb->u[c] < chance) {
             tb->verdict[c] = 'A';
             return c;
         }
         tb->verdict[c] = 'R';
-        subtract_and_normalise(p, Q, V); // p(x) < Q(x), so p(x) becomes 0: x is done
-        if (!tb->greedy) remove_token(Q, x, V); // the next sibling was drawn without x
+        reject_child(tb, c);
     }
-    *token = sample_double(p, V, rng_uniform(rng)); // every child failed: from what is left
+    *token = sample_double(tb->p_work, tb->V, rng_uniform(rng)); // from what is left of p
     return -1;
 }
 
