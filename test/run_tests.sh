@@ -6,7 +6,9 @@
 #   1. every test/test_*.c, compiled into test/build/ (or $TEST_BUILD): <name> with the release
 #      flags and <name>_san with AddressSanitizer + UBSan; a test whose header
 #      has lines " * broken build: -DBREAK_X" also as <name>_broken_X, once per
-#      flag, which plants a known bug (the tests that must see it expect to fail);
+#      flag, which plants a known bug (the tests that must see it expect to fail); with a
+#      line " * mutant BREAK_X: EDIT" the bug is a sed EDIT of one line of specdec.c, which
+#      the build includes instead of specdec.c itself (SPECDEC_C);
 #   2. ./specdec --selftest on a seeded random model (test/build/random1337.bin, which
 #      tinyshakespeare/train init --seed 1337 writes), the same with
 #      test/build/specdec_san (a sanitizer build of specdec.c), and ./specdec --selftest
@@ -264,8 +266,21 @@ for src in test/test_*.c; do
     # that flag, which breaks specdec.c on purpose: the test then passes only if it fails
     for flag in $(sed -n 's|^ \* broken build: \(-DBREAK_[A-Za-z0-9_]*\)$|\1|p' "$src"); do
         broken=${bin}_broken_${flag#-DBREAK_}
-        selected "$broken" &&
-            unit "$broken" compile_and_run "$src" "$broken" "${RELEASE_FLAGS[@]}" "$flag"
+        selected "$broken" || continue
+        # a " * mutant BREAK_X: EDIT" line: the build includes a copy of specdec.c with that
+        # sed edit applied, which must change exactly one line (else the mutant is stale)
+        edit=$(sed -n "s|^ \\* mutant ${flag#-D}: ||p" "$src")
+        extra=()
+        if [[ -n $edit ]]; then
+            mutant=$BUILD/specdec_${flag#-DBREAK_}.c
+            sed "$edit" specdec.c >"$mutant"
+            if [[ $(diff specdec.c "$mutant" | grep -c '^>') != 1 ]]; then
+                fail "$broken" "the mutant edit of ${flag#-D} no longer changes exactly one line of specdec.c: $edit"
+                continue
+            fi
+            extra=("-DSPECDEC_C=\"$PWD/$mutant\"")
+        fi
+        unit "$broken" compile_and_run "$src" "$broken" "${RELEASE_FLAGS[@]}" "$flag" "${extra[@]}"
     done
 done
 

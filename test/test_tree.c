@@ -1,0 +1,477 @@
+/*
+ * test/test_tree.c: the tree of guesses (specdec.c, "Beyond the blog: a tree of guesses"),
+ * proved exact with checks that can fail.
+ *
+ *   1. The node rule, enumerated exactly on the trained model's real (p, q) rows: every
+ *      ordered set of children the draft can draw without replacement, each with its exact
+ *      chance, through specdec.c's own start_node, child_chance and reject_child; the
+ *      output distribution must be p (total variation < 1e-9) at t = 0.5, 1 and 1.5, with
+ *      top-k and top-p (rows with zeros), for the bigram and the GPT draft, 2 and 3
+ *      children, and for the greedy tree's sure children (Q one-hot). The negative control,
+ *      the same children judged by p/q with Q never updated (the common shortcut), must
+ *      miss p by far.
+ *   2. One masked tree pass == a causal pass over each root-to-node path, bit for bit, for
+ *      random parent arrays on top of a cache.
+ *   3. After every tree round (compaction), the target's cache and the GPT draft's equal a
+ *      recompute of the accepted text, bit for bit.
+ *   4. Greedy equivalence: a tree at t = 0 gives plain greedy decoding's text, byte for
+ *      byte, for a sweep of shapes and both model-free and model drafts.
+ *   5. Chi-square, end to end: the first two tokens of tree decoding (t = 1) against their
+ *      exact distribution from the target.
+ *
+ * Broken builds: each compiles a copy of specdec.c with one line changed (the "mutant"
+ * line: a sed edit that test/run_tests.sh applies, and checks it changed exactly one line),
+ * and passes only if the check that must see the bug fails.
+ * broken build: -DBREAK_TREE_Q
+ * mutant BREAK_TREE_Q: s|^    if (!tb->greedy) remove_token(tb->Q_work, tb->token\[c\], tb->V);$|    ;|
+ * broken build: -DBREAK_TREE_MASK
+ * mutant BREAK_TREE_MASK: s|^        for (int a = slot; a >= 0; a = s->parent\[a\]) row\[a\] = 1;|        for (int a = slot; a >= 0; a--) row[a] = 1;|
+ * broken build: -DBREAK_TREE_COMPACT
+ * mutant BREAK_TREE_COMPACT: s|move_cache_row(g, tb->cache_len + tb->path\[d\], tb->cache_len + d)|move_cache_row(g, tb->cache_len + d, tb->cache_len + d)|
+ *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
+ *                       but judged as if drawn with it): the enumeration (1) must fail.
+ *   BREAK_TREE_MASK     every token of the pass sees every earlier slot, siblings too: the
+ *                       masked pass (2) must fail.
+ *   BREAK_TREE_COMPACT  the rows kept after a round are the first ones, not the path's: the
+ *                       cache check (3) must fail.
+ */
+#define TESTING
+#ifndef SPECDEC_C
+#define SPECDEC_C "../specdec.c"
+#endif
+#include SPECDEC_C
+
+#include "check.h"
+
+#define CORPUS_PATH "tinyshakespeare/input.txt"
+#define MODEL_PATH "tinyshakespeare/model.bin"
+
+#if defined(BREAK_TREE_Q)
+#define BUG "BREAK_TREE_Q"
+#elif defined(BREAK_TREE_MASK)
+#define BUG "BREAK_TREE_MASK"
+#elif defined(BREAK_TREE_COMPACT)
+#define BUG "BREAK_TREE_COMPACT"
+#else
+#define BUG ""
+#endif
+
+// A check that the correct build must pass, and the broken build named `catches` must fail
+// (other broken builds skip it: their bug is another check's).
+static void expect(const char *catches, int ok, const char *what) {
+    if (!BUG[0]) {
+        check(ok, "%s", what);
+        return;
+    }
+    if (catches && !strcmp(catches, BUG)) check(!ok, "broken build %s is caught: %s", BUG, what);
+}
+
+typedef struct {
+    Corpus corpus;
+    Vocab vocab;
+    GPT model;
+    Draft bigram, gpt;
+} Fixture;
+
+// The total variation between two rows: half the sum of |a - b|.
+static double total_variation(const double *a, const double *b, int V) {
+    double tv = 0.0;
+    for (int x = 0; x < V; x++) tv += fabs(a[x] - b[x]);
+    return tv / 2.0;
+}
+
+// ----------------------------------------------------------------------------
+// 1. The node rule, enumerated
+
+// Adds to out the output distribution of one node whose W children are `kids` (in order),
+// reached with chance `reach`, through specdec.c's steps; `shortcut` judges every child
+// against q and the running p without ever changing Q (the negative control).
+static void node_outcome(TreeBuffers *tb, const int *kids, int W, double reach, int shortcut,
+                         double *out) {
+    int V = tb->V;
+    tb->rows = 1 + W;
+    tb->first_child[0] = 1;
+    tb->n_children[0] = W;
+    for (int i = 0; i < W; i++) tb->token[1 + i] = kids[i];
+    start_node(tb, 0);
+    for (int i = 0; i < W; i++) {
+        double a = child_chance(tb, 1 + i);
+        out[kids[i]] += reach * a;
+        reach *= 1.0 - a;
+        if (shortcut) { // p := norm(max(p - q, 0)), Q left as the node's q
+            subtract_and_normalise(tb->p_work, tb->Q_work, V);
+            continue;
+        }
+        reject_child(tb, 1 + i);
+    }
+    double mass = 0.0; // the leftover draw: sample_double scales by the row's total
+    for (int x = 0; x < V; x++) mass += tb->p_work[x];
+    for (int x = 0; x < V; x++) out[x] += reach * tb->p_work[x] / mass;
+}
+
+// Every ordered draw of W distinct children from q (without replacement), with its chance;
+// depth-first over the positions. kids[0 .. i-1] are drawn, with chance `chance`.
+static void enumerate_draws(TreeBuffers *tb, const double *q, int *kids, int i, int W,
+                            double chance, int shortcut, double *out) {
+    int V = tb->V;
+    double left = 0.0; // the mass of the tokens not drawn yet
+    for (int x = 0; x < V; x++) {
+        int used = 0;
+        for (int j = 0; j < i; j++) used |= kids[j] == x;
+        if (!used) left += q[x];
+    }
+    if (i == W || left <= 0.0) { // all W drawn, or q has no more tokens: the node is set
+        node_outcome(tb, kids, i, chance, shortcut, out);
+        return;
+    }
+    for (int x = 0; x < V; x++) {
+        int used = 0;
+        for (int j = 0; j < i; j++) used |= kids[j] == x;
+        if (used || q[x] <= 0.0) continue;
+        kids[i] = x;
+        enumerate_draws(tb, q, kids, i + 1, W, chance * q[x] / left, shortcut, out);
+    }
+}
+
+// The exact output distribution of one node with W children, against p: the TV.
+static double node_tv(TreeBuffers *tb, const float *p, const float *q, int W, int shortcut) {
+    int V = tb->V, kids[8];
+    double pd[256], qd[256], out[256] = {0}, ps = 0.0, qs = 0.0;
+    memcpy(tb->p, p, (size_t)V * sizeof(float)); // row 0: the node's p and q
+    memcpy(tb->q, q, (size_t)V * sizeof(float));
+    for (int x = 0; x < V; x++) {
+        ps += p[x];
+        qs += q[x];
+    }
+    for (int x = 0; x < V; x++) {
+        pd[x] = p[x] / ps;
+        qd[x] = q[x] / qs;
+    }
+    if (tb->greedy) { // sure children: the top W of q, in order
+        float left[256];
+        memcpy(left, q, (size_t)V * sizeof(float));
+        for (int i = 0; i < W; i++) {
+            kids[i] = argmax(left, V);
+            left[kids[i]] = -1.0f;
+        }
+        node_outcome(tb, kids, W, 1.0, shortcut, out);
+    } else {
+        enumerate_draws(tb, qd, kids, 0, W, 1.0, shortcut, out);
+    }
+    return total_variation(out, pd, V);
+}
+
+// The real rows of one context: the target's served p, the bigram's and the GPT draft's q.
+static void real_rows(Fixture *fx, const int *ctx, int n, const Sampler *s, float *p,
+                      float *q_bigram, float *q_gpt) {
+    int V = fx->vocab.size;
+    fx->model.state.kv_len = 0;
+    served_probs(p, forward(&fx->model, ctx, n, NULL) + (size_t)(n - 1) * V, V, s);
+    bigram_served_probs(q_bigram, &fx->bigram.bigram, ctx[n - 1], s);
+    fx->gpt.model.state.kv_len = 0;
+    served_probs(q_gpt, forward(&fx->gpt.model, ctx, n, NULL) + (size_t)(n - 1) * V, V, s);
+}
+
+static void test_enumeration(Fixture *fx) {
+    int V = fx->vocab.size;
+    TreeShape shape = {1, {3}, 3};
+    TreeBuffers tb;
+    build_tree_buffers(&tb, &shape, V, 32, 64);
+    const Sampler samplers[] = {{0.5f, 0, 0.0f}, {1.0f, 0, 0.0f}, {1.5f, 0, 0.0f},
+                                {1.0f, 5, 0.0f}, {1.0f, 0, 0.9f}, {0.8f, 8, 0.95f}};
+    const char *names[] = {"t=0.5", "t=1", "t=1.5", "t=1 top-k 5", "t=1 top-p 0.9",
+                           "t=0.8 top-k 8 top-p 0.95"};
+    float p[256], qb[256], qg[256];
+    double worst = 0.0, worst_short = 0.0;
+    int cases = 0;
+    for (int c = 0; c < 2; c++) { // two contexts from the validation text
+        const int *ctx = fx->corpus.tokens + fx->corpus.n_train + 1000 + 517 * c;
+        for (int si = 0; si < 6; si++) {
+            real_rows(fx, ctx, 16, &samplers[si], p, qb, qg);
+            // three children where the row is cut to a few tokens (2,000 draws at most),
+            // two elsewhere (4,160 draws of 65 tokens)
+            for (int W = 2; W <= (samplers[si].top_k ? 3 : 2); W++)
+                for (int dq = 0; dq < 2; dq++) {
+                    const float *q = dq ? qg : qb;
+                    tb.greedy = 0;
+                    double tv = node_tv(&tb, p, q, W, 0);
+                    double tv_short = node_tv(&tb, p, q, W, 1);
+                    tb.greedy = 1; // sure children, the same rows
+                    double tv_sure = node_tv(&tb, p, q, W, 0);
+                    worst = fmax(worst, fmax(tv, tv_sure));
+                    worst_short = fmax(worst_short, tv_short);
+                    cases++;
+                    if (tv >= 1e-9 || tv_sure >= 1e-9)
+                        printf("  context %d, %s, %s draft, %d children: TV %.2g, sure children "
+                               "TV %.2g\n", c, names[si], dq ? "gpt" : "bigram", W, tv, tv_sure);
+                }
+        }
+    }
+    char what[300];
+    snprintf(what, sizeof(what), "tree node rule, enumerated over every draw of 2 and 3 children "
+             "without replacement (and sure children) on real rows, %d cases (t 0.5/1/1.5, "
+             "top-k, top-p; bigram and gpt q): worst total variation %.2g against p (< 1e-9)",
+             cases, worst);
+    expect("BREAK_TREE_Q", worst < 1e-9, what);
+    snprintf(what, sizeof(what), "negative control: the same children judged by p/q with Q "
+             "never updated miss p, by a total variation of up to %.3g (must be > 1e-3)",
+             worst_short);
+    expect(NULL, worst_short > 1e-3, what);
+    free_tree_buffers(&tb);
+}
+
+// ----------------------------------------------------------------------------
+// 2. The masked pass
+
+static void test_masked_pass(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = fx->vocab.size, S = g->config.block_size;
+    Rng r;
+    rng_seed(&r, 2024);
+    long rows = 0, differ = 0;
+    for (int trial = 0; trial < (SANITIZED ? 4 : 40); trial++) {
+        int cache = (int)(rng_u64(&r) % 12); // tokens already in the cache
+        int nodes = 1 + (int)(rng_u64(&r) % (S - cache - 1)); // the pass: current + nodes
+        const int *text = fx->corpus.tokens + 3000 + 97 * trial;
+        int tokens[64], parents[64], path[64];
+        for (int i = 0; i <= nodes; i++) tokens[i] = text[cache + (int)(rng_u64(&r) % 8)];
+        parents[0] = cache - 1; // current_token follows the cache
+        for (int i = 1; i <= nodes; i++) parents[i] = cache + (int)(rng_u64(&r) % i); // earlier
+        g->state.kv_len = 0;
+        if (cache > 0) forward(g, text, cache, NULL);
+        float logits[64 * 65];
+        memcpy(logits, forward(g, tokens, nodes + 1, parents), (size_t)(nodes + 1) * V * sizeof(float));
+        for (int i = 0; i <= nodes; i++) { // the causal pass over node i's path
+            int n = 0;
+            for (int s = cache + i; s >= cache; s = parents[s - cache]) path[n++] = tokens[s - cache];
+            int seq[64];
+            memcpy(seq, text, (size_t)cache * sizeof(int));
+            for (int j = 0; j < n; j++) seq[cache + j] = path[n - 1 - j];
+            g->state.kv_len = 0;
+            const float *want = forward(g, seq, cache + n, NULL) + (size_t)(cache + n - 1) * V;
+            differ += memcmp(want, logits + (size_t)i * V, (size_t)V * sizeof(float)) != 0;
+            rows++;
+        }
+    }
+    char what[200];
+    snprintf(what, sizeof(what), "one masked tree pass == a causal pass over each root-to-node "
+             "path, bit for bit: %ld of %ld rows differ (random parent arrays)", differ, rows);
+    expect("BREAK_TREE_MASK", differ == 0 && rows > 0, what);
+}
+
+// ----------------------------------------------------------------------------
+// 3 and 4. Rounds: the caches after compaction, and greedy equivalence
+
+// Compares slots 0 .. kv_len-1 of a model's cache with a fresh pass over the tokens they
+// hold, the window's first kv_len from seq[start]; 1 if equal, bit for bit.
+static int cache_is_recompute(GPT *m, GPT *fresh, const int *seq, int start) {
+    int kv = m->state.kv_len, C = m->config.n_embd, S = m->config.block_size;
+    if (kv == 0) return 1;
+    fresh->state.kv_len = 0;
+    forward(fresh, seq + start, kv, NULL);
+    for (int l = 0; l < m->config.n_layer; l++) {
+        size_t off = (size_t)l * S * C, n = (size_t)kv * C * sizeof(float);
+        if (memcmp(m->state.key_cache + off, fresh->state.key_cache + off, n) ||
+            memcmp(m->state.value_cache + off, fresh->state.value_cache + off, n))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_cache_after_rounds(Fixture *fx) {
+    GPT *g = &fx->model, fresh, fresh_draft;
+    int V = fx->vocab.size, S = g->config.block_size;
+    build_gpt(&fresh, &g->config);
+    memcpy(fresh.params, g->params, g->n_params * sizeof(float));
+    build_gpt(&fresh_draft, &fx->gpt.model.config);
+    memcpy(fresh_draft.params, fx->gpt.model.params, fx->gpt.model.n_params * sizeof(float));
+    TreeShape shape = {4, {3, 2, 1, 1}, 21};
+    TreeBuffers tb;
+    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    DecodeOptions o = {.sampler = {1.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
+    Stats st = {0};
+    Rng rng;
+    rng_seed(&rng, 7);
+    int seq[600], n_seq = 20, rounds = 0, bad = 0, bad_draft = 0, moved = 0;
+    memcpy(seq, fx->corpus.tokens + 9000, (size_t)n_seq * sizeof(int));
+    g->state.kv_len = 0;
+    forward(g, seq, n_seq - 1, NULL); // the cache holds every token before current_token
+    fx->gpt.model.state.kv_len = 0;
+    while (n_seq < (SANITIZED ? 80 : 400)) {
+        tb.limit = 1000;
+        int n = tree_round(g, &fx->gpt, &tb, seq, n_seq, &o, &rng, &st);
+        moved += tb.passed > 0 && tb.path[tb.passed] != tb.passed; // a path off the first rows
+        memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
+        n_seq += n;
+        rounds++;
+        int start = n_seq - 1 - g->state.kv_len; // the window: the target holds all before current
+        bad += !cache_is_recompute(g, &fresh, seq, start);
+        bad_draft += fx->gpt.model.state.kv_len > g->state.kv_len || // a prefix of it, at most
+                     !cache_is_recompute(&fx->gpt.model, &fresh_draft, seq, start);
+    }
+    char what[300];
+    snprintf(what, sizeof(what), "after each of %d tree rounds (3,2,1,1, gpt draft, t = 1; %d "
+             "kept a path off the first rows), the target's cache equals a recompute of the "
+             "text in %d and the draft's in %d", rounds, moved, rounds - bad, rounds - bad_draft);
+    expect("BREAK_TREE_COMPACT", bad == 0 && bad_draft == 0 && moved > 0, what);
+    free_tree_buffers(&tb);
+    free_gpt(&fresh);
+    free_gpt(&fresh_draft);
+}
+
+static void test_greedy(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = fx->vocab.size, S = g->config.block_size;
+    const char *shapes[] = {"1", "2", "3,2,1,1", "2,2,2,2", "1,1,1,1,1,1,1,1", "4,1,1", "6",
+                            "2,1,2,1,2", "5,5"};
+    Draft *drafts[2] = {&fx->bigram, &fx->gpt};
+    int n_new = SANITIZED ? 40 : 300, cases = 0, same = 0;
+    int *want = malloc(sizeof(int) * (64 + n_new)), *got = malloc(sizeof(int) * (64 + n_new));
+    float p[256];
+    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
+    for (int pi = 0; pi < 2; pi++) {
+        const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 200 + 4000 * pi;
+        int n_prompt = pi ? 3 : 40; // a short prompt, and one longer than the window
+        Stats st = {0};
+        Rng rng;
+        rng_seed(&rng, 1);
+        generate(g, prompt, n_prompt, n_new, &o, &rng, want, p, &st);
+        for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+            for (int di = 0; di < 2; di++) {
+                TreeShape shape;
+                char err[200];
+                if (parse_tree_shape(shapes[si], V, S, &shape, err, sizeof(err)) != 0) continue;
+                TreeBuffers tb;
+                build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+                tb.greedy = 1;
+                Stats ts = {0};
+                rng_seed(&rng, 99 + si);
+                tree_generate(g, drafts[di], &tb, prompt, n_prompt, n_new, &o, &rng, got, &ts);
+                int n = n_prompt + n_new;
+                int ok = memcmp(want, got, (size_t)n * sizeof(int)) == 0;
+                if (!ok) printf("  differs: shape %s, draft %s, prompt %d\n", shapes[si],
+                                drafts[di]->name, pi);
+                same += ok;
+                cases++;
+                free_tree_buffers(&tb);
+            }
+    }
+    char what[200];
+    snprintf(what, sizeof(what), "greedy trees give plain greedy decoding's text, byte for "
+             "byte: %d of %d (9 shapes x bigram and gpt x 2 prompts, %d tokens)", same, cases,
+             n_new);
+    expect(NULL, same == cases && cases == 36, what);
+    free(want);
+    free(got);
+}
+
+// ----------------------------------------------------------------------------
+// 5. Chi-square, end to end
+
+// The chi-square statistic of counts against expected counts, cells below 5 pooled; *df
+// receives the degrees of freedom.
+static double chi_square(const long *counts, const double *expected, int n, int *df) {
+    double chi = 0.0, pool_e = 0.0, pool_c = 0.0;
+    int cells = 0;
+    for (int i = 0; i < n; i++) {
+        if (expected[i] < 5.0) {
+            pool_e += expected[i];
+            pool_c += counts[i];
+            continue;
+        }
+        chi += (counts[i] - expected[i]) * (counts[i] - expected[i]) / expected[i];
+        cells++;
+    }
+    if (pool_e > 0.0) {
+        chi += (pool_c - pool_e) * (pool_c - pool_e) / pool_e;
+        cells++;
+    }
+    *df = cells - 1;
+    return chi;
+}
+
+static void test_chi_square(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = fx->vocab.size, S = g->config.block_size;
+    const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 777;
+    int n_prompt = 4;
+    Sampler s = {1.0f, 0, 0.0f};
+    // the exact chance of each (x1, x2): p(x1 | prompt) p(x2 | prompt, x1)
+    double *expected = calloc((size_t)V * V, sizeof(double));
+    float p1[256], p2[256];
+    int ctx[8];
+    memcpy(ctx, prompt, (size_t)n_prompt * sizeof(int));
+    g->state.kv_len = 0;
+    served_probs(p1, forward(g, ctx, n_prompt, NULL) + (size_t)(n_prompt - 1) * V, V, &s);
+    for (int a = 0; a < V; a++) {
+        ctx[n_prompt] = a;
+        g->state.kv_len = 0;
+        served_probs(p2, forward(g, ctx, n_prompt + 1, NULL) + (size_t)n_prompt * V, V, &s);
+        for (int b = 0; b < V; b++) expected[a * V + b] = (double)p1[a] * p2[b];
+    }
+    TreeShape shape = {2, {6, 2}, 18}; // six siblings: a wrong Q would show in the later ones
+    TreeBuffers tb;
+    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    DecodeOptions o = {.sampler = s, .K = 2, .vocab = &fx->vocab};
+    long N = SANITIZED ? 2000 : 20000, *counts = calloc((size_t)V * V, sizeof(long));
+    int seq[16];
+    for (long i = 0; i < N; i++) { // x1 from the prefill, x2 (and x3) from a tree round
+        Stats st = {0};
+        Rng rng;
+        rng_seed(&rng, 1000 + (uint64_t)i);
+        tree_generate(g, &fx->bigram, &tb, prompt, n_prompt, 3, &o, &rng, seq, &st);
+        counts[seq[n_prompt] * V + seq[n_prompt + 1]]++;
+    }
+    double total = 0.0;
+    for (int i = 0; i < V * V; i++) {
+        total += expected[i];
+    }
+    for (int i = 0; i < V * V; i++) expected[i] *= N / total;
+    int df;
+    double chi = chi_square(counts, expected, V * V, &df);
+    // the 0.999 quantile of chi-square with df degrees of freedom (Wilson-Hilferty)
+    double z = 3.09, h = 2.0 / (9.0 * df);
+    double limit = df * pow(1.0 - h + z * sqrt(h), 3.0);
+    char what[300];
+    snprintf(what, sizeof(what), "chi-square, end to end: the first two tokens of %ld tree runs "
+             "(6,2, bigram, t = 1) against p(x1) p(x2 | x1): %.1f on %d degrees of freedom "
+             "(below %.1f, the 0.999 quantile)", N, chi, df, limit);
+    expect("BREAK_TREE_Q", chi < limit, what);
+    free(expected);
+    free(counts);
+    free_tree_buffers(&tb);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (BUG[0]) printf("broken build -D%s: the checks that must catch it run, and must fail\n", BUG);
+    Fixture fx;
+    memset(&fx, 0, sizeof(fx));
+    char err[512] = "";
+    Vocab mv;
+    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
+        load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
+        setup_draft("bigram", &fx.vocab, &fx.corpus, 32, &fx.bigram, err, sizeof(err)) != 0 ||
+        setup_draft("gpt", &fx.vocab, &fx.corpus, 32, &fx.gpt, err, sizeof(err)) != 0) {
+        check(0, "load the corpus, the model and the drafts (run 'make data'): %s", err);
+        return 1;
+    }
+    (void)usage; (void)setup_model; (void)run_generation;
+    double t0 = now_seconds();
+    test_enumeration(&fx);
+    printf("(enumeration: %.1f s)\n", now_seconds() - t0);
+    test_masked_pass(&fx);
+    test_cache_after_rounds(&fx);
+    t0 = now_seconds();
+    test_greedy(&fx);
+    printf("(greedy: %.1f s)\n", now_seconds() - t0);
+    t0 = now_seconds();
+    test_chi_square(&fx);
+    printf("(chi-square: %.1f s)\n", now_seconds() - t0);
+    free_gpt(&fx.model);
+    free_draft(&fx.bigram);
+    free_draft(&fx.gpt);
+    free_corpus(&fx.corpus);
+    printf("test_tree summary: %d checks passed and %d failed\n", n_passed, n_failed);
+    return n_failed > 0;
+}
