@@ -1466,7 +1466,9 @@ typedef struct {
     int *n_children;  // (N+1)     its children: 0 for a leaf
     float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn from
     float *p;         // (N+1, V)  p[r] = the target's served row after row r's token
-    double *u;        // (N+1)     the uniform that judged row r
+    double *chance;   // (N+1)     the chance row r had to pass: min(1, p/Q) against the (p, Q)
+                      //           it faced, after its earlier siblings' rejections
+    double *u;        // (N+1)     the uniform that judged row r: it passed when u < chance
     char *verdict;    // (N+1)     'A' accepted, 'R' rejected, '.' never judged
     double *p_work;   // (V)       the p the next child is judged against: after each rejected
                       //           sibling, norm(max(p - Q, 0)) of the one before
@@ -1650,9 +1652,9 @@ static void reject_child(TreeBuffers *tb, int c) {
 static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
     start_node(tb, r);
     for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++) {
-        double chance = child_chance(tb, c);
+        tb->chance[c] = child_chance(tb, c);
         tb->u[c] = rng_uniform(rng);
-        if (tb->u[c] < chance) {
+        if (tb->u[c] < tb->chance[c]) {
             tb->verdict[c] = 'A';
             return c;
         }
@@ -1758,7 +1760,8 @@ static void trace_node(const TreeBuffers *tb, const Vocab *v, int r) {
         if (tb->verdict[r] == '.')
             fprintf(stderr, "  not judged\n");
         else
-            fprintf(stderr, "  u=%.3f %s\n", tb->u[r], tb->verdict[r] == 'A' ? "ACCEPT" : "REJECT");
+            fprintf(stderr, "  chance=%.3f u=%.3f %s\n", tb->chance[r], tb->u[r],
+                    tb->verdict[r] == 'A' ? "ACCEPT" : "REJECT");
     }
     for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++)
         trace_node(tb, v, c);
@@ -1774,8 +1777,9 @@ static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, const Stat
     if (tb->lag > 0) // the cache was full: the pass reruns the window first
         fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
     fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its ancestors "
-            "only\n  ACCEPT/REJECT children in order; a later sibling faces the p left after "
-            "the earlier ones\n", tb->lag + tb->rows);
+            "only\n  ACCEPT/REJECT children in order, each when u < chance = min(1, p/Q); q and p "
+            "are the rows' own, and a later sibling faces p and Q after the earlier ones\n",
+            tb->lag + tb->rows);
     trace_node(tb, o->vocab, 0);
     int drew = tb->n_children[tb->path[tb->passed]] > 0; // the last node's children all failed
     fprintf(stderr, "  RESULT  %d passed, then %s: %d token%s from 1 target pass\n", tb->passed,
@@ -1800,6 +1804,7 @@ int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, in
     tb->n_children = calloc(N, sizeof(int));
     tb->q = calloc(N * V, sizeof(float));
     tb->p = calloc(N * V, sizeof(float));
+    tb->chance = calloc(N, sizeof(double));
     tb->u = calloc(N, sizeof(double));
     tb->verdict = calloc(N, 1);
     tb->p_work = calloc((size_t)V, sizeof(double));
@@ -1811,14 +1816,14 @@ int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, in
     tb->draft_slots = calloc((size_t)S, sizeof(int));
     tb->hidden = calloc((size_t)C, sizeof(float));
     return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children &&
-            tb->q && tb->p && tb->u && tb->verdict && tb->p_work && tb->Q_work && tb->path &&
+            tb->q && tb->p && tb->chance && tb->u && tb->verdict && tb->p_work && tb->Q_work && tb->path &&
             tb->accepted && tb->all_tokens && tb->slots && tb->draft_slots && tb->hidden) ? 0 : -1;
 }
 
 // Frees what build_tree_buffers allocated.
 void free_tree_buffers(TreeBuffers *tb) {
     void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->q,
-                     tb->p, tb->u, tb->verdict, tb->p_work, tb->Q_work, tb->path, tb->accepted,
+                     tb->p, tb->chance, tb->u, tb->verdict, tb->p_work, tb->Q_work, tb->path, tb->accepted,
                      tb->all_tokens, tb->slots, tb->draft_slots, tb->hidden};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(tb, 0, sizeof(*tb));
