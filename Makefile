@@ -9,6 +9,8 @@
 #   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
 #                 notes/speed.md; writes notes/speed.svg)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
+#   make early-exit  alpha of the target's own early exits as drafts, beside the GPT draft
+#                 (test/early_exit.c, notes/speed.md)
 #   make valgrind the demo under valgrind memcheck
 
 # Default compiler gcc; override with `make CC=clang` or CC in the environment.
@@ -34,10 +36,10 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train train-draft clean valgrind fuzz bench explain
+.PHONY: all debug data run test train train-draft clean valgrind fuzz bench explain early-exit
 
 # The tools beside the lesson: each includes specdec.c whole.
-TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms
+TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
 
 # Build the release binary ./specdec and the tools (default target).
 all: specdec $(TOOLS)
@@ -46,7 +48,8 @@ all: specdec $(TOOLS)
 specdec: specdec.c
 	$(CC) $(CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
 
-# The trainer, the bench and explain: one C file each, with specdec.c included.
+# The trainer, the bench, explain, ffn_forms and early_exit: one C file each, with specdec.c
+# included.
 tinyshakespeare/train: tinyshakespeare/train.c specdec.c
 	$(CC) $(CFLAGS) -o $@ tinyshakespeare/train.c $(LDFLAGS) $(LDLIBS)
 test/bench: test/bench.c specdec.c
@@ -55,6 +58,8 @@ test/explain: test/explain.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/explain.c $(LDFLAGS) $(LDLIBS)
 test/ffn_forms: test/ffn_forms.c test/bench.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/ffn_forms.c $(LDFLAGS) $(LDLIBS)
+test/early_exit: test/early_exit.c specdec.c
+	$(CC) $(CFLAGS) -o $@ test/early_exit.c $(LDFLAGS) $(LDLIBS)
 
 # Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
 debug: specdec_debug
@@ -160,6 +165,11 @@ bench: specdec test/bench data
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
 explain: test/explain
 	test/explain
+
+# alpha and greedy agreement of the exit after each of the target's blocks (its first l blocks,
+# then ln_f and lm_head), of the GPT draft and of the bigram, over the validation split (~10 s).
+early-exit: test/early_exit data
+	test/early_exit
 
 # Run the demo's two commands under valgrind memcheck (0 errors, 0 leaks required),
 # on a build for x86-64-v3, since valgrind 3.19 cannot decode AVX-512.
