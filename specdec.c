@@ -1972,6 +1972,10 @@ int build_run_state(RunState *s, const Config *c) {
     s->parent = calloc(S, sizeof(int));
     s->position = calloc(S, sizeof(int));
     s->sees = calloc(S * S, 1);
+    for (size_t i = 0; s->parent && s->position && i < S; i++) { // an empty cache is a chain
+        s->parent[i] = (int)i - 1;
+        s->position[i] = (int)i;
+    }
     // one residual array serves as x_in, x_mid and x_out of every layer
     int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
     s->block.sees = s->sees; // every layer of a pass uses the pass's one mask
@@ -2155,6 +2159,11 @@ static void place_tokens(RunState *s, int T, const int *parents, int S) {
     for (int t = 0; t < T; t++) {
         int slot = pos0 + t;
         s->parent[slot] = parents ? parents[t] : slot - 1; // a chain: the slot before
+        if (s->parent[slot] >= slot) { // a parent comes first, or the walk below never ends
+            fprintf(stderr, "specdec: internal error: slot %d follows slot %d\n", slot,
+                    s->parent[slot]);
+            abort();
+        }
         // one position past its parent's: in a tree, cache length + depth, whatever the slot
         s->position[slot] = s->parent[slot] < 0 ? 0 : s->position[s->parent[slot]] + 1;
         // its mask row: itself and its ancestors, found by walking the parent slots down
@@ -3094,10 +3103,10 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     }
     if (o->compare && o->tree) // the tree against the chain of the same depth
         fprintf(stderr, "tree against chain      tokens per verify pass %.3f (tree) and %.3f "
-                "(chain of K=%d); wall time %.3f ms and %.3f ms\n",
+                "(chain of K=%d); wall time %.3f, %.3f and %.3f ms (tree, chain, plain)\n",
                 spec.rounds ? (double)spec.round_tokens / spec.rounds : 0.0,
                 chain.rounds ? (double)chain.round_tokens / chain.rounds : 0.0, K,
-                1e3 * spec.seconds, 1e3 * chain.seconds);
+                1e3 * spec.seconds, 1e3 * chain.seconds, 1e3 * plain.seconds);
 out:
     free_spec_buffers(&b);
     free_tree_buffers(&tb);

@@ -1587,6 +1587,120 @@ static void print_summary(void) {
 
 // ----------------------------------------------------------------------------
 // The bench
+// ----------------------------------------------------------------------------
+// Trees: tokens per verify pass, chain against tree at the same node count, and wall time
+
+// Tokens per verify pass of one decoder over the bench's prompt: a chain of K (shape NULL)
+// or a tree of this shape. Deterministic (seeded), so it is counted, not timed.
+static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const char *shape, int K,
+                              double *seconds) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    DecodeOptions o = {.sampler = {t, 0, 0.0f}, .K = K, .vocab = v};
+    Stats st;
+    memset(&st, 0, sizeof(st));
+    Rng r;
+    rng_seed(&r, SEED);
+    int seq[64 + MAX_TOKENS];
+    if (shape) {
+        TreeShape ts;
+        TreeBuffers tb;
+        char err[200];
+        if (parse_tree_shape(shape, V, S, &ts, err, sizeof(err)) != 0 ||
+            build_tree_buffers(&tb, &ts, V, S, g->config.n_embd) != 0)
+            return -1.0;
+        tb.greedy = t == 0.0f;
+        tree_generate(g, d, &tb, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, &st);
+        free_tree_buffers(&tb);
+    } else {
+        SpecBuffers b;
+        if (build_spec_buffers(&b, K, V, S) != 0) return -1.0;
+        speculative_generate(g, d, &b, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, &st);
+        free_spec_buffers(&b);
+    }
+    if (seconds) *seconds = st.seconds;
+    return st.rounds ? (double)st.round_tokens / st.rounds : 0.0;
+}
+
+// The tree section: for each model-free and model draft, at t = 0 and 1, the chain of K = 4
+// and 8 against every tree of as many nodes in a short list; then wall time at this size
+// (in this process, alternated with plain decoding) and at 136 MB (the command, 3 runs).
+static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
+    static const char *const SHAPES[2][4] = {{"2,1", "4", "1,3", NULL},
+                                              {"2,1,1,1", "4,1", "2,3", "8"}};
+    static const int NODES[2] = {4, 8};
+    fprintf(stderr, "\ntrees: tokens per verify pass, a chain against trees of as many nodes "
+            "(%d tokens, the bench's prompt and seed)\n", TOKENS);
+    fprintf(stderr, "  %-8s %-3s %-5s %-7s %s\n", "draft", "t", "nodes", "chain", "trees");
+    for (int j = 0; j < n_drafts; j++) {
+        if (drafts[j].kind == DRAFT_LOOKUP || !strcmp(drafts[j].name, "ceiling")) continue;
+        for (int ti = 0; ti < 2; ti++)
+            for (int ni = 0; ni < 2; ni++) {
+                float t = (float)ti;
+                double chain = tokens_per_pass(g, &drafts[j], v, t, NULL, NODES[ni], NULL);
+                fprintf(stderr, "  %-8s %-3d %-5d %-7.3f", drafts[j].name, ti, NODES[ni], chain);
+                for (int s = 0; s < 4 && SHAPES[ni][s]; s++)
+                    fprintf(stderr, " %s %.3f", SHAPES[ni][s],
+                            tokens_per_pass(g, &drafts[j], v, t, SHAPES[ni][s], 0, NULL));
+                fputc('\n', stderr);
+            }
+    }
+    // wall time at this size: tree 3,2,1,1, the chain of K = 4 and plain decoding, in turn
+    Draft *gpt = NULL;
+    for (int j = 0; j < n_drafts; j++)
+        if (!strcmp(drafts[j].name, "gpt")) gpt = &drafts[j];
+    if (!gpt) return;
+    double tree_r[5], chain_r[5];
+    int n = PAIRS;
+    for (int i = 0; i < n; i++) {
+        double ts = 0.0, cs = 0.0, ps;
+        tokens_per_pass(g, gpt, v, 1.0f, "3,2,1,1", 4, &ts);
+        tokens_per_pass(g, gpt, v, 1.0f, NULL, 4, &cs);
+        int seq[64 + MAX_TOKENS];
+        float p[256];
+        Stats st;
+        memset(&st, 0, sizeof(st));
+        plain_run(g, v, 1.0f, seq, p, &st);
+        ps = st.seconds;
+        tree_r[i] = ps / ts;
+        chain_r[i] = ps / cs;
+    }
+    fprintf(stderr, "  wall, this model, gpt, t = 1: tree 3,2,1,1 %.2fx (%.2f-%.2f), chain K=4 "
+            "%.2fx (%.2f-%.2f) of plain decoding, medians of %d alternated runs\n",
+            median_of(tree_r, n), min_of(tree_r, n), max_of(tree_r, n), median_of(chain_r, n),
+            min_of(chain_r, n), max_of(chain_r, n), n);
+    if (COMMAND_RUNS == 0) return; // --quick: no commands
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "./specdec%s --compare --tree 3,2,1,1 --draft gpt -t 1 -n %d "
+             "--ffn-width 65536", CMD_PATHS, TOKENS);
+    double tr[3], cr[3];
+    int runs = 0;
+    for (int i = 0; i < 3; i++) {
+        char line[1200], buf[1024];
+        snprintf(line, sizeof(line), "%s 2>&1 >/dev/null", cmd);
+        double t0 = now_seconds();
+        FILE *f = popen(line, "r");
+        if (!f) break;
+        double a = 0, b = 0, c = 0;
+        while (fgets(buf, sizeof(buf), f)) {
+            const char *w = strstr(buf, "; wall time ");
+            if (!strncmp(buf, "tree against chain", 18) && w)
+                sscanf(w + 12, "%lf, %lf and %lf", &a, &b, &c);
+        }
+        pclose(f);
+        COMMAND_SECONDS += now_seconds() - t0;
+        if (a > 0 && b > 0 && c > 0) {
+            tr[runs] = c / a;
+            cr[runs] = c / b;
+            runs++;
+        }
+    }
+    if (runs == 0) return;
+    fprintf(stderr, "  wall, 136 MB, gpt, t = 1: tree 3,2,1,1 %.2fx (%.2f-%.2f), chain K=4 %.2fx "
+            "(%.2f-%.2f) of plain decoding, medians of %d runs of\n    %s\n", median_of(tr, runs),
+            min_of(tr, runs), max_of(tr, runs), median_of(cr, runs), min_of(cr, runs),
+            max_of(cr, runs), runs, cmd);
+}
+
 
 // The curve and each draft's cost, the K sweep, the tempering, --draft-p-min, the sweep of
 // sizes, the summary. drafts: the n_drafts drafts to measure (the bigram first), with
@@ -1652,9 +1766,12 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     // the headlines so far, as their commands measure them (the figures to quote)
     check_commands();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
-    // 5. the same model, padded until a one-token pass is bound by memory
+    // 5. trees against chains
+    bench_trees(g, drafts, n_drafts, v);
+    fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
+    // 6. the same model, padded until a one-token pass is bound by memory
     if (run_sweep(g, drafts, n_drafts, v, best, csv, svg_path, err, errlen) != 0) return 1;
-    // 6. the figures to quote, the models' check and the targets
+    // 7. the figures to quote, the models' check and the targets
     print_summary();
     // greedy decoding must give plain decoding's text: every t = 0 run was compared
     if (GREEDY_DIFFER) {

@@ -84,7 +84,7 @@ static const float *exit_forward(GPT *g, const int *tokens, int T, int l) {
     int L = g->config.n_layer;
     g->config.n_layer = l; // forward runs blocks 0 .. l-1, then ln_f and lm_head
     g->state.kv_len = 0;   // every window from an empty cache
-    const float *logits = forward(g, tokens, T);
+    const float *logits = forward(g, tokens, T, NULL);
     g->config.n_layer = L; // the model is whole again
     g->state.kv_len = 0;
     return logits;
@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
         // the full model by a plain forward, the config untouched: the rows every draft is
         // judged against (and the exits' last call must have left the model whole)
         g.state.kv_len = 0;
-        memcpy(full, forward(&g, val + start, T), (size_t)T * row);
+        memcpy(full, forward(&g, val + start, T, NULL), (size_t)T * row);
         for (int t = 0; t < T; t++)
             tempered_softmax(p_full + (size_t)t * V, full + (size_t)t * V, V, 1.0f);
         for (int l = 1; l <= L; l++) {
