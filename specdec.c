@@ -2036,6 +2036,7 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
         snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
                  N, C, MEDUSA_HEADER + 4 * N * per + 8, n < MEDUSA_HEADER + 4 * N * per + 8 ?
                  "truncated" : "too long: bytes were appended");
+    // the file's integrity before the pairing: a damaged file must not be blamed on the target
     else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
         snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
     else if (get_u64(buf + 20) != target_fingerprint(target))
