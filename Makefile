@@ -6,6 +6,7 @@
 #   make test     build everything and run the test suite (test/run_tests.sh)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
 #   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
+#   make train-medusa retrain tinyshakespeare/medusa.bin, Medusa heads on the frozen model.bin
 #   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
 #                 notes/speed.md; writes notes/speed.svg)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
@@ -36,7 +37,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train train-draft clean valgrind fuzz bench explain early-exit
+.PHONY: all debug data run test train train-draft train-medusa clean valgrind fuzz bench explain early-exit
 
 # The tools beside the lesson: each includes specdec.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
@@ -150,6 +151,13 @@ train: tinyshakespeare/train data
 train-draft: tinyshakespeare/train data
 	@echo "make train-draft: retrains the draft and replaces tinyshakespeare/draft.bin, the shipped one, at steps 500, 1000, ... and on Ctrl-C (git checkout tinyshakespeare/draft.bin restores it)"
 	tinyshakespeare/train --layers 1 --heads 4 --embd 64 --teacher tinyshakespeare/model.bin -o tinyshakespeare/draft.bin
+
+# Train 4 Medusa heads on the shipped target, which stays frozen: each head reads the
+# target's last hidden row and guesses 2, 3, 4 or 5 tokens ahead (notes/training.md,
+# "Medusa heads"). Writes tinyshakespeare/medusa.bin at the end only: a Ctrl-C writes nothing.
+train-medusa: tinyshakespeare/train data
+	@echo "make train-medusa: retrains the Medusa heads and replaces tinyshakespeare/medusa.bin, the shipped one, at the end (git checkout tinyshakespeare/medusa.bin restores it)"
+	tinyshakespeare/train medusa --heads 4 -m tinyshakespeare/model.bin -o tinyshakespeare/medusa.bin
 
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data

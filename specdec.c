@@ -951,6 +951,53 @@ static void restart_draft_cache(Draft *d) {
 }
 
 // ----------------------------------------------------------------------------
+// Beyond the blog: Medusa heads, guesses from the target's own hidden state
+//
+// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
+// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
+// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
+// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
+// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
+// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
+// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
+
+// The Medusa heads of one target: N small residual blocks on its hidden row.
+typedef struct {
+    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
+    int C;       // the target's n_embd: the row each head reads      e.g. 64
+    int V;       // the target's vocab_size: each head's logits       e.g. 65
+    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
+    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
+} MedusaHeads;
+
+// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
+// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits) {
+    int C = m->C, V = m->V;
+    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
+    const float *b = m->b + (size_t)head * C;
+    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
+    // u = W h + b, a Linear in matmul's order: the bias, then input i = 0, 1, 2, ...
+    for (int o = 0; o < C; o++) u[o] = b[o];
+    for (int i = 0; i < C; i++)
+        for (int o = 0; o < C; o++) u[o] += hidden[i] * W[(size_t)i * C + o];
+    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
+    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
+    // the target's lm_head, summed as forward sums it: a zero head gives its logits, bit for bit
+    const float *lw = target->w.lm_head_weight; // (C, V)
+    for (int v = 0; v < V; v++) logits[v] = target->w.lm_head_bias[v];
+    for (int i = 0; i < C; i++)
+        for (int v = 0; v < V; v++) logits[v] += u[i] * lw[(size_t)i * V + v];
+}
+
+// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
+void free_medusa(MedusaHeads *m) {
+    free(m->w); // b points into the same allocation
+    memset(m, 0, sizeof(*m));
+}
+
+// ----------------------------------------------------------------------------
 // The loop's plumbing: the round's buffers, and the counters of a generation
 
 // Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
@@ -2439,6 +2486,91 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     return read_checkpoint(path, "checkpoint", "point -m at a checkpoint: 'make train' trains one, "
                            "'tinyshakespeare/train init --seed S -o PATH' writes a random one", g,
                            vocab, err, errlen);
+}
+
+// Medusa heads' format, as tinyshakespeare/train medusa writes it (little-endian as above):
+//   offset     size        field
+//   0          4           magic "SPDM"
+//   4          4           version = 1
+//   8          12          n_heads N, n_embd C, vocab_size V (C and V: the target's)
+//   20         8           the target's fingerprint (target_fingerprint): the heads read
+//                          its hidden rows, so they fit that model and no other
+//   28         4N(C+1)C    every head's W (N, C, C), then every head's b (N, C)
+//   end-8      8           checksum: FNV-1a 64 of every byte before it
+// So the file is exactly 36 + 4N(C+1)C bytes: 66,596 for 4 heads on the shipped target.
+#define MEDUSA_MAGIC "SPDM"
+#define MEDUSA_VERSION 1
+#define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
+#define MEDUSA_MAX_HEADS 64
+
+// A target's fingerprint: FNV-1a 64, as fnv1a64 computes it, of its parameters' bytes as
+// its checkpoint stores them (float32, little-endian), fed one at a time: no copy made.
+uint64_t target_fingerprint(const GPT *g) {
+    uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        for (int k = 0; k < 4; k++) // low byte first, as put_u32 writes it
+            h = (h ^ ((bits >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// Reads Medusa heads for `target` from path into m (the format above). On any problem it
+// fills err with one line naming the file, the problem and the fix, and returns -1, with
+// nothing left allocated in m; 0 on success.
+int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
+    static const char fix[] = "train heads for this model: 'make train-medusa', or "
+                              "'tinyshakespeare/train medusa -m MODEL -o PATH'";
+    memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "medusa heads", fix, err, errlen);
+    if (!buf) return -1;
+    char why[256] = ""; // the reason alone; empty while every check passes
+    int C = target->config.n_embd, V = target->config.vocab_size;
+    size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
+    // every field checked before it is used: each check may rely on the ones above it
+    if (n < MEDUSA_HEADER)
+        snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
+                 MEDUSA_HEADER);
+    else if (memcmp(buf, MEDUSA_MAGIC, 4) != 0)
+        snprintf(why, sizeof(why), "wrong magic (not a specdec Medusa heads file)");
+    else if (get_u32(buf + 4) != MEDUSA_VERSION)
+        snprintf(why, sizeof(why), "version %u, this program reads version %d",
+                 get_u32(buf + 4), MEDUSA_VERSION);
+    else if (N < 1 || N > MEDUSA_MAX_HEADS)
+        snprintf(why, sizeof(why), "n_heads %zu out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
+    // the sizes next: a mismatched pair gets its own words, before any size arithmetic
+    else if (get_u32(buf + 12) != (uint32_t)C || get_u32(buf + 16) != (uint32_t)V)
+        snprintf(why, sizeof(why), "heads for a model %u wide with %u tokens, but the target "
+                 "is %d wide with %d", get_u32(buf + 12), get_u32(buf + 16), C, V);
+    else if (n != MEDUSA_HEADER + 4 * N * per + 8)
+        snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
+                 N, C, MEDUSA_HEADER + 4 * N * per + 8, n < MEDUSA_HEADER + 4 * N * per + 8 ?
+                 "truncated" : "too long: bytes were appended");
+    // the file's integrity before the pairing: a damaged file must not be blamed on the target
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + 20) != target_fingerprint(target))
+        snprintf(why, sizeof(why), "trained on another target model (its fingerprint does "
+                 "not match this one's)");
+    else if (!(m->w = malloc(N * per * sizeof(float))))
+        snprintf(why, sizeof(why), "out of memory for %zu heads", N);
+    // the floats, each finite, or every logit of its head would be NaN
+    for (size_t i = 0; !why[0] && i < N * per; i++) {
+        uint32_t bits = get_u32(buf + MEDUSA_HEADER + 4 * i);
+        memcpy(&m->w[i], &bits, 4);
+        if (!isfinite(m->w[i]))
+            snprintf(why, sizeof(why), "float %zu (head %zu's %s) is not a finite number", i,
+                     i < N * C * C ? i / C / C : (i - N * C * C) / C, i < N * C * C ? "W" : "b");
+    }
+    free(buf); // the floats were copied out of it
+    if (why[0]) {
+        free_medusa(m);
+        return fail_with(err, errlen, "medusa heads '%s': %s (%s)", path, why, fix);
+    }
+    *m = (MedusaHeads){(int)N, C, V, m->w, m->w + N * C * C};
+    return 0;
 }
 
 // Widens the MLP from H to H2 >= H hidden units with zeros (--ffn-width); 0 on success.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command-line tests for ./specdec and the tools beside it: tinyshakespeare/train
-# (with its subcommands eval and init), test/bench and test/explain. Run by
+# (with its subcommands eval, init, medusa and medusa-eval), test/bench and test/explain. Run by
 # test/run_tests.sh from the repo root (or directly: bash test/cli_test.sh). Needs
 # ./specdec and the tools (make), tinyshakespeare/input.txt (make data) and a C
 # compiler ($CC, default gcc) for a small checksum helper.
@@ -324,6 +324,35 @@ check "train --teacher of a tiny model writes the checkpoint and a .state flagge
              $(od -An -tu4 -j 12 -N 4 "$T/distilled.bin.state" | tr -d " ") == 1 &&
              $(od -An -tu4 -j 12 -N 4 "$T/tiny.bin.state" | tr -d " ") == 0 ]] &&
           err_has "distilling: the loss is the cross-entropy against the softmax"'
+
+# Medusa heads for tiny.bin: 2 heads 8 wide, 36 + 4 * 2 * 9 * 8 = 612 bytes laid out as
+#     0 magic "SPDM" | 4 version | 8 n_heads | 12 n_embd | 16 vocab_size |
+#     20 the target's fingerprint | 28 W (2, 8, 8), b (2, 8) | 604 checksum | 612 end
+# then broken copies of them (mh_*), each field damaged under a correct checksum.
+run_train medusa --heads 2 --iters 3 --batch 2 -m "$T/tiny.bin" -o "$T/mh.bin"
+check "train medusa on the tiny model writes 2 heads (exit 0, 612 bytes, magic SPDM, the per-head lines)" \
+    eval '[[ $rc == 0 && $(size_of "$T/mh.bin") == 612 && $(head -c 4 "$T/mh.bin") == SPDM &&
+             ! -s $T/out ]] && err_has "head 1 (token j+3): val loss" && err_has "wrote $T/mh.bin"'
+grep '^  head' "$T/err" | tail -n 2 >"$T/mh_trained_lines" # the figures after the last step
+# mh_variant NAME OFFSET BYTES: $T/NAME is mh.bin with BYTES at OFFSET, checksum made right
+mh_variant() {
+    cp "$T/mh.bin" "$T/$1"
+    patch "$T/$1" "$2" "$3"
+    fix_checksum "$T/$1"
+}
+mh_variant mh_version  4 '\002'
+mh_variant mh_heads0   8 '\000'
+mh_variant mh_heads65  8 '\101'
+mh_variant mh_heads3   8 '\003'
+mh_variant mh_embd16  12 '\020'
+mh_variant mh_vocab64 16 '\100'
+mh_variant mh_nan     28 '\000\000\300\177'
+mh_variant mh_print   20 'XXXXXXXX'
+cp "$T/mh.bin" "$T/mh_magic"; patch "$T/mh_magic" 0 'SPDX'
+cp "$T/mh.bin" "$T/mh_flip"; flip_byte "$T/mh_flip" 100
+head -c 20 "$T/mh.bin" >"$T/mh_header"
+head -c 300 "$T/mh.bin" >"$T/mh_cut"
+{ cat "$T/mh.bin"; printf 'x'; } >"$T/mh_plus1"
 
 # ---------------------------------------------------------------------------
 # The bad-input table
@@ -727,9 +756,17 @@ fi
 
 # The tools' help: usage on stdout, exit 0, nothing on stderr.
 run_train -h
-check "train -h exits 0 with the usage of training, eval and init on stdout and nothing on stderr" \
+check "train -h exits 0 with the usage of training, eval, init, medusa and medusa-eval on stdout and nothing on stderr" \
     eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: tinyshakespeare/train" &&
-          out_has "tinyshakespeare/train eval" && out_has "tinyshakespeare/train init"'
+          out_has "tinyshakespeare/train eval" && out_has "tinyshakespeare/train init" &&
+          out_has "tinyshakespeare/train medusa [" && out_has "tinyshakespeare/train medusa-eval"'
+
+# train medusa-eval measures the heads train medusa wrote for the tiny model: the per-head
+# lines, and the same figures the trainer printed after its last step
+run_train medusa-eval -m "$T/tiny.bin" -M "$T/mh.bin"
+check "train medusa-eval of the tiny model's heads: exit 0, nothing on stdout, and the trainer's last two head lines" \
+    eval '[[ $rc == 0 && ! -s $T/out && -s $T/mh_trained_lines ]] && err_has "alpha" &&
+          [[ $(grep "^  head" "$T/err") == "$(cat "$T/mh_trained_lines")" ]]'
 run_bench -h
 check "bench -h exits 0 with usage on stdout and nothing on stderr" \
     eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: test/bench" && out_has "--quick"'

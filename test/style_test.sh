@@ -11,7 +11,8 @@
 #      `a = 1; b = 2;` and `if (x) { y = 1; continue; }` count, while
 #      `for (i = 0; i < n; i++) s += x[i];` does not. A FAIL lists the lines as
 #      specdec.c:N: text; `bash test/style_test.sh --list` lists every one of them.
-#   2. length: at most 2,590 lines (wc -l): issue 23's 2,550 and issue 26's 40 more;
+#   2. length: at most 2,950 lines (wc -l): issue 23's 2,550, issue 26's 40 more, then the
+#      new budget of 2,950 for the sections beyond the blog (Medusa heads, the tree of guesses);
 #   3. comments: at least 35% of the lines carry one, counted as test/readme_test.sh
 #      counts them (a line with //, /* or a leading *), the share rounded down;
 #   4. draft_tokens comes early: its definition starts before line 700.
@@ -28,7 +29,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 FILE=${STYLE_FILE:-specdec.c}
 MAX_CRAMMED=20
-MAX_LINES=2590
+MAX_LINES=2950
 MIN_COMMENT_SHARE=35
 DRAFT_BEFORE=700
 

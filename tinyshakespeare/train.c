@@ -14,18 +14,25 @@
  * decoder's draft) learns the teacher's whole next-character distribution at every position
  * of the same windows, the teacher run through specdec.c's own forward pass.
  *
+ * `medusa` trains Medusa heads instead (specdec.c's "Beyond the blog: Medusa heads"): the
+ * target stays frozen, and each head learns to guess a token further ahead from the
+ * target's last hidden row; `medusa-eval` measures a heads file (loss, alpha, top-1).
+ *
  *   make train                                  # = tinyshakespeare/train (the defaults)
  *   tinyshakespeare/train --iters 200 -o /tmp/m.bin
  *   tinyshakespeare/train --resume -o /tmp/m.bin --iters 400
  *   tinyshakespeare/train --layers 1 --teacher tinyshakespeare/model.bin -o /tmp/d.bin
  *   tinyshakespeare/train eval [-m PATH] [-i PATH]    # the whole validation split's loss
  *   tinyshakespeare/train init [--seed S] -o PATH     # a seeded random model, untrained
+ *   tinyshakespeare/train medusa -o PATH              # 4 Medusa heads (make train-medusa)
+ *   tinyshakespeare/train medusa-eval [-M PATH]       # their loss and alpha per head
  *
  * The backward matmuls use fmaf: a fused multiply-add, one rounding, one instruction with
  * -march=native (the build keeps -ffp-contract=off, so the compiler fuses nothing itself).
  *
- * broken build (test/test_train.c): -DBREAK_LAYERNORM_BACKWARD drops a term of
- * layernorm_backward, so that the gradient check can be seen to fail.
+ * broken builds: -DBREAK_LAYERNORM_BACKWARD (test/test_train.c) drops a term of
+ * layernorm_backward, -DBREAK_MEDUSA_BACKWARD (test/test_medusa.c) one of the heads' SiLU
+ * backward, so that each gradient check can be seen to fail.
  */
 #ifndef TESTING
 #define TESTING    // leaves out specdec.c's main: this file has its own ...
@@ -1473,6 +1480,334 @@ int main_init(int argc, char **argv) {
     return rc != 0;
 }
 
+// ----------------------------------------------------------------------------
+// Medusa heads: trained on the frozen target (tinyshakespeare/train medusa)
+//
+// specdec.c's section "Beyond the blog: Medusa heads" has the heads and medusa_logits, and
+// its "Loading" the file format and load_medusa. Here: the heads' gradient, the training
+// loop (the target only runs forward, its weights never change), the evaluation (loss and
+// top-1 against the true tokens, alpha and top-1 agreement against the target) and the
+// file writer. notes/training.md ("Medusa heads") has the run that made medusa.bin.
+
+// Where `train medusa` writes without -o: beside the shipped heads, never over them.
+#define MEDUSA_OUT "tinyshakespeare/medusa_retrained.bin"
+#define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin"
+// Adam's learning rate for the heads (no weight decay: W and b start at 0 anyway); build
+// with -DMEDUSA_LR=... to try another (notes/training.md has the ones tried)
+#ifndef MEDUSA_LR
+#define MEDUSA_LR 1e-3f
+#endif
+
+// Allocates n_heads heads for target, all zero: W = 0 and b = 0 make each one the
+// target's own next-token head, Medusa-1's initialisation. 0 on success, -1 out of memory.
+int build_medusa(MedusaHeads *m, const GPT *target, int n_heads) {
+    int C = target->config.n_embd;
+    m->n_heads = n_heads;
+    m->C = C;
+    m->V = target->config.vocab_size;
+    // one allocation, laid out as load_medusa lays it: every W, then every b
+    m->w = alloc_floats((size_t)n_heads * (C + 1) * C);
+    m->b = m->w ? m->w + (size_t)n_heads * C * C : NULL;
+    return m->w ? 0 : -1;
+}
+
+// The cross-entropy of head `head` at one hidden row h (C) of the target for the true
+// token y, from specdec.c's medusa_logits. If grad is not NULL, scale times its gradient
+// is added into grad, laid out like m->w (every head's W, then every head's b). The target
+// is frozen: nothing flows into lm_head or into h.
+double medusa_loss_grad(const MedusaHeads *m, const GPT *target, const float *h, int head,
+                        int y, float scale, float *grad) {
+    int C = m->C, V = m->V;
+    float z[256], p[256], u[4096], du[4096]; // V <= 256 and C <= 4096 (validate_config)
+    medusa_logits(m, target, h, head, z);
+    double loss = cross_entropy(z, V, y, p); // p = softmax(z), for the gradient
+    if (!grad) return loss;
+    // u = W h + b once more: the SiLU's input (medusa_logits keeps nothing)
+    const float *W = m->w + (size_t)head * C * C, *b = m->b + (size_t)head * C;
+    for (int o = 0; o < C; o++) u[o] = b[o];
+    for (int i = 0; i < C; i++)
+        for (int o = 0; o < C; o++) u[o] += h[i] * W[(size_t)i * C + o];
+    // dLoss/dz = p - onehot(y); through the frozen lm_head (C, V): dh'[i] = sum_v lm[i][v] dz[v]
+    p[y] -= 1.0f;
+    const float *lw = target->w.lm_head_weight;
+    for (int i = 0; i < C; i++) {
+        float s = 0.0f;
+        for (int v = 0; v < V; v++) s += lw[(size_t)i * V + v] * p[v];
+        du[i] = s * scale;
+    }
+    // h' = h + SiLU(u), and SiLU'(u) = sig(u) (1 + u (1 - sig(u))): du = dh' SiLU'(u)
+    for (int o = 0; o < C; o++) {
+        float sig = 1.0f / (1.0f + expf(-u[o]));
+#ifdef BREAK_MEDUSA_BACKWARD
+        du[o] *= sig; // test-only build: drops the u (1 - sig) term, so the check must fail
+#else
+        du[o] *= sig * (1.0f + u[o] * (1.0f - sig));
+#endif
+    }
+    // u = W h + b with W stored (in, out): dW[i][o] += h[i] du[o], db[o] += du[o]
+    float *gw = grad + (size_t)head * C * C, *gb = grad + ((size_t)m->n_heads * C + head) * C;
+    for (int i = 0; i < C; i++)
+        for (int o = 0; o < C; o++) gw[(size_t)i * C + o] += h[i] * du[o];
+    for (int o = 0; o < C; o++) gb[o] += du[o];
+    return loss;
+}
+
+// Writes heads m, trained on target, to path atomically, in load_medusa's format.
+int save_medusa(const MedusaHeads *m, const GPT *target, const char *path, char *err,
+                size_t errlen) {
+    size_t P = (size_t)m->n_heads * (m->C + 1) * m->C, n = MEDUSA_HEADER + 4 * P + 8;
+    unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
+    if (buf) {
+        // header, the floats (every W, then every b), checksum
+        memcpy(buf, MEDUSA_MAGIC, 4);
+        put_u32(buf + 4, MEDUSA_VERSION);
+        put_u32(buf + 8, (uint32_t)m->n_heads);
+        put_u32(buf + 12, (uint32_t)m->C);
+        put_u32(buf + 16, (uint32_t)m->V);
+        put_u64(buf + 20, target_fingerprint(target));
+        for (size_t i = 0; i < P; i++) {
+            uint32_t bits;
+            memcpy(&bits, &m->w[i], 4);
+            put_u32(buf + MEDUSA_HEADER + 4 * i, bits);
+        }
+        put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+    }
+    return write_file_atomic(path, buf, n, "medusa heads", err, errlen);
+}
+
+// Each head's figures over a split, as eval_medusa measures them.
+typedef struct {
+    double loss[MEDUSA_MAX_HEADS];     // mean cross-entropy against the true token j+2+head
+    double top1[MEDUSA_MAX_HEADS];     // share of those where the head's argmax is that token
+    size_t n_true[MEDUSA_MAX_HEADS];   // positions scored against the true token
+    double alpha[MEDUSA_MAX_HEADS];    // mean of sum_x min(p_head(x), p_target(x)), t = 1
+    double agree[MEDUSA_MAX_HEADS];    // share where the head's argmax is the target's argmax
+    size_t n_target[MEDUSA_MAX_HEADS]; // positions compared with the target's own row
+} MedusaEval;
+
+// Measures every head over tokens[0..n) in eval_loss's windows (consecutive, up to S tokens
+// with a next token, each from an empty cache). At position j of a window, head k guesses
+// token j+2+k from the hidden row h_j. Against the truth: when that token lies in tokens.
+// Against the target: when the target's row for it, the row at position j+1+k, which has
+// seen the true tokens up to there, lies in the same window (so head k gets T-1-k of a
+// window's T positions); alpha is then sum_x min(p_head, p_target) at t = 1, the chance a
+// head's guess passes accept/reject (notes/math.md), and the agreement what greedy accepts.
+void eval_medusa(const MedusaHeads *m, GPT *target, const int *tokens, size_t n,
+                 MedusaEval *e) {
+    int S = target->config.block_size, V = m->V, C = m->C;
+    memset(e, 0, sizeof(*e));
+    float z[256], ph[256], pt[256]; // a head's logits, its softmax, the target's softmax
+    for (size_t start = 0; start + 1 < n; start += (size_t)S) {
+        int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
+        target->state.kv_len = 0;
+        const float *logits = forward(target, tokens + start, T, NULL); // (T, V); ln_f rows (T, C)
+        for (int j = 0; j < T; j++)
+            for (int k = 0; k < m->n_heads; k++) {
+                medusa_logits(m, target, target->state.ln_f + (size_t)j * C, k, z);
+                // against the true token, where the split still has it
+                if (start + j + 2 + k < n) {
+                    int y = tokens[start + j + 2 + k];
+                    e->loss[k] += cross_entropy(z, V, y, NULL);
+                    e->top1[k] += argmax(z, V) == y;
+                    e->n_true[k]++;
+                }
+                if (j + 1 + k >= T) continue; // the target's row for that token: next window
+                // against the target's distribution for the same token, at t = 1
+                const float *row = logits + (size_t)(j + 1 + k) * V;
+                tempered_softmax(ph, z, V, 1.0f);
+                tempered_softmax(pt, row, V, 1.0f);
+                for (int x = 0; x < V; x++) e->alpha[k] += ph[x] < pt[x] ? ph[x] : pt[x];
+                e->agree[k] += argmax(z, V) == argmax(row, V);
+                e->n_target[k]++;
+            }
+    }
+    target->state.kv_len = 0;
+    // sums to means
+    for (int k = 0; k < m->n_heads; k++) {
+        e->loss[k] /= e->n_true[k] ? (double)e->n_true[k] : 1.0;
+        e->top1[k] /= e->n_true[k] ? (double)e->n_true[k] : 1.0;
+        e->alpha[k] /= e->n_target[k] ? (double)e->n_target[k] : 1.0;
+        e->agree[k] /= e->n_target[k] ? (double)e->n_target[k] : 1.0;
+    }
+}
+
+// Prints eval_medusa's figures for the validation split (stderr): the summed loss, then a
+// line per head.
+static void print_medusa_eval(const MedusaEval *e, int n_heads, const char *when, double secs) {
+    double sum = 0.0;
+    for (int k = 0; k < n_heads; k++) sum += e->loss[k];
+    fprintf(stderr, "%s: val loss %.4f (summed over the %d heads; whole validation split, "
+            "%.1f s)\n", when, sum, n_heads, secs);
+    for (int k = 0; k < n_heads; k++)
+        fprintf(stderr, "  head %d (token j+%d): val loss %.4f, top-1 %.3f (%zu positions); "
+                "against the target: alpha %.3f, top-1 agreement %.3f (%zu positions)\n", k,
+                k + 2, e->loss[k], e->top1[k], e->n_true[k], e->alpha[k], e->agree[k],
+                e->n_target[k]);
+}
+
+// What `tinyshakespeare/train medusa` is asked to do.
+typedef struct {
+    int n_heads;   // N, the heads                          e.g. 4
+    int iters;     // Adam steps                            e.g. 5000
+    int batch;     // windows of S tokens per step, B       e.g. 16
+    uint64_t seed; // the batch sampler's generator         e.g. 2
+} MedusaOptions;
+
+// Trains m's heads on the training split, the target frozen. Each step: B random windows
+// of S tokens (starts drawn as get_batch draws them), each run through specdec.c's forward
+// from an empty cache; at every position j, head k's cross-entropy against token j+2+k
+// counts when that token lies inside the split. The loss is summed over heads and averaged
+// over the B*S positions; then one Adam step. Progress on stderr. 0, or -1 out of memory.
+int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const MedusaOptions *o) {
+    int S = target->config.block_size, C = m->C, B = o->batch;
+    size_t P = (size_t)m->n_heads * (C + 1) * C, starts = corpus->n_train - (size_t)S;
+    float *grad = alloc_floats(P);
+    AdamW opt = {MEDUSA_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(P), alloc_floats(P), 0};
+    int ok = grad && opt.m && opt.v;
+    Rng rng;
+    rng_seed(&rng, o->seed);
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0;
+    for (int it = 0; ok && it < o->iters; it++) {
+        memset(grad, 0, P * sizeof(float));
+        for (int b = 0; b < B; b++) {
+            size_t start = (size_t)(rng_u64(&rng) % starts); // torch.randint(len - block_size)
+            target->state.kv_len = 0;
+            forward(target, corpus->tokens + start, S, NULL); // leaves the ln_f rows in state.ln_f
+            // every head at every position whose guessed token is still in the split
+            for (int j = 0; j < S; j++)
+                for (int k = 0; k < m->n_heads; k++) {
+                    size_t y = start + (size_t)j + 2 + (size_t)k; // the token head k guesses
+                    if (y >= corpus->n_train) continue;
+                    recent += medusa_loss_grad(m, target, target->state.ln_f + (size_t)j * C,
+                                               k, corpus->tokens[y], 1.0f / ((float)B * S), grad);
+                }
+        }
+        adamw_update(&opt, m->w, grad, P); // weight decay 0: plain Adam
+        // progress every 100 steps: the mean summed loss, speed and time left
+        if ((it + 1) % 100 == 0) {
+            double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
+            fprintf(stderr, "step %5d: train loss %.4f (summed over heads), %.1f ms/step, "
+                    "ETA %.0f s\n", it + 1, recent / (100.0 * B * S), ms,
+                    ms * (o->iters - it - 1) / 1e3);
+            recent = 0.0;
+            t_log = now;
+        }
+    }
+    target->state.kv_len = 0;
+    if (ok) fprintf(stderr, "trained %d steps in %.1f s\n", o->iters, now_seconds() - t_start);
+    free(grad);
+    free(opt.m);
+    free(opt.v);
+    return ok ? 0 : -1;
+}
+
+// `tinyshakespeare/train medusa [--heads 4] [--iters N] [--batch 16] [--seed 2] [-m MODEL]
+// [-i CORPUS] [-o PATH]` trains heads and writes them; `tinyshakespeare/train medusa-eval
+// [-m MODEL] [-M HEADS] [-i CORPUS]` measures a heads file. Returns the exit status; every
+// bad flag or file is one line on stderr.
+int main_medusa(int argc, char **argv, int eval_only) {
+    MedusaOptions mo = {4, 5000, 16, 2};
+    const char *model_path = DEFAULT_MODEL, *corpus_path = DEFAULT_CORPUS;
+    const char *heads_path = DEFAULT_MEDUSA, *out = MEDUSA_OUT, *cmd = argv[1];
+    const char *takes = eval_only ? "-m, -M and -i" : "--heads, --iters, --batch, --seed, -m, -i and -o";
+    char err[512];
+    // flags: each with one value; the whole numbers checked in full
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        struct { const char *flag; int *dst; long lo, hi; } ints[] = {
+            {"--heads", &mo.n_heads, 1, MEDUSA_MAX_HEADS}, {"--iters", &mo.iters, 1, 10000000},
+            {"--batch", &mo.batch, 1, 4096}};
+        int known = !strcmp(a, "-m") || !strcmp(a, "-i"), whole = -1;
+        if (eval_only) known |= !strcmp(a, "-M");
+        else known |= !strcmp(a, "-o") || !strcmp(a, "--seed");
+        for (int k = 0; !eval_only && k < 3; k++)
+            if (!strcmp(a, ints[k].flag)) whole = k;
+        if (!known && whole < 0) {
+            error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+            return 1;
+        }
+        if (!val) {
+            error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+            return 1;
+        }
+        long v;
+        if (whole >= 0 && parse_int(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
+            error_line("%s must be a whole number from %ld to %ld, got '%s'", a,
+                       ints[whole].lo, ints[whole].hi, val);
+            return 1;
+        }
+        if (whole >= 0) *ints[whole].dst = (int)v;
+        else if (!strcmp(a, "--seed") && parse_seed(val, &mo.seed) != 0) {
+            error_line("--seed must be a non-negative whole number, got '%s'", val);
+            return 1;
+        } else if (!strcmp(a, "-m")) model_path = val;
+        else if (!strcmp(a, "-i")) corpus_path = val;
+        else if (!strcmp(a, "-M")) heads_path = val;
+        else if (!strcmp(a, "-o")) out = val;
+    }
+    // the target, then the heads (loaded, or zero), then the corpus in the target's vocabulary
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    MedusaHeads m;
+    memset(&g, 0, sizeof(g)); // zeroed, so the frees at done: are safe whatever failed
+    memset(&corpus, 0, sizeof(corpus));
+    memset(&m, 0, sizeof(m));
+    int rc = 1;
+    if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0) goto done;
+    if (eval_only && load_medusa(heads_path, &g, &m, err, sizeof(err)) != 0) goto done;
+    if (!eval_only && build_medusa(&m, &g, mo.n_heads) != 0) {
+        snprintf(err, sizeof(err), "out of memory for %d heads", mo.n_heads);
+        goto done;
+    }
+    if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) goto done;
+    // a training window needs S tokens and a guessed token after them; validation a pair
+    if (corpus.n_train <= (size_t)g.config.block_size + 2 || corpus.n_val < 2) {
+        snprintf(err, sizeof(err), "corpus '%s' is too short for Medusa heads on a model of "
+                 "block_size %d; use Tiny Shakespeare (make data)", corpus_path,
+                 g.config.block_size);
+        goto done;
+    }
+    // the output is checked before any work: a bad -o is one line, not a lost run
+    char *probe = eval_only ? NULL : write_temp(out, (const unsigned char *)"", 0,
+                                                "medusa heads", err, sizeof(err));
+    if (!eval_only && !probe) goto done;
+    if (probe) unlink(probe);
+    free(probe);
+    print_config(&g, model_path);
+    fprintf(stderr, "medusa: %d heads, each lm_head(h + SiLU(W h + b)) with W %dx%d and b %d "
+            "and the target's frozen lm_head; %zu parameters%s%s\n", m.n_heads, m.C, m.C, m.C,
+            (size_t)m.n_heads * (m.C + 1) * m.C, eval_only ? " from " : ", all zero at the start",
+            eval_only ? heads_path : "");
+    MedusaEval e;
+    double t0 = now_seconds();
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    print_medusa_eval(&e, m.n_heads, eval_only ? heads_path : "step 0", now_seconds() - t0);
+    if (eval_only) {
+        rc = 0;
+        goto done;
+    }
+    fprintf(stderr, "recipe: %d steps of %d windows of %d tokens from the training split, the "
+            "target frozen, Adam lr %g, seed %llu; writes %s at the end\n", mo.iters, mo.batch,
+            g.config.block_size, (double)MEDUSA_LR, (unsigned long long)mo.seed, out);
+    if (train_medusa(&m, &g, &corpus, &mo) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the heads' gradient and Adam's moments");
+        goto done;
+    }
+    if (save_medusa(&m, &g, out, err, sizeof(err)) != 0) goto done;
+    fprintf(stderr, "wrote %s\n", out);
+    t0 = now_seconds();
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    print_medusa_eval(&e, m.n_heads, "trained", now_seconds() - t0);
+    rc = 0;
+done:
+    if (rc != 0) error_line("%s", err);
+    free_medusa(&m);
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc;
+}
+
 #ifdef TRAIN_MAIN
 // The help text of -h.
 static void train_usage(void) {
@@ -1491,10 +1826,19 @@ static void train_usage(void) {
            "usage: tinyshakespeare/train eval [-m " DEFAULT_MODEL "] [-i corpus]\n"
            "  mean cross-entropy over the whole validation and training splits\n"
            "usage: tinyshakespeare/train init [--seed 1337] -o PATH [-i corpus]\n"
-           "  writes the seeded random initialisation as a checkpoint, untrained\n");
+           "  writes the seeded random initialisation as a checkpoint, untrained\n"
+           "usage: tinyshakespeare/train medusa [--heads 4] [--iters 5000] [--batch 16] [--seed 2]\n"
+           "           [-m " DEFAULT_MODEL "] [-i corpus] [-o " MEDUSA_OUT "]\n"
+           "  trains Medusa heads on the model, which stays frozen: head k guesses the token\n"
+           "  k+2 places after each position from its last hidden row; writes them at the end\n"
+           "  (make train-medusa gives -o " DEFAULT_MEDUSA ")\n"
+           "usage: tinyshakespeare/train medusa-eval [-m " DEFAULT_MODEL "] [-M " DEFAULT_MEDUSA "]\n"
+           "           [-i corpus]\n"
+           "  each head's loss and top-1 on the validation split, and its alpha and top-1\n"
+           "  agreement against the model's own distribution at t = 1\n");
 }
 
-// Training, or one of its two subcommands.
+// Training, or one of its subcommands: eval, init, medusa, medusa-eval.
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         train_usage();
@@ -1502,6 +1846,8 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "eval")) return main_eval(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "init")) return main_init(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "medusa")) return main_medusa(argc, argv, 0);
+    if (argc > 1 && !strcmp(argv[1], "medusa-eval")) return main_medusa(argc, argv, 1);
     return main_train(argc, argv);
 }
 #endif
