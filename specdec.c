@@ -449,8 +449,11 @@ int bigram_sample(const BigramDraft *d, int token, const Sampler *s, Rng *rng, f
 typedef enum {
     DRAFT_BIGRAM, // the blog's table (the default)
     DRAFT_GPT,    // a small GPT distilled from the target (make train-draft), with its own KV cache
-    DRAFT_LOOKUP  // prompt lookup: copies earlier text; q is one-hot at each guess
+    DRAFT_LOOKUP, // prompt lookup: copies earlier text; q is one-hot at each guess
+    DRAFT_MEDUSA  // Medusa heads on the target's hidden row: trees only (beyond the blog)
 } DraftKind;
+
+typedef struct MedusaHeads MedusaHeads; // a Medusa draft's heads: after the tree of guesses
 
 // A draft: its kind, and what that kind needs.
 typedef struct {
@@ -461,6 +464,8 @@ typedef struct {
     GPT model;          // DRAFT_GPT: its weights and its own KV cache (model.state)
     int match_n;        // DRAFT_LOOKUP: the n-gram length the last round matched
     int match_end;      //   and the index in seq where that earlier occurrence ended
+    MedusaHeads *medusa; // DRAFT_MEDUSA: the heads, and the target whose hidden
+    const GPT *target;          //   rows they read and whose lm_head they share
     float p_min;        // --draft-p-min: a guess the draft itself gives less than this chance
                         // (at t = 1, unfiltered) is its last of the round; 0 = off
 } Draft;
@@ -948,53 +953,6 @@ static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, 
 // the same window, so both caches restart at the same sequence index.
 static void restart_draft_cache(Draft *d) {
     if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
-}
-
-// ----------------------------------------------------------------------------
-// Beyond the blog: Medusa heads, guesses from the target's own hidden state
-//
-// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
-// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
-// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
-// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
-// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
-// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
-// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
-
-// The Medusa heads of one target: N small residual blocks on its hidden row.
-typedef struct {
-    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
-    int C;       // the target's n_embd: the row each head reads      e.g. 64
-    int V;       // the target's vocab_size: each head's logits       e.g. 65
-    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
-    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
-} MedusaHeads;
-
-// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
-// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
-void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
-                   float *logits) {
-    int C = m->C, V = m->V;
-    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
-    const float *b = m->b + (size_t)head * C;
-    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
-    // u = W h + b, a Linear in matmul's order: the bias, then input i = 0, 1, 2, ...
-    for (int o = 0; o < C; o++) u[o] = b[o];
-    for (int i = 0; i < C; i++)
-        for (int o = 0; o < C; o++) u[o] += hidden[i] * W[(size_t)i * C + o];
-    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
-    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
-    // the target's lm_head, summed as forward sums it: a zero head gives its logits, bit for bit
-    const float *lw = target->w.lm_head_weight; // (C, V)
-    for (int v = 0; v < V; v++) logits[v] = target->w.lm_head_bias[v];
-    for (int i = 0; i < C; i++)
-        for (int v = 0; v < V; v++) logits[v] += u[i] * lw[(size_t)i * V + v];
-}
-
-// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
-void free_medusa(MedusaHeads *m) {
-    free(m->w); // b points into the same allocation
-    memset(m, 0, sizeof(*m));
 }
 
 // ----------------------------------------------------------------------------
@@ -1490,6 +1448,10 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
 
 #define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have
 
+// Head `head`'s logits from a hidden row of the target: Medusa's guesses, after this section.
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits);
+
 // The shape of the trees a run drafts: width[d] children per node of depth d (current_token,
 // the root, has depth 0). The rows of a tree are its nodes in breadth-first order.
 typedef struct {
@@ -1568,6 +1530,12 @@ static void tree_draft_rows(Draft *d, TreeBuffers *tb, const int *seq, int n_seq
     int V = tb->V, hi = tb->rows;
     Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1
     const Sampler *served = tb->greedy ? &t1 : s;
+    if (d->kind == DRAFT_MEDUSA) { // one head per level, read from current_token's hidden row
+        float logits[256];
+        medusa_logits(d->medusa, d->target, tb->hidden, tb->depth[lo], logits);
+        for (int r = lo; r < hi; r++) served_probs(tb->q + (size_t)r * V, logits, V, served);
+        return;
+    }
     if (d->kind != DRAFT_GPT) { // the bigram: a table row per node, no pass
         for (int r = lo; r < hi; r++)
             bigram_served_probs(tb->q + (size_t)r * V, &d->bigram, tb->token[r], served);
@@ -1930,6 +1898,53 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const int *prompt, int n_p
         n_seq += n;
     }
     finish_stats(st, n_seq - first, t0);
+}
+
+// ----------------------------------------------------------------------------
+// Beyond the blog: Medusa heads, guesses from the target's own hidden state
+//
+// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
+// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
+// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
+// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
+// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
+// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
+// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
+
+// The Medusa heads of one target: N small residual blocks on its hidden row.
+struct MedusaHeads {
+    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
+    int C;       // the target's n_embd: the row each head reads      e.g. 64
+    int V;       // the target's vocab_size: each head's logits       e.g. 65
+    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
+    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
+};
+
+// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
+// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits) {
+    int C = m->C, V = m->V;
+    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
+    const float *b = m->b + (size_t)head * C;
+    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
+    // u = W h + b, a Linear in matmul's order: the bias, then input i = 0, 1, 2, ...
+    for (int o = 0; o < C; o++) u[o] = b[o];
+    for (int i = 0; i < C; i++)
+        for (int o = 0; o < C; o++) u[o] += hidden[i] * W[(size_t)i * C + o];
+    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
+    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
+    // the target's lm_head, summed as forward sums it: a zero head gives its logits, bit for bit
+    const float *lw = target->w.lm_head_weight; // (C, V)
+    for (int v = 0; v < V; v++) logits[v] = target->w.lm_head_bias[v];
+    for (int i = 0; i < C; i++)
+        for (int v = 0; v < V; v++) logits[v] += u[i] * lw[(size_t)i * V + v];
+}
+
+// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
+void free_medusa(MedusaHeads *m) {
+    free(m->w); // b points into the same allocation
+    memset(m, 0, sizeof(*m));
 }
 
 // ----------------------------------------------------------------------------
@@ -2824,6 +2839,7 @@ typedef struct {
 #define DEFAULT_CORPUS "tinyshakespeare/input.txt"
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define DEFAULT_DRAFT "tinyshakespeare/draft.bin" // --draft gpt
+#define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin" // --draft medusa
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
 #define MAX_FFN_WIDTH 16777216  // 2^24 hidden units: 32 GiB of weights for the lecture's model
 
@@ -2839,7 +2855,9 @@ void usage(FILE *f) {
         "  -s SEED     sampling seed, a non-negative integer (default 42)\n"
         "  --draft D   bigram (default: the blog's table), gpt (" DEFAULT_DRAFT ",\n"
         "              a small GPT with its own KV cache), lookup (copies earlier text),\n"
-        "              or the path of a checkpoint with the target's vocabulary\n"
+        "              medusa (" DEFAULT_MEDUSA ": heads on the target's hidden row, for\n"
+        "              trees; without --tree, a chain of -k levels), or the path of a\n"
+        "              checkpoint with the target's vocabulary\n"
         "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
@@ -3092,6 +3110,9 @@ int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *c
     if (!o->run_selftest && o->tree && !strcmp(o->draft, "lookup"))
         return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
                          "copies one continuation; drop --tree, or use --draft bigram or gpt");
+    if (!o->run_selftest && !strcmp(o->draft, "medusa") && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min ends a chain drafted guess by guess, and "
+                         "medusa drafts every level at once from its heads; drop --draft-p-min");
     if (!o->run_selftest && o->tree && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
@@ -3142,6 +3163,27 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
 void free_draft(Draft *d) {
     free_bigram_draft(&d->bigram);
     free_gpt(&d->model);
+    if (d->medusa) free_medusa(d->medusa);
+    free(d->medusa);
+    d->medusa = NULL;
+}
+
+// --draft medusa: the heads of DEFAULT_MEDUSA, trained for the loaded target g, as a draft
+// for trees; `depth`, the tree's levels (or K), must not exceed the heads. 0, or -1 with err.
+int setup_medusa(const GPT *g, int depth, Draft *d, char *err, size_t errlen) {
+    memset(d, 0, sizeof(*d));
+    d->kind = DRAFT_MEDUSA;
+    d->name = "medusa";
+    d->V = g->config.vocab_size;
+    d->target = g; // the heads read its hidden rows and share its lm_head
+    d->medusa = calloc(1, sizeof(MedusaHeads));
+    if (!d->medusa) return fail_with(err, errlen, "out of memory for the medusa heads");
+    if (load_medusa(DEFAULT_MEDUSA, g, d->medusa, err, errlen) != 0) return -1;
+    if (depth > d->medusa->n_heads)
+        return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
+                         "tree (or -k) asks for %d levels; give at most %d", d->medusa->n_heads,
+                         depth, d->medusa->n_heads);
+    return 0;
 }
 
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr. Returns 0; 1 out
@@ -3160,11 +3202,18 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     if (o->tree) parse_tree_shape(o->tree, V, g->config.block_size, &shape, NULL, 0);
     int K = o->tree ? shape.depth : o->K; // with --tree, the chain beside it is as deep
     int *seq_chain = malloc((size_t)cap * sizeof(int)); // --tree --compare: the chain's text
+    // Medusa's heads draft for trees only: its chain is the tree 1,1,..,1 of K levels
+    int medusa = d->kind == DRAFT_MEDUSA;
+    TreeShape ones = {.depth = K, .nodes = K};
+    for (int i = 0; i < K; i++) ones.width[i] = 1;
+    TreeBuffers tb_chain = {0};
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
     if (!seq || !seq_plain || !seq_chain || !source || !p ||
         build_spec_buffers(&b, K, V, g->config.block_size) != 0 ||
         (o->tree && build_tree_buffers(&tb, &shape, V, g->config.block_size,
-                                       g->config.n_embd) != 0))
+                                       g->config.n_embd) != 0) ||
+        (medusa && build_tree_buffers(&tb_chain, &ones, V, g->config.block_size,
+                                      g->config.n_embd) != 0))
         goto out;
     rc = 0;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
@@ -3178,6 +3227,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
                          .trace = o->trace, .vocab = v, .out = &out};
     Stats spec = {0}, plain = {0}, chain = {0};
     tb.greedy = o->temperature == 0.0f; // a greedy tree's children: the draft's top ones
+    tb_chain.greedy = tb.greedy;
     Rng rng; // seeded afresh before each decoder
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
@@ -3219,7 +3269,9 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         int *text = run == RUN_PLAIN ? seq_plain : run == RUN_CHAIN && o->tree ? seq_chain : seq;
         Stats *st = run == RUN_PLAIN ? &plain : run == RUN_CHAIN && o->tree ? &chain : &spec;
         if (run == RUN_PLAIN) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, st);
-        if (run == RUN_CHAIN)
+        if (run == RUN_CHAIN && medusa)
+            tree_generate(g, d, &tb_chain, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
+        else if (run == RUN_CHAIN)
             speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
         if (run == RUN_TREE) tree_generate(g, d, &tb, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
         if (!stream) write_text(stdout, v, text + start, source + start, o->n_new, color);
@@ -3242,6 +3294,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
 out:
     free_spec_buffers(&b);
     free_tree_buffers(&tb);
+    free_tree_buffers(&tb_chain);
     void *owned[] = {seq, seq_plain, seq_chain, source, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return rc;
@@ -3276,13 +3329,18 @@ int main(int argc, char **argv) {
         check_inputs(&o, &g, &v, &corpus, prompt, err, sizeof(err)))
         goto done;
     // 3. the draft --draft names; the self-test runs one of each kind (gpt: --draft's model)
-    int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup");
+    int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") &&
+                      strcmp(o.draft, "medusa"); // the self-test's chains take no heads
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;
+    TreeShape shape = {.depth = o.K}; // a tree's levels, or the chain's K, for medusa's check
+    if (o.tree) parse_tree_shape(o.tree, v.size, g.config.block_size, &shape, NULL, 0);
     for (int i = 0; i < n_drafts; i++)
-        if (setup_draft(kinds[i], &v, &corpus, g.config.block_size, &drafts[i], err,
-                        sizeof(err)) != 0)
+        if (!strcmp(kinds[i], "medusa") ? setup_medusa(&g, shape.depth, &drafts[i], err,
+                                                        sizeof(err)) != 0
+            : setup_draft(kinds[i], &v, &corpus, g.config.block_size, &drafts[i], err,
+                          sizeof(err)) != 0)
             goto done;
         else
             drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
