@@ -37,7 +37,7 @@
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   make debug                        # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
- *   (gdb) p candidates[0]@k           # the draft's guesses; q_draft[i*V] starts guess i's row
+ *   (gdb) p b->candidates[0]@k        # the draft's guesses; q_draft[i*V] starts guess i's row
  *   (gdb) finish                      # how many tokens the round emits
  *
  * Map: the blog's Python, and where it is here (the sections come in this order)
@@ -470,16 +470,14 @@ typedef struct {
                         // (at t = 1, unfiltered) is its last of the round; 0 = off
 } Draft;
 
-// The drafts beyond the blog come after the loop ("Beyond the blog: a small GPT as the
-// draft, and prompt lookup"); draft_tokens reaches them through these.
-static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *candidates,
-                               float *q_draft);
-static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
-                            const Sampler *s, Rng *rng, int *candidates, float *q_draft);
-static void restart_draft_cache(Draft *d);
-
 // ----------------------------------------------------------------------------
 // The four phases of one round: draft, verify, accept/reject, trim
+
+// Token ids and how many, in one argument, as the blog's tensors carry their length.
+typedef struct {
+    const int *tok; // (n)
+    int n;
+} Tokens;
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
 typedef struct {
@@ -492,6 +490,7 @@ typedef struct {
     int restarted;    //           1 when the round found the cache full and restarted it
     int lag;          //           tokens before current_token the verify pass reran: S/2-1 when
                       //           restarted (plain decoding's refill, folded in), else 0
+    int cache_len;    //           current_token's position, kv_len + lag: the blog's cache_len
     float *p_target;  // (K+1, V)  p_target[i] = the target's distribution after [current, c0..c(i-1)]
     double *u;        // (K)       the uniform draw that decided each candidate
     float *residual;  // (V)       max(0, p - q) at the rejected position, unnormalised
@@ -503,52 +502,53 @@ typedef struct {
     float *p_next;    // (V)       the prefill's distribution, which the first token is drawn from
 } SpecBuffers;
 
-// Phase 1, DRAFT: proposes up to k tokens after current_token = seq[n_seq-1], each
-// continuing the ones before (sampled from the bigram or the model draft, or copied by
-// lookup), and keeps every q row: accept_reject needs q(c_i) and the
-// whole row for the residual. cache_len is current_token's position (the model draft's
-// cache must catch up to it). Returns how many it proposed: k, but prompt lookup may find
-// fewer, or none (the round is then one plain step), and --draft-p-min may stop it early.
-int draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k, const Sampler *s,
-                 Rng *rng, int *candidates, float *q_draft) {
-    if (d->kind == DRAFT_GPT)
-        return gpt_draft_tokens(d, seq, n_seq, cache_len, k, s, rng, candidates, q_draft);
-    if (d->kind == DRAFT_LOOKUP)
-        return lookup_draft_tokens(d, seq, n_seq, k, candidates, q_draft);
+// The model draft and prompt lookup come after the loop, under "Beyond the blog".
+static int lookup_draft_tokens(Draft *d, const Tokens *text, int k, SpecBuffers *b);
+static int gpt_draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *s, Rng *rng,
+                            SpecBuffers *b);
+
+// Phase 1, DRAFT: proposes up to k tokens after current_token (the last of text), each
+// continuing the ones before (sampled from the bigram or the model draft, whose cache catches
+// up to b->cache_len, or copied by lookup), into b->candidates, and keeps every q row in
+// b->q_draft: accept_reject needs q(c_i) and the whole row for the residual. Returns how many:
+// k, but lookup may find fewer, or none (a plain step), and --draft-p-min may stop it early.
+int draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *s, Rng *rng,
+                 SpecBuffers *b) {
+    if (d->kind == DRAFT_GPT) return gpt_draft_tokens(d, text, k, s, rng, b);
+    if (d->kind == DRAFT_LOOKUP) return lookup_draft_tokens(d, text, k, b);
     // the blog's bigram: a table row per guess
-    int tok = seq[n_seq - 1]; // current_token: a bigram's whole context is one token
+    int tok = text->tok[text->n - 1]; // current_token: a bigram's whole context is one token
     for (int i = 0; i < k; i++) {
         // each guess is conditioned on the previous guess, not on the target's view
-        candidates[i] = bigram_sample(&d->bigram, tok, s, rng, q_draft + (size_t)i * d->V);
-        float own = bigram_get_probs(&d->bigram, tok)[candidates[i]]; // the table's own chance
-        tok = candidates[i];
+        b->candidates[i] = bigram_sample(&d->bigram, tok, s, rng, b->q_draft + (size_t)i * d->V);
+        float own = bigram_get_probs(&d->bigram, tok)[b->candidates[i]]; // the table's own chance
+        tok = b->candidates[i];
         if (own < d->p_min) // --draft-p-min, beyond the blog: unsure, so stop after this guess
             return i + 1;
     }
     return k;
 }
 
-// Phase 2, VERIFY: ONE target forward over [current_token, c0 .. c(k-1)] at positions
-// cache_len .. cache_len+k. Row i of the output is the target's distribution for the token
-// after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus.
-// Why one pass of k+1 tokens can cost little more than one token: a pass reads every weight
-// once whatever its T (matmul), and where the weights must come from memory, that read is
-// the cost (notes/speed.md measures where it holds here, and where it does not).
-// current points at current_token in the text. lag > 0 only when the round restarted a full
-// cache: the pass then first reruns the lag tokens before current_token, at positions
-// 0 .. lag-1, as plain decoding's refill does, and their rows are not needed.
-// all_tokens: (lag+k+1) receives the pass's input, so a debugger can show it.
-void verify_candidates(GPT *g, const int *current, int lag, const int *candidates, int k,
-                       const Sampler *s, int *all_tokens, float *p_target) {
-    int V = g->config.vocab_size;
+// Phase 2, VERIFY: ONE target forward over [current_token (the last of text), c0 .. c(k-1)]
+// at positions cache_len .. cache_len+k. Row i of b->p_target is the target's distribution
+// for the token after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k
+// is the bonus. Why one pass of k+1 tokens can cost little more than one token: a pass
+// reads every weight once whatever its T (matmul), and where the weights must come from
+// memory, that read is the cost (notes/speed.md measures where it holds here, and where
+// it does not). b->lag > 0 only when the round restarted a full cache: the pass then first
+// reruns the lag tokens before current_token, at positions 0 .. lag-1, as plain decoding's
+// refill does (their rows are not needed). b->all_tokens: (lag+k+1) the pass's input.
+void verify_candidates(GPT *g, const Tokens *text, int k, const Sampler *s, SpecBuffers *b) {
+    int V = g->config.vocab_size, lag = b->lag;
+    const int *current = text->tok + text->n - 1; // current_token, in the text
     // the blog's all_tokens = [current_token] + candidates, after any tokens the cache lacks
-    for (int i = 0; i <= lag; i++) all_tokens[i] = current[i - lag]; // current_token last
-    for (int i = 0; i < k; i++) all_tokens[lag + 1 + i] = candidates[i];
-    const float *logits = forward(g, all_tokens, lag + 1 + k, NULL); // the single pass
+    for (int i = 0; i <= lag; i++) b->all_tokens[i] = current[i - lag]; // current_token last
+    for (int i = 0; i < k; i++) b->all_tokens[lag + 1 + i] = b->candidates[i];
+    const float *logits = forward(g, b->all_tokens, lag + 1 + k, NULL); // the single pass
     // each row from current_token on, as served: the blog's F.softmax, at the temperature,
     // then top-k and top-p
     for (int i = 0; i <= k; i++) // k+1 rows: the bonus row k too
-        served_probs(p_target + (size_t)i * V, logits + (size_t)(lag + i) * V, V, s);
+        served_probs(b->p_target + (size_t)i * V, logits + (size_t)(lag + i) * V, V, s);
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
@@ -566,23 +566,23 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
     return sample_from(p, V, u); // p == q up to rounding: a draw from p itself
 }
 
-// Phase 3, ACCEPT/REJECT: walks the k candidates left to right. Candidate i is
-// accepted when u_i < min(1, p_i(c_i) / q_i(c_i)). The first rejection is replaced by
-// a draw from norm(max(0, p_i - q_i)) and ends the round. If all k pass and
-// allow_bonus is set, one bonus token is drawn from p_k (k = 0 needs allow_bonus: it
-// is then one plain step from p_0). Writes the emitted tokens
-// to accepted and returns how many there are: 1 .. k+1 (1 .. k if no bonus is allowed).
-// *rejected_at = the index of the rejected candidate, or -1.
+// Phase 3, ACCEPT/REJECT: walks the k candidates in b left to right. Candidate i is
+// accepted when u_i < min(1, p_i(c_i) / q_i(c_i)). The first rejection is replaced by a draw
+// from norm(max(0, p_i - q_i)) and ends the round. If all k pass and allow_bonus is set, one
+// bonus token is drawn from p_k (k = 0 needs allow_bonus: it is then one plain step from p_0).
+// Writes the emitted tokens to b->accepted and returns how many: 1 .. k+1 (1 .. k if no
+// bonus is allowed); b->rejected_at = the rejected candidate's index, or -1.
 // Why one position emits exactly p: a guess x, drawn from q, passes with chance
 // min(1, p(x)/q(x)), so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x).
 // A rejection, of chance 1 - sum min(p, q), draws from norm(max(0, p - q)), whose mass
 // sum max(0, p - q) is that same 1 - sum min(p, q). So
 //     P(emit x) = min(p, q)(x) + max(0, p - q)(x) = p(x):
 // min(p, q) kept, max(0, p - q) redrawn, and their sum is p (notes/math.md, section 1).
-int accept_reject(const int *candidates, int k, const float *q_draft, const float *p_target,
-                  int V, int allow_bonus, Rng *rng, double *u, float *residual, int *accepted,
-                  int *rejected_at) {
-    *rejected_at = -1;
+int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
+    int V = b->V, *candidates = b->candidates, *accepted = b->accepted;
+    const float *q_draft = b->q_draft, *p_target = b->p_target; // (K, V) and (K+1, V)
+    double *u = b->u; // (K) the uniform that decides each candidate
+    b->rejected_at = -1;
     for (int i = 0; i < k; i++) {
         int tok = candidates[i];
         double q = q_draft[(size_t)i * V + tok]; // > 0: tok was sampled from this row
@@ -593,9 +593,9 @@ int accept_reject(const int *candidates, int k, const float *q_draft, const floa
             continue;
         }
         // rejected: this position is drawn again from the mass the draft under-covered
-        *rejected_at = i;
+        b->rejected_at = i;
         accepted[i] = sample_residual(p_target + (size_t)i * V, q_draft + (size_t)i * V, V,
-                                      residual, rng_uniform(rng)); // one more uniform: the resample
+                                      b->residual, rng_uniform(rng)); // the resample's own uniform
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
     if (!allow_bonus) // the last round: a bonus would overshoot n_new
@@ -656,11 +656,14 @@ typedef struct Stats Stats;
 // How a generation is run: shared by generate and speculative_generate.
 typedef struct Output Output; // the streamed text and its colours: plumbing, after the loop
 typedef struct {
+    int n_new;          // tokens to generate after the prompt: the blog's max_new_tokens
+    int K;              // draft length, e.g. 4: the blog's k
     Sampler sampler;    // the served distribution: temperature (0 = greedy), top-k, top-p
-    int K;              // draft length, e.g. 4
     int trace;          // print the prefill and every speculative round on stderr
     const Vocab *vocab; // for the trace and the output
     Output *out;        // where the text streams as it is made, or NULL (see Output)
+    Rng *rng;           // the random stream: every draw of the generation, in order
+    Stats *st;          // the generation's counters (passes, rounds, times)
 } DecodeOptions;
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
@@ -684,8 +687,10 @@ static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *
 static int output_failed(const DecodeOptions *o);
 // The trace printers live in the trace-and-stats section below.
 static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
-static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
-                        const SpecBuffers *b, int n_out, int cache_before, int cache_after);
+static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffers *b, int n_out,
+                        int cache_after);
+// A model draft's cache restarts with the target's: after the loop, with that draft.
+static void restart_draft_cache(Draft *d);
 
 // The context rule, one for both decoders, and where it differs from the lecture. The
 // lecture's generate crops the text to its last S tokens at every step and runs them all
@@ -711,42 +716,41 @@ static const float *prefill(GPT *g, const int *seq, int n_seq, int keep, PassKin
 
 // The prompt as tokens; an empty prompt starts from token 0 ('\n' in Tiny
 // Shakespeare), as the lecture's generate starts from torch.zeros((1, 1)).
-// seq must have room for max(n_prompt, 1) + n_new tokens. Returns the sequence length.
-static int start_sequence(int *seq, const int *prompt, int n_prompt) {
-    if (n_prompt == 0) { // a round needs a current token to start from
+// seq must have room for max(prompt->n, 1) + n_new tokens. Returns the sequence length.
+static int start_sequence(int *seq, const Tokens *prompt) {
+    if (prompt->n == 0) { // a round needs a current token to start from
         seq[0] = 0;
         return 1;
     }
-    memcpy(seq, prompt, (size_t)n_prompt * sizeof(int));
-    return n_prompt;
+    memcpy(seq, prompt->tok, (size_t)prompt->n * sizeof(int));
+    return prompt->n;
 }
 
 // Plain autoregressive decoding with the same cache: one target pass per token.
-// seq receives the prompt (or the start token) and then n_new generated tokens;
+// seq receives the prompt (or the start token) and then o->n_new generated tokens;
 // p: (V) holds each step's target distribution. This is the baseline speculation must match.
-void generate(GPT *g, const int *prompt, int n_prompt, int n_new, const DecodeOptions *o,
-              Rng *rng, int *seq, float *p, Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size;
+void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
     double t0 = now_seconds();
     // seq[first..] is the generated part; seq[n_seq-1] is always the current token
-    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, o->st);
     while (n_seq - first < n_new && !output_failed(o)) {
         // sample the next token from the logits of the current token
-        seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, p, o->rng);
         show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
         if (n_seq - first == n_new) break; // the last token needs no pass
         // feed it back: a refill when the cache is full, else one token on top of the cache
         if (g->state.kv_len == S) {
-            logits = prefill(g, seq, n_seq, S / 2, PASS_REFILL, st);
+            logits = prefill(g, seq, n_seq, S / 2, PASS_REFILL, o->st);
             continue;
         }
         double t1 = now_seconds(); // every pass is timed: the stats say where the time went
         logits = forward(g, &seq[n_seq - 1], 1, NULL);
-        count_pass(st, PASS_STEP, 1, now_seconds() - t1);
+        count_pass(o->st, PASS_STEP, 1, now_seconds() - t1);
     }
-    finish_stats(st, n_seq - first, t0);
+    finish_stats(o->st, n_seq - first, t0);
 }
 
 // The context rule at a round's start: when the cache is full (kv_len == S), the window
@@ -759,18 +763,17 @@ static int restart_cache(GPT *g, Draft *d) {
     return g->config.block_size / 2 - 1;
 }
 
-// One speculative round on top of the cache: the four phases, the blog's loop body.
-// seq[n_seq-1] is current_token; k guesses at most, remaining tokens still wanted.
+// One speculative round on top of the cache: the four phases, the blog's loop body. The
+// last of text is current_token, and remaining tokens are still wanted: k <= min(K, remaining).
 // Returns how many tokens it emits (1 .. k+1), in b->accepted; the loop appends them to seq.
-static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq,
-                             int k, int remaining, const DecodeOptions *o, Rng *rng,
-                             Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size;
+static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text,
+                             int remaining, const DecodeOptions *o) {
+    int S = g->config.block_size, k = o->K < remaining ? o->K : remaining; // as the blog clamps k
     // 0. CONTEXT: a full cache restarts, and the verify pass reruns the window: the refill
     // plain decoding makes at this point, folded into the round instead of a pass of its own
     b->restarted = g->state.kv_len == S;
     b->lag = b->restarted ? restart_cache(g, d) : 0;
-    int cache_len = g->state.kv_len + b->lag; // current_token's position: the blog's cache_len
+    int cache_len = b->cache_len = g->state.kv_len + b->lag; // the blog's cache_len
     // the guesses take positions cache_len+1 .. cache_len+k, inside the cache; at its last
     // position none fits, and the round is the one-token step plain decoding takes there
     if (k > S - 1 - cache_len) k = S - 1 - cache_len;
@@ -779,40 +782,37 @@ static int speculative_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, i
     b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0; // for the trace
     double t0 = now_seconds();
     // 1. DRAFT: k guesses, or fewer from lookup or --draft-p-min
-    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates, b->q_draft);
+    k = draft_tokens(d, text, k, &o->sampler, o->rng, b);
     b->drafted = k;
     double t1 = now_seconds();
     // 2. VERIFY: one target pass over current_token and the k guesses (after the lag tokens)
-    verify_candidates(g, seq + n_seq - 1, b->lag, b->candidates, k, &o->sampler, b->all_tokens,
-                      b->p_target);
+    verify_candidates(g, text, k, &o->sampler, b);
     double t2 = now_seconds();
     int allow_bonus = k < remaining; // never emit more than was asked for
     // 3. ACCEPT/REJECT: n tokens, the accepted guesses, then a resample or a bonus
-    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng, b->u,
-                          b->residual, b->accepted, &b->rejected_at);
+    int n = accept_reject(b, k, allow_bonus, o->rng);
     // 4. TRIM: the target's cache to cache_len + n (the draft's: at most that)
     trim_kv_cache(g, draft_model, n, cache_len);
     // count and show what happened
-    count_round(st, d, b, n, t1 - t0, t2 - t1);
-    if (o->trace) trace_round(o, d, st, b, n, cache_len, g->state.kv_len);
+    count_round(o->st, d, b, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_round(o, d, b, n, g->state.kv_len);
     return n;
 }
 
-// Speculative decoding: prefill, then rounds until n_new tokens exist, each drafting
+// Speculative decoding: prefill, then rounds until o->n_new tokens exist, each drafting
 // k = min(K, tokens still needed) guesses, or fewer where the cache has less room.
-// seq: room for max(n_prompt,1) + n_new.
-void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
-                          int n_prompt, int n_new, const DecodeOptions *o, Rng *rng,
-                          int *seq, Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size;
+// seq: room for max(prompt->n, 1) + n_new.
+void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const Tokens *prompt,
+                          const DecodeOptions *o, int *seq) {
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
     double t0 = now_seconds();
-    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
     // 1. prefill, and the first token sampled straight from it (if any is wanted at all);
     // a model draft runs the same window in its first pass (restart_draft_cache)
-    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, o->st);
     restart_draft_cache(d);
     if (n_new > 0) {
-        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, o->rng);
         if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
         show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
@@ -820,14 +820,14 @@ void speculative_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt,
     // 2. the speculative loop; seq[n_seq-1] is the current token, never in the cache
     while (n_seq - first < n_new && !output_failed(o)) {
         int remaining = n_new - (n_seq - first); // >= 1: the loop's condition
-        int k = o->K < remaining ? o->K : remaining; // K, or fewer if fewer are needed
-        int n = speculative_round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
+        Tokens text = {seq, n_seq}; // the text so far: current_token last
+        int n = speculative_round(g, d, b, &text, remaining, o);
         // the round's tokens extend the text; the last is the next current_token
         memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
         show_round(o, b, seq, n_seq, n);
         n_seq += n;
     }
-    finish_stats(st, n_seq - first, t0);
+    finish_stats(o->st, n_seq - first, t0);
 }
 
 // ----------------------------------------------------------------------------
@@ -888,23 +888,22 @@ void apply_top_k_top_p(float *p, int V, const Sampler *s) {
 
 // Prompt lookup: finds the most recent earlier occurrence of the last n tokens of seq
 // (prompt and generated text together), longest n first, and proposes up to k of the
-// tokens that followed it, each with a one-hot q. Returns how many: 0 if nothing matched.
-static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *candidates,
-                               float *q_draft) {
+// tokens that followed it, each with a one-hot q, into b. Returns how many: 0 if nothing matched.
+static int lookup_draft_tokens(Draft *d, const Tokens *text, int k, SpecBuffers *b) {
     for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
-        if (n > n_seq - 1) continue; // too short a text for an earlier occurrence this long
-        const int *tail = seq + n_seq - n; // the last n tokens, current_token last
+        if (n > text->n - 1) continue; // too short a text for an earlier occurrence this long
+        const int *tail = text->tok + text->n - n; // the last n tokens, current_token last
         // end = the index of an earlier occurrence's last token, newest first; it must have
-        // a next token to propose, so end <= n_seq - 2
-        for (int end = n_seq - 2; end >= n - 1 && end >= n_seq - 1 - LOOKUP_WINDOW; end--) {
-            if (memcmp(seq + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
+        // a next token to propose, so end <= text->n - 2
+        for (int end = text->n - 2; end >= n - 1 && end >= text->n - 1 - LOOKUP_WINDOW; end--) {
+            if (memcmp(text->tok + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
             // a match: propose what followed it, as far as the text goes
             d->match_n = n; // for the trace
             d->match_end = end;
             int m = 0;
-            while (m < k && end + 1 + m < n_seq) {
-                candidates[m] = seq[end + 1 + m];
-                one_hot(q_draft + (size_t)m * d->V, d->V, candidates[m]); // deterministic: q = 1
+            while (m < k && end + 1 + m < text->n) {
+                b->candidates[m] = text->tok[end + 1 + m];
+                one_hot(b->q_draft + (size_t)m * d->V, d->V, b->candidates[m]); // q = 1: certain
                 m++;
             }
             return m;
@@ -920,24 +919,24 @@ static int lookup_draft_tokens(Draft *d, const int *seq, int n_seq, int k, int *
 // a restart of a full cache emptied it, else 0. The first pass runs those lag tokens and
 // current_token together: one rule for all three cases, and one pass of lag+1 tokens costs
 // less than lag+1 passes (c(T), notes/speed.md). A guess the model gives less than d->p_min
-// ends the round's drafting (--draft-p-min). Returns how many guesses it made.
-static int gpt_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
-                            const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+// ends the round's drafting (--draft-p-min). Returns how many guesses it made, in b.
+static int gpt_draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *s, Rng *rng,
+                            SpecBuffers *b) {
     GPT *m = &d->model;
-    int V = m->config.vocab_size;
+    int V = m->config.vocab_size, cache_len = b->cache_len, *candidates = b->candidates;
     int lag = cache_len - m->state.kv_len; // tokens before current_token it has not run
-    if (lag < 0 || lag >= n_seq) { // trim_kv_cache keeps it at or behind the target's
+    if (lag < 0 || lag >= text->n) { // trim_kv_cache keeps it at or behind the target's
         fprintf(stderr, "specdec: internal error: the draft's cache (%d) is out of step "
                 "with the target's (%d)\n", m->state.kv_len, cache_len);
         abort();
     }
-    const int *next = seq + n_seq - 1 - lag; // the first pass: lag tokens, then current
+    const int *next = text->tok + text->n - 1 - lag; // the first pass: lag tokens, then current
     int n = lag + 1;
     for (int i = 0; i < k; i++) {
         const float *logits = forward(m, next, n, NULL); // one draft pass; its cache grows by n
         const float *last = logits + (size_t)(n - 1) * V; // the row after next
         // served like the target's row; one uniform per guess
-        candidates[i] = sample_served(last, V, s, q_draft + (size_t)i * V, rng);
+        candidates[i] = sample_served(last, V, s, b->q_draft + (size_t)i * V, rng);
         float own[256]; // the model's own row: softmax(logits) at t = 1, before any filter
         tempered_softmax(own, last, V, 1.0f);
         if (own[candidates[i]] < d->p_min) // --draft-p-min: unsure, so stop after this guess
@@ -966,9 +965,7 @@ static void free_all(void *const *owned, size_t n) {
 // Allocates the buffers of a round for drafts of up to K tokens, for a target of block_size
 // S (a verify pass that restarts the cache runs up to S tokens); 0 on success.
 int build_spec_buffers(SpecBuffers *b, int K, int V, int S) {
-    b->K = K; // a round may draft fewer (k <= K): the rows are V wide whatever k is
-    b->V = V;
-    b->rejected_at = -1;
+    *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
     b->candidates = calloc((size_t)K, sizeof(int));
     b->q_draft = calloc((size_t)K * V, sizeof(float));
@@ -1201,14 +1198,14 @@ static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
-static void trace_round(const DecodeOptions *o, const Draft *d, const Stats *st,
-                        const SpecBuffers *b, int n_out, int cache_before, int cache_after) {
+static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffers *b, int n_out,
+                        int cache_after) {
     const Vocab *v = o->vocab;
-    int V = b->V, k = b->drafted, lag = b->lag;
+    int V = b->V, k = b->drafted, lag = b->lag, cache_before = b->cache_len;
     int current = b->all_tokens[lag]; // the verify pass's input: current_token after the lag
     char vis[8];
     visible_char(vis, decode(v, current));
-    fprintf(stderr, "\nround %ld: current_token %s, ", st->rounds, vis); // includes this round
+    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, vis); // includes this round
     if (b->restarted) // the cache was full: this round's pass carries the refill
         fprintf(stderr, "cache full (cache_len = block_size), k %d\n  RESTART the window restarts "
                 "from the last %d tokens, where plain decoding refills: the verify pass reruns the "
@@ -1525,7 +1522,7 @@ static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
 // The draft's rows after the rows lo .. hi-1 (one level of the tree), into tb->q: the
 // bigram's row of each token; the model draft's from one pass over the level, each row
 // attending to its own ancestors in the draft's cache, as the target's pass will.
-static void tree_draft_rows(Draft *d, TreeBuffers *tb, const int *seq, int n_seq, int lo,
+static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
                             const Sampler *s) {
     int V = tb->V, hi = tb->rows;
     Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1
@@ -1545,7 +1542,7 @@ static void tree_draft_rows(Draft *d, TreeBuffers *tb, const int *seq, int n_seq
     const float *logits;
     if (lo == 0) { // the root: catch up on the tokens the draft lags, then current_token
         int lag = tb->cache_len - m->state.kv_len;
-        logits = forward(m, seq + n_seq - 1 - lag, lag + 1, NULL) + (size_t)lag * V;
+        logits = forward(m, text->tok + text->n - 1 - lag, lag + 1, NULL) + (size_t)lag * V;
     } else { // one pass over the level; each row follows its parent's slot
         for (int r = lo; r < hi; r++) tb->draft_slots[r - lo] = tb->cache_len + tb->parent[r];
         logits = forward(m, tb->token + lo, hi - lo, tb->draft_slots);
@@ -1557,11 +1554,11 @@ static void tree_draft_rows(Draft *d, TreeBuffers *tb, const int *seq, int n_seq
 
 // Phase 1 for a tree: grows it level by level from current_token, width[level] children per
 // node, while the window has room (slots up to S-1) and the path could still be used.
-static void draft_tree(Draft *d, TreeBuffers *tb, const int *seq, int n_seq, const Sampler *s,
+static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s,
                        Rng *rng) {
     int room = tb->room; // rows that fit: tree_round counts the cache's free slots
     tb->rows = 1; // the root, current_token
-    tb->token[0] = seq[n_seq - 1];
+    tb->token[0] = text->tok[text->n - 1];
     tb->parent[0] = -1;
     tb->depth[0] = 0;
     tb->n_children[0] = 0;
@@ -1570,7 +1567,7 @@ static void draft_tree(Draft *d, TreeBuffers *tb, const int *seq, int n_seq, con
     for (int level = 0; level < tb->shape.depth && level < tb->limit; level++) {
         int hi = tb->rows;
         if (hi >= room) break; // no slot left for a child
-        tree_draft_rows(d, tb, seq, n_seq, lo, s); // the draft's row after each node
+        tree_draft_rows(d, tb, text, lo, s); // the draft's row after each node
         for (int r = lo; r < hi; r++) add_children(tb, r, tb->shape.width[level], room, rng);
         if (tb->rows == hi) break; // no child was added: the tree is done
         lo = hi;
@@ -1739,9 +1736,9 @@ static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
 // nodes whose children were judged and whether one passed (Stats.judged_at, accepted_at).
 // alpha here is the first child's sum min(p, q) at each judged node, as in a chain.
 static void count_tree_round(Stats *st, const Draft *d, const TreeBuffers *tb, int n,
-                             int restarted, double draft_seconds, double verify_seconds) {
+                             double draft_seconds, double verify_seconds) {
     int nodes = tb->rows - 1;
-    PassKind kind = restarted ? PASS_FOLDED : nodes > 0 ? PASS_VERIFY : PASS_STEP;
+    PassKind kind = tb->lag > 0 ? PASS_FOLDED : nodes > 0 ? PASS_VERIFY : PASS_STEP;
     count_pass(st, kind, tb->lag + tb->rows, verify_seconds);
     st->draft_seconds += draft_seconds;
     if (d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
@@ -1783,12 +1780,12 @@ static void trace_node(const TreeBuffers *tb, const Vocab *v, int r) {
 }
 
 // Prints one tree round: the rows, the verdicts, what the round emitted and kept.
-static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, const Stats *st, int n) {
+static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, int n) {
     char vis[8];
     int depth = tb->depth[tb->rows - 1]; // the last row is among the deepest
     visible_char(vis, decode(o->vocab, tb->token[0]));
     fprintf(stderr, "\ntree round %ld: current_token %s at slot %d, %d guesses in %d level%s\n",
-            st->rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
+            o->st->rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
     if (tb->lag > 0) // the cache was full: the pass reruns the window first
         fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
     fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its ancestors "
@@ -1847,57 +1844,58 @@ void free_tree_buffers(TreeBuffers *tb) {
 // One tree round: the four phases with a tree. The context rule is the chain's (a full cache
 // restarts, and the pass reruns the window first); the tree is cut to the slots left.
 // Returns how many tokens it emits, in tb->accepted.
-static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const int *seq, int n_seq,
-                      const DecodeOptions *o, Rng *rng, Stats *st) {
+static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
+                      const DecodeOptions *o) {
     int S = g->config.block_size, C = g->config.n_embd;
-    int restarted = g->state.kv_len == S; // 0. CONTEXT, as speculative_round
-    tb->lag = restarted ? restart_cache(g, d) : 0;
+    // 0. CONTEXT, as speculative_round: a full cache restarts, and the pass reruns the window
+    tb->lag = g->state.kv_len == S ? restart_cache(g, d) : 0;
     tb->cache_len = g->state.kv_len + tb->lag; // current_token's slot
     int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
     tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
     GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
     double t0 = now_seconds();
-    draft_tree(d, tb, seq, n_seq, &o->sampler, rng); // 1. DRAFT, as many rows as fit
+    draft_tree(d, tb, text, &o->sampler, o->rng); // 1. DRAFT, as many rows as fit
     double t1 = now_seconds();
-    verify_tree(g, tb, seq + n_seq - 1, &o->sampler); // 2. VERIFY every row in one pass
+    verify_tree(g, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY every row in one pass
     double t2 = now_seconds();
-    int n = accept_reject_tree(tb, rng); // 3. ACCEPT/REJECT down the tree
+    int n = accept_reject_tree(tb, o->rng); // 3. ACCEPT/REJECT down the tree
     // the hidden row of the node whose p gave the last token: Medusa guesses from it
     const float *h = g->state.ln_f + (size_t)(tb->lag + tb->path[tb->passed]) * C;
     memcpy(tb->hidden, h, (size_t)C * sizeof(float));
     compact_kv_cache(g, draft_model, tb, tb->passed); // 4. TRIM: the path's rows into place
-    count_tree_round(st, d, tb, n, restarted, t1 - t0, t2 - t1);
-    if (o->trace) trace_tree(o, tb, st, n);
+    count_tree_round(o->st, d, tb, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_tree(o, tb, n);
     return n;
 }
 
 // Speculative decoding with trees: speculative_generate's loop, with tree_round.
-void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const int *prompt, int n_prompt,
-                   int n_new, const DecodeOptions *o, Rng *rng, int *seq, Stats *st) {
+void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
+                   const DecodeOptions *o, int *seq) {
     int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
     double t0 = now_seconds();
-    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, o->st);
     restart_draft_cache(d);
     int last = g->state.kv_len - 1; // the prefill's row the first token comes from
     memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
-    if (n_new > 0) {
+    if (o->n_new > 0) {
         float *p = tb->p; // row 0 is free until the first round's pass
-        seq[n_seq] = sample_served(logits, V, &o->sampler, p, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, p, o->rng);
         if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
         show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
     }
-    while (n_seq - first < n_new && !output_failed(o)) {
-        tb->limit = n_new - (n_seq - first); // the path may give every token still wanted
-        int n = tree_round(g, d, tb, seq, n_seq, o, rng, st);
+    while (n_seq - first < o->n_new && !output_failed(o)) {
+        tb->limit = o->n_new - (n_seq - first); // the path may give every token still wanted
+        Tokens text = {seq, n_seq}; // the text so far: current_token last
+        int n = tree_round(g, d, tb, &text, o);
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
         show_tokens(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
         int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
         if (n > tb->passed) show_tokens(o, seq, n_seq + tb->passed, 1, drew ? FROM_RESAMPLED : FROM_BONUS);
         n_seq += n;
     }
-    finish_stats(st, n_seq - first, t0);
+    finish_stats(o->st, n_seq - first, t0);
 }
 
 // ----------------------------------------------------------------------------
@@ -2638,14 +2636,15 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b;
     Stats ss = {0}, sp = {0};
-    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = K}; // t = 0: greedy; no echo, no trace
     Rng r1, r2; // different streams: greedy decoding must not depend on them
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
+    DecodeOptions os = {.n_new = n_new, .K = K, .rng = &r1, .st = &ss}; // sampler 0: t = 0, greedy
+    DecodeOptions op = {.n_new = n_new, .K = K, .rng = &r2, .st = &sp}; // no echo, no trace
     int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
     if (same) { // both decoders from the same prompt; each refills its own cache from scratch
-        speculative_generate(g, d, &b, prompt, n_prompt, n_new, &o, &r1, seq_spec, &ss);
-        generate(g, prompt, n_prompt, n_new, &o, &r2, seq_plain, p, &sp);
+        speculative_generate(g, d, &b, &(Tokens){prompt, n_prompt}, &os, seq_spec);
+        generate(g, &(Tokens){prompt, n_prompt}, &op, seq_plain, p);
         free_spec_buffers(&b);
         same = ss.emitted == n_new && sp.emitted == n_new && // the new text; the prompt is shared
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
@@ -2682,27 +2681,23 @@ static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
 }
 
 // accept_reject's signature: the sampling check runs it, or a test's planted bug.
-typedef int (*AcceptFn)(const int *, int, const float *, const float *, int, int, Rng *,
-                        double *, float *, int *, int *);
+typedef int (*AcceptFn)(SpecBuffers *, int, int, Rng *);
 
 // The smallest of rng_uniform's 2^53 values (index i: u = i / 2^53) at which one round of
-// the one guess c, its uniforms forced, passes `want`, by bisection. x = 0: u is the first
-// uniform, and the output is whether c was rejected; x = 1: u is the resample's uniform
-// after a first that rejects, and the output is the token drawn. Both rise with u.
-static uint64_t first_above(AcceptFn accept, int c, const float *q, const float *p, int V,
-                            int x, int want) {
+// the one guess in b, its uniforms forced, passes `want`, by bisection. x = 0: u is the
+// first uniform, and the output is whether the guess was rejected; x = 1: u is the resample's
+// uniform after a first that rejects, and the output is the token drawn. Both rise with u.
+static uint64_t first_above(AcceptFn accept, SpecBuffers *b, int x, int want) {
     uint64_t lo = 0, hi = (uint64_t)1 << 53; // hi = 2^53: the output never passes want
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
         double u = (double)mid / 9007199254740992.0;
-        double forced[2] = {x ? 0x1.fffffffffffffp-1 : u, u}, u_used[1];
-        float residual[256];
-        int out[2], rejected;
+        double forced[2] = {x ? 0x1.fffffffffffffp-1 : u, u};
         Rng r;
         rng_seed(&r, 0); // a planted bug may draw more than the two forced values
         rng_force(&r, forced, 2);
-        accept(&c, 1, q, p, V, 0, &r, u_used, residual, out, &rejected);
-        if ((x ? out[0] : rejected + 1) > want) hi = mid; // rejected: -1, or 0 (the guess)
+        accept(b, 1, 0, &r);
+        if ((x ? b->accepted[0] : b->rejected_at + 1) > want) hi = mid; // rejected: -1, or 0
         else lo = mid + 1;
     }
     return lo;
@@ -2726,8 +2721,11 @@ static void round_row(float *row, int V) {
 double selftest_sampling(GPT *g, const Draft *d, const int *context, int n, AcceptFn accept) {
     int V = g->config.vocab_size;
     Sampler t1 = {1.0f, 0, 0.0f};
-    float p[2 * 256], q[256]; // p_0, and a bonus row the round never reads (no bonus)
-    double emit[256] = {0}, grid = 9007199254740992.0; // emit[x]: the chance x comes out
+    float p[2 * 256], q[256], residual[256]; // p_0, and a bonus row the round never reads
+    double emit[256] = {0}, grid = 9007199254740992.0, u[1]; // emit[x]: the chance x comes out
+    int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
+    SpecBuffers b = {.K = 1, .V = V, .candidates = guess, .q_draft = q, .p_target = p, .u = u,
+                     .residual = residual, .accepted = out};
     g->state.kv_len = 0;
     served_probs(p, forward(g, context, n, NULL) + (size_t)(n - 1) * V, V, &t1);
     bigram_served_probs(q, &d->bigram, context[n - 1], &t1);
@@ -2735,11 +2733,12 @@ double selftest_sampling(GPT *g, const Draft *d, const int *context, int n, Acce
     round_row(q, V);
     memcpy(p + V, p, (size_t)V * sizeof(float));
     for (int c = 0; c < V; c++) { // the guess c, drawn with chance q(c)
-        double pass = first_above(accept, c, q, p, V, 0, 0) / grid; // u1 below it: accepted
+        guess[0] = c;
+        double pass = first_above(accept, &b, 0, 0) / grid; // u1 below it: accepted
         emit[c] += q[c] * pass;
         double below = 0.0; // the resample's u2 interval for token x: [below, above)
         for (int x = 0; pass < 1.0 && x < V; x++) {
-            double above = first_above(accept, c, q, p, V, 1, x) / grid;
+            double above = first_above(accept, &b, 1, x) / grid;
             emit[x] += q[c] * (1.0 - pass) * (above - below);
             below = above;
         }
@@ -3223,12 +3222,12 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // stage) or --compare (the wall times measure decoding): then it is printed afterwards
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     Output out = {.stream = stream, .source = source, .color = color};
-    DecodeOptions opt = {.sampler = {o->temperature, o->top_k, o->top_p}, .K = K,
-                         .trace = o->trace, .vocab = v, .out = &out};
     Stats spec = {0}, plain = {0}, chain = {0};
     tb.greedy = o->temperature == 0.0f; // a greedy tree's children: the draft's top ones
     tb_chain.greedy = tb.greedy;
     Rng rng; // seeded afresh before each decoder
+    DecodeOptions opt = {.n_new = o->n_new, .K = K, .sampler = {o->temperature, o->top_k,
+                         o->top_p}, .trace = o->trace, .vocab = v, .out = &out, .rng = &rng};
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             K, o->n_new);
@@ -3267,19 +3266,18 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed); // the same seed for each, so greedy texts compare byte for byte
         int *text = run == RUN_PLAIN ? seq_plain : run == RUN_CHAIN && o->tree ? seq_chain : seq;
-        Stats *st = run == RUN_PLAIN ? &plain : run == RUN_CHAIN && o->tree ? &chain : &spec;
-        if (run == RUN_PLAIN) generate(g, prompt, n_prompt, o->n_new, &opt, &rng, text, p, st);
-        if (run == RUN_CHAIN && medusa)
-            tree_generate(g, d, &tb_chain, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
-        else if (run == RUN_CHAIN)
-            speculative_generate(g, d, &b, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
-        if (run == RUN_TREE) tree_generate(g, d, &tb, prompt, n_prompt, o->n_new, &opt, &rng, text, st);
+        opt.st = run == RUN_PLAIN ? &plain : run == RUN_CHAIN && o->tree ? &chain : &spec;
+        const Tokens *start_text = &(Tokens){prompt, n_prompt};
+        if (run == RUN_PLAIN) generate(g, start_text, &opt, text, p);
+        if (run == RUN_CHAIN && medusa) tree_generate(g, d, &tb_chain, start_text, &opt, text);
+        else if (run == RUN_CHAIN) speculative_generate(g, d, &b, start_text, &opt, text);
+        if (run == RUN_TREE) tree_generate(g, d, &tb, start_text, &opt, text);
         if (!stream) write_text(stdout, v, text + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
         print_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ? "tree decoding"
-                    : "speculative decoding", st, run != RUN_PLAIN, K);
+                    : "speculative decoding", opt.st, run != RUN_PLAIN, K);
     }
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
         int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;

@@ -356,7 +356,10 @@ static void plain_run(GPT *g, const Vocab *v, float t, int *seq, float *p, Stats
     Rng r;
     rng_seed(&r, SEED);
     memset(st, 0, sizeof(*st));
-    generate(g, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, p, st);
+    o.n_new = TOKENS;
+    o.rng = &r;
+    o.st = st;
+    generate(g, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &o, seq, p);
 }
 
 // One run of the cell's speculative decoding, on buffers b built for K at least.
@@ -366,7 +369,10 @@ static void spec_run(GPT *g, const Vocab *v, Cell *c, SpecBuffers *b, int *seq, 
     rng_seed(&r, SEED);
     memset(st, 0, sizeof(*st));
     c->d->p_min = c->p_min; // the drafts are shared between cells: each run sets its own
-    speculative_generate(g, c->d, b, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, st);
+    o.n_new = TOKENS;
+    o.rng = &r;
+    o.st = st;
+    speculative_generate(g, c->d, b, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &o, seq);
     c->d->p_min = 0.0f;
 }
 
@@ -836,6 +842,8 @@ static double draft_guess_seconds(Draft *d, const int *text, int n_text, int rep
     float *q = malloc((size_t)4 * d->V * sizeof(float));
     if (!q) return 0.0;
     int candidates[4];
+    SpecBuffers b = {.K = 4, .V = d->V, .candidates = candidates, .q_draft = q,
+                     .cache_len = n_text - 1}; // the draft's half of a round's buffers
     Sampler s = {1.0f, 0, 0.0f};
     Rng rng;
     rng_seed(&rng, 1);
@@ -843,7 +851,7 @@ static double draft_guess_seconds(Draft *d, const int *text, int n_text, int rep
         long guesses = 0;
         double t0 = now_seconds();
         for (int i = 0; i < reps; i++)
-            guesses += draft_tokens(d, text, n_text, n_text - 1, 4, &s, &rng, candidates, q);
+            guesses += draft_tokens(d, &(Tokens){text, n_text}, 4, &s, &rng, &b);
         // lookup may find nothing: then the call's cost is that of one guess
         sec[r] = (now_seconds() - t0) / (guesses > reps ? guesses : reps);
     }
@@ -998,8 +1006,10 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
             // the counters add up over the prompts: st is not reset between them; the
             // first round drafts from the token the prefill sampled, seq[np]
             w.last_n_seq = np + 1;
-            test_generate(g, d, &b, prompt, np, TEMPER_TOKENS, &o, &r, seq, &st, ROUND,
-                          temper_watch, &w);
+            o.n_new = TEMPER_TOKENS;
+            o.rng = &r;
+            o.st = &st;
+            test_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq, ROUND, temper_watch, &w);
         }
         fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], stats_alpha(&st),
                 w.n ? w.untempered_sum / w.n : 0.0, w.n);
@@ -1595,11 +1605,13 @@ static void print_summary(void) {
 static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const char *shape, int K,
                               double *seconds) {
     int V = g->config.vocab_size, S = g->config.block_size;
-    DecodeOptions o = {.sampler = {t, 0, 0.0f}, .K = K, .vocab = v};
     Stats st;
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, SEED);
+    DecodeOptions o = {.n_new = TOKENS, .K = K, .sampler = {t, 0, 0.0f}, .vocab = v, .rng = &r,
+                       .st = &st};
+    Tokens prompt = {PROMPT_TOKENS, N_PROMPT};
     int seq[64 + MAX_TOKENS];
     if (shape) {
         TreeShape ts;
@@ -1609,12 +1621,12 @@ static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const c
             build_tree_buffers(&tb, &ts, V, S, g->config.n_embd) != 0)
             return -1.0;
         tb.greedy = t == 0.0f;
-        tree_generate(g, d, &tb, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, &st);
+        tree_generate(g, d, &tb, &prompt, &o, seq);
         free_tree_buffers(&tb);
     } else {
         SpecBuffers b;
         if (build_spec_buffers(&b, K, V, S) != 0) return -1.0;
-        speculative_generate(g, d, &b, PROMPT_TOKENS, N_PROMPT, TOKENS, &o, &r, seq, &st);
+        speculative_generate(g, d, &b, &prompt, &o, seq);
         free_spec_buffers(&b);
     }
     if (seconds) *seconds = st.seconds;
@@ -1739,7 +1751,10 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, SEED);
-    generate(g, PROMPT_TOKENS, N_PROMPT, TOKENS, &greedy, &r, text, p, &st);
+    greedy.n_new = TOKENS;
+    greedy.rng = &r;
+    greedy.st = &st;
+    generate(g, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &greedy, text, p);
     free(p);
     fprintf(stderr, "  c_draft, one guess over a one-token forward (a model draft: its one-token "
             "forward; bigram: bigram_sample; lookup: its search of the text, per guess):\n   ");

@@ -59,19 +59,21 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     // 2. by sampling: the draft proposes, accept_reject decides (k = 1, no bonus)
     Rng rng;
     rng_seed(&rng, seed);
-    int cand[1] = {0}, out[2], rejected_at;
+    int cand[1] = {0}, out[2];
     float q_draft[EXPLAIN_V], p_target[2 * EXPLAIN_V], residual[EXPLAIN_V];
     double u[1];
+    SpecBuffers buf = {.K = 1, .V = V, .candidates = cand, .q_draft = q_draft, // the round's
+                       .p_target = p_target, .u = u, .residual = residual, .accepted = out};
     memcpy(p_target, p_used, (size_t)V * sizeof(float));
     memcpy(p_target + V, p_used, (size_t)V * sizeof(float)); // the bonus row, never used
     for (int x = 0; x < V; x++) counts[x] = 0;
     *n_accepted = 0;
     for (long r = 0; r < rounds; r++) {
         int current[1] = {0}; // the sequence so far: token 0, the current token
-        draft_tokens(&d, current, 1, 0, 1, &sampler, &rng, cand, q_draft);
-        accept_reject(cand, 1, q_draft, p_target, V, 0, &rng, u, residual, out, &rejected_at);
+        draft_tokens(&d, &(Tokens){current, 1}, 1, &sampler, &rng, &buf);
+        accept_reject(&buf, 1, 0, &rng);
         counts[out[0]]++;
-        *n_accepted += rejected_at < 0;
+        *n_accepted += buf.rejected_at < 0;
     }
     if (!f) return;
     // 3. the table, with each measured frequency's distance from exact in standard errors

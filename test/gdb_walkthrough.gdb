@@ -84,43 +84,43 @@ end
 
 # --- breakpoints on the four phases ---------------------------------------------
 
-# 1. DRAFT. On entry: the token the round starts from, its position cache_len (the
-# cache holds the cache_len tokens before it), how many tokens to draft, and the
-# temperature the bigram rows are sharpened or flattened with.
+# 1. DRAFT. On entry: the token the round starts from (the last of the text so far),
+# its position b->cache_len (the cache holds the cache_len tokens before it), how many
+# tokens to draft, and the temperature the bigram rows are sharpened or flattened with.
 break draft_tokens
 commands
   # the vocabulary lives in the caller's DecodeOptions: fetch it once for walk_char
   up-silently 1
   set $vocab = o->vocab
   down-silently 1
-  printf "WALK draft enter current_token=%d char=", seq[n_seq - 1]
-  walk_char seq[n_seq-1]
-  printf " cache_len=%d k=%d temperature=%g\n", cache_len, k, s->temperature
+  printf "WALK draft enter current_token=%d char=", text->tok[text->n - 1]
+  walk_char text->tok[text->n-1]
+  printf " cache_len=%d k=%d temperature=%g\n", b->cache_len, k, s->temperature
 end
 
 # 2. VERIFY. On entry: the cache length before the pass (positions 0..kv_len-1 are
-# cached; current_token is NOT among them), lag (the tokens before current_token the
+# cached; current_token is NOT among them), b->lag (the tokens before current_token the
 # pass reruns first: 0 unless the round restarted a full cache, whose kv_len is then
-# 0), current_token (*current: `current` points at it in the text), and the k guesses.
+# 0), current_token (the last of the text), and the k guesses, b->candidates.
 # all_tokens is filled by the function itself, so it is printed on return.
 break verify_candidates
 commands
   set $walk_kv0 = g->state.kv_len
-  printf "WALK verify enter kv_len=%d lag=%d current_token=%d k=%d\n", g->state.kv_len, lag, *current, k
+  printf "WALK verify enter kv_len=%d lag=%d current_token=%d k=%d\n", g->state.kv_len, b->lag, text->tok[text->n - 1], k
   set $i = 0
   while $i < k
-    printf "WALK verify enter candidates[%d]=%d char=", $i, candidates[$i]
-    walk_char candidates[$i]
+    printf "WALK verify enter candidates[%d]=%d char=", $i, b->candidates[$i]
+    walk_char b->candidates[$i]
     printf "\n"
     set $i = $i + 1
   end
 end
 
-# 3. ACCEPT/REJECT. On entry: the draft length, the vocabulary size V (the width
+# 3. ACCEPT/REJECT. On entry: the draft length, the vocabulary size b->V (the width
 # of one q_draft or p_target row), and whether a bonus token may be drawn.
 break accept_reject
 commands
-  printf "WALK accept enter k=%d V=%d allow_bonus=%d\n", k, V, allow_bonus
+  printf "WALK accept enter k=%d V=%d allow_bonus=%d\n", k, b->V, allow_bonus
 end
 
 # 4. TRIM. On entry: how many tokens the round emitted (num_accepted, which
@@ -139,13 +139,13 @@ run
 
 # Back in speculative_round: b->candidates[i] is the i-th guess and
 # b->q_draft[i*V + candidates[i]] the draft probability of that guess (q_draft
-# holds k rows of V floats, row i being the distribution c_i was sampled from).
+# holds k rows of V = b->V floats, row i being the distribution c_i was sampled from).
 finish
 set $i = 0
 while $i < k
   printf "WALK draft return candidates[%d]=%d char=", $i, b->candidates[$i]
   walk_char b->candidates[$i]
-  printf " q=%.6f\n", b->q_draft[$i * V + b->candidates[$i]]
+  printf " q=%.6f\n", b->q_draft[$i * b->V + b->candidates[$i]]
   set $i = $i + 1
 end
 
@@ -168,7 +168,7 @@ while $i < b->lag + k + 1
 end
 set $i = 0
 while $i < k
-  printf "WALK verify return p_target[%d]=%.6f char=", $i, b->p_target[$i * V + b->candidates[$i]]
+  printf "WALK verify return p_target[%d]=%.6f char=", $i, b->p_target[$i * b->V + b->candidates[$i]]
   walk_char b->candidates[$i]
   printf "\n"
   set $i = $i + 1
@@ -185,8 +185,8 @@ set $walk_n = $
 printf "WALK accept return n=%d rejected_at=%d\n", $walk_n, b->rejected_at
 set $i = 0
 while $i < k && ($i <= b->rejected_at || b->rejected_at < 0)
-  set $walk_p = b->p_target[$i * V + b->candidates[$i]]
-  set $walk_q = b->q_draft[$i * V + b->candidates[$i]]
+  set $walk_p = b->p_target[$i * b->V + b->candidates[$i]]
+  set $walk_q = b->q_draft[$i * b->V + b->candidates[$i]]
   printf "WALK accept judge i=%d char=", $i
   walk_char b->candidates[$i]
   printf " p=%.6f q=%.6f p/q=%.6f u=%.6f -> ", $walk_p, $walk_q, (double)$walk_p / $walk_q, b->u[$i]

@@ -15,36 +15,33 @@
 // speculative_round rebuilt from the phases as routed by the includer, with its
 // bookkeeping (the restart, the room, the draft's lag, b->asked, b->drafted), then
 // specdec.c's own count_round and trace_round: the round a broken build runs.
-static int test_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
-                      int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
-    int V = g->config.vocab_size, S = g->config.block_size;
+static int test_round(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text, int remaining,
+                      const DecodeOptions *o) {
+    int S = g->config.block_size, k = o->K < remaining ? o->K : remaining;
     b->restarted = g->state.kv_len == S;
     b->lag = b->restarted ? restart_cache(g, d) : 0;
-    int cache_len = g->state.kv_len + b->lag;
+    int cache_len = b->cache_len = g->state.kv_len + b->lag;
     if (k > S - 1 - cache_len) k = S - 1 - cache_len;
     b->asked = k;
     GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
     b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0;
     double t0 = now_seconds();
-    k = draft_tokens(d, seq, n_seq, cache_len, k, &o->sampler, rng, b->candidates,
-                     b->q_draft);
+    k = draft_tokens(d, text, k, &o->sampler, o->rng, b);
     b->drafted = k;
     double t1 = now_seconds();
-    verify_candidates(g, seq + n_seq - 1, b->lag, b->candidates, k, &o->sampler,
-                      b->all_tokens, b->p_target);
+    verify_candidates(g, text, k, &o->sampler, b);
     double t2 = now_seconds();
     int allow_bonus = k < remaining;
-    int n = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, allow_bonus, rng,
-                          b->u, b->residual, b->accepted, &b->rejected_at);
+    int n = accept_reject(b, k, allow_bonus, o->rng);
     trim_kv_cache(g, draft_model, n, cache_len);
-    count_round(st, d, b, n, t1 - t0, t2 - t1);
-    if (o->trace) trace_round(o, d, st, b, n, cache_len, g->state.kv_len);
+    count_round(o->st, d, b, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_round(o, d, b, n, g->state.kv_len);
     return n;
 }
 
 // The round test_generate runs: the mutants' copy in a broken build, the real one otherwise.
-typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
-                       int remaining, const DecodeOptions *o, Rng *rng, Stats *st);
+typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text, int remaining,
+                       const DecodeOptions *o);
 #define ROUND (BUG ? test_round : speculative_round)
 
 // Called by test_generate after every round, with the text so far (seq[n_seq-1] is the
@@ -53,30 +50,29 @@ typedef void (*RoundHook)(void *ctx, const GPT *g, const int *seq, int n_seq);
 
 // speculative_generate, copied: the same prefill, first token and loop, with `round` in
 // place of speculative_round and hook(ctx, ...) after every round (hook may be NULL).
-static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const int *prompt, int n_prompt,
-                          int n_new, const DecodeOptions *o, Rng *rng, int *seq, Stats *st,
-                          RoundFn round, RoundHook hook, void *ctx) {
-    int V = g->config.vocab_size, S = g->config.block_size;
+static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const Tokens *prompt,
+                          const DecodeOptions *o, int *seq, RoundFn round, RoundHook hook,
+                          void *ctx) {
+    int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
     double t0 = now_seconds();
-    int n_seq = start_sequence(seq, prompt, n_prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, st);
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, o->st);
     restart_draft_cache(d);
     if (n_new > 0) {
-        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, rng);
+        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, o->rng);
         if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
         show_round(o, NULL, seq, n_seq, 1);
         n_seq++;
     }
     while (n_seq - first < n_new && !output_failed(o)) {
         int remaining = n_new - (n_seq - first);
-        int k = o->K < remaining ? o->K : remaining;
-        int n = round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
+        int n = round(g, d, b, &(Tokens){seq, n_seq}, remaining, o);
         memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
         show_round(o, b, seq, n_seq, n);
         n_seq += n;
         if (hook) hook(ctx, g, seq, n_seq);
     }
-    finish_stats(st, n_seq - first, t0);
+    finish_stats(o->st, n_seq - first, t0);
 }
 
 // Whether this build runs a test that can see the bugs in catches: the correct build

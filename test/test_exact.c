@@ -297,15 +297,18 @@ static int last_guess_unsure(Draft *d, const int *seq, int n_seq, int cache_len,
 // a kept guess was drawn from q and kept only when the draft was sure of it, so its law
 // is q restricted to the sure tokens, not q (and a first guess can be dropped too, which
 // makes the round a plain step).
-static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
-                               const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
+static int mutant_draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *s, Rng *rng,
+                               SpecBuffers *b) {
+    const int *seq = text->tok;
+    int n_seq = text->n, cache_len = b->cache_len, *candidates = b->candidates;
+    float *q_draft = b->q_draft;
     Sampler drawn = *s; // the cut the guesses are drawn with
     if (BUG == CATCH_FILTER_DRAFT) {
         drawn.top_k = s->top_k > 0 ? s->top_k + 1 : 0;
         drawn.top_p = 0.0f;
     }
     int draft_kv = d->kind == DRAFT_GPT ? d->model.state.kv_len : 0;
-    k = draft_tokens(d, seq, n_seq, cache_len, k, &drawn, rng, candidates, q_draft);
+    k = draft_tokens(d, text, k, &drawn, rng, b);
     if (BUG == CATCH_P_MIN && k > 0 && d->p_min > 0.0f &&
         last_guess_unsure(d, seq, n_seq, cache_len, draft_kv, k, candidates))
         k--; // drawn, found unsure, and dropped
@@ -326,9 +329,9 @@ static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_le
 // 0..k-1; the bonus row k stays p_k), so it accepts with min(1, q/p) and resamples
 // from max(0, q - p). BREAK_RESIDUAL: after a rejection, the resampled token is drawn
 // again from the p row, with a fresh uniform.
-static int mutant_accept_reject(const int *candidates, int k, const float *q_draft,
-                                const float *p_target, int V, int allow_bonus, Rng *rng,
-                                double *u, float *residual, int *accepted, int *rejected_at) {
+static int mutant_accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
+    int V = b->V;
+    float *q_draft = b->q_draft, *p_target = b->p_target; // the round's own rows
     if (BUG == CATCH_RATIO) {
         size_t need = (size_t)(k + 1) * V;
         if (need > swap_cap) {
@@ -345,14 +348,15 @@ static int mutant_accept_reject(const int *candidates, int k, const float *q_dra
         memcpy(swap_p, q_draft, (size_t)k * V * sizeof(float));               // "p" = q
         memcpy(swap_p + (size_t)k * V, p_target + (size_t)k * V, V * sizeof(float)); // bonus
         memcpy(swap_q, p_target, (size_t)k * V * sizeof(float));              // "q" = p
-        q_draft = swap_q;
-        p_target = swap_p;
+        b->q_draft = swap_q; // for this call only: the round keeps its own rows
+        b->p_target = swap_p;
     }
-    int n = accept_reject(candidates, k, q_draft, p_target, V, allow_bonus, rng, u, residual,
-                          accepted, rejected_at);
-    if (BUG == CATCH_RESIDUAL && *rejected_at >= 0)
-        accepted[*rejected_at] =
-            sample_from(p_target + (size_t)*rejected_at * V, V, rng_uniform(rng));
+    int n = accept_reject(b, k, allow_bonus, rng);
+    b->q_draft = q_draft;
+    b->p_target = p_target;
+    if (BUG == CATCH_RESIDUAL && b->rejected_at >= 0)
+        b->accepted[b->rejected_at] =
+            sample_from(p_target + (size_t)b->rejected_at * V, V, rng_uniform(rng));
     return n;
 }
 
@@ -571,17 +575,17 @@ static int draft_case(Enum *e, Rng *r) {
     int V = c->V;
     Sampler s = case_sampler(c, e->t, 1);
     if (c->shape == Q_LOOKUP)
-        return draft_tokens(&e->d, c->text, c->n_text, 0, e->k, &s, r, e->b.candidates,
-                            e->b.q_draft);
+        return draft_tokens(&e->d, &(Tokens){c->text, c->n_text}, e->k, &s, r, &e->b);
     if (c->shape != Q_PREFIX)
-        return draft_tokens(&e->d, &e->current, 1, 0, e->k, &s, r, e->b.candidates,
-                            e->b.q_draft);
+        return draft_tokens(&e->d, &(Tokens){&e->current, 1}, e->k, &s, r, &e->b);
     int sum = 0, last = e->current; // sum: the prefix's tokens before last
     for (int i = 0; i < e->k; i++) {
         for (int a = 0; a < V; a++)
             memcpy(e->table + a * V, c->q[(sum + a + i) % V], V * sizeof(float));
-        draft_tokens(&e->d, &last, 1, 0, 1, &s, r, e->b.candidates + i,
-                     e->b.q_draft + (size_t)i * V);
+        SpecBuffers at = e->b; // the buffers from guess i on: the one-guess call writes row 0
+        at.candidates += i;
+        at.q_draft += (size_t)i * V;
+        draft_tokens(&e->d, &(Tokens){&last, 1}, 1, &s, r, &at);
         sum += last;
         last = e->b.candidates[i];
     }
@@ -603,9 +607,7 @@ static void run_round(Enum *e, Outcome *o) {
     }
     memset(o, 0, sizeof(*o));
     o->k = k;
-    o->n = accept_reject(e->b.candidates, k, e->b.q_draft, e->b.p_target, V,
-                         k < e->remaining, &r, e->b.u, e->b.residual, e->b.accepted,
-                         &e->b.rejected_at);
+    o->n = accept_reject(&e->b, k, k < e->remaining, &r);
     o->consumed = m - r.n_forced;
     o->overrun = r.state != state;
     o->rejected_at = e->b.rejected_at;
@@ -936,9 +938,8 @@ static void draw_first_tokens(Draft *d, int current, const float *p, const Sampl
     rng_seed(&r, seed);
     *accepted = 0;
     for (long i = 0; i < n; i++) {
-        draft_tokens(d, &current, 1, 0, 1, s, &r, b.candidates, b.q_draft);
-        int m = accept_reject(b.candidates, 1, b.q_draft, b.p_target, V, 0, &r, b.u,
-                              b.residual, b.accepted, &b.rejected_at);
+        draft_tokens(d, &(Tokens){&current, 1}, 1, s, &r, &b);
+        int m = accept_reject(&b, 1, 0, &r);
         counts[b.accepted[0]] += m == 1;
         *accepted += b.rejected_at < 0;
     }
@@ -1194,7 +1195,10 @@ static void test_joint(Fixture *fx) {
             Stats st;
             memset(&st, 0, sizeof(st));
             w.round = 0;
-            test_generate(g, c->draft, &b, prompt, np, N_NEW, &o, &r, seq, &st, ROUND,
+            o.n_new = N_NEW;
+            o.rng = &r;
+            o.st = &st;
+            test_generate(g, c->draft, &b, &(Tokens){prompt, np}, &o, seq, ROUND,
                           watch_first_round, &w);
             counts12[seq[np] * V + seq[np + 1]]++;
             counts[seq[np + 1] * V + seq[np + 2]]++;
@@ -1300,11 +1304,13 @@ static void test_round_faithful(Fixture *fx) {
                 memset(source[which], 0xff, (size_t)cap);
                 Rng r;
                 rng_seed(&r, 31 + si);
+                o.n_new = N_NEW;
+                o.rng = &r;
+                o.st = &st[which];
                 if (!rounds[which])
-                    speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, text[which],
-                                         &st[which]);
+                    speculative_generate(g, d, &b, &(Tokens){prompt, np}, &o, text[which]);
                 else
-                    test_generate(g, d, &b, prompt, np, N_NEW, &o, &r, text[which], &st[which],
+                    test_generate(g, d, &b, &(Tokens){prompt, np}, &o, text[which],
                                   rounds[which], NULL, NULL);
                 clear_times(&st[which]); // wall times are the only fields that may differ
                 kv[which] = g->state.kv_len;
@@ -1357,8 +1363,7 @@ static int forced_accept(SpecBuffers *b, int V, int cand, const float *q, const 
     memcpy(b->q_draft, q, (size_t)V * sizeof(float));
     memcpy(b->p_target, p, (size_t)V * sizeof(float));
     memcpy(b->p_target + V, p, (size_t)V * sizeof(float));
-    return accept_reject(b->candidates, 1, b->q_draft, b->p_target, V, allow_bonus, &r, b->u,
-                         b->residual, b->accepted, &b->rejected_at);
+    return accept_reject(b, 1, allow_bonus, &r);
 }
 
 static void test_forced_edges(void) {
@@ -1418,9 +1423,15 @@ static int greedy_same(Fixture *fx, Draft *d, const int *prompt, int np, int K,
     memset(&pl, 0, sizeof(pl));
     Rng r;
     rng_seed(&r, 5);
-    test_generate(g, d, &b, prompt, np, n_new, &o, &r, a, &sp, ROUND, NULL, NULL);
+    o.n_new = n_new;
+    o.rng = &r;
+    o.st = &sp;
+    test_generate(g, d, &b, &(Tokens){prompt, np}, &o, a, ROUND, NULL, NULL);
     rng_seed(&r, 5);
-    generate(g, prompt, np, n_new, &o, &r, c, p, &pl);
+    o.n_new = n_new;
+    o.rng = &r;
+    o.st = &pl;
+    generate(g, &(Tokens){prompt, np}, &o, c, p);
     int same = sp.emitted == n_new && pl.emitted == n_new &&
                memcmp(a, c, (size_t)cap * sizeof(int)) == 0;
     *diff_at = -1;
@@ -1517,7 +1528,10 @@ static void test_edge_runs(Fixture *fx) {
     memset(&pl, 0, sizeof(pl));
     Rng r;
     rng_seed(&r, 1);
-    generate(g, prompt, np, 300, &o, &r, plain_seq, p, &pl);
+    o.n_new = 300;
+    o.rng = &r;
+    o.st = &pl;
+    generate(g, &(Tokens){prompt, np}, &o, plain_seq, p);
     int seen[256] = {0}, never = -1;
     for (int i = 0; i < np + 300; i++) seen[plain_seq[i]] = 1;
     for (int x = V - 1; x >= 0 && never < 0; x--) if (!seen[x]) never = x;
@@ -1566,10 +1580,9 @@ static void test_self_draft(Fixture *fx) {
                                                     rng_uniform(&r));
             }
             trim_kv_cache(g, NULL, 0, before);
-            verify_candidates(g, &current, 0, b.candidates, K, s, b.all_tokens, b.p_target);
+            verify_candidates(g, &(Tokens){&current, 1}, K, s, &b); // b.lag: 0, as built
             rows_equal += memcmp(b.p_target, b.q_draft, (size_t)K * V * sizeof(float)) == 0;
-            int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u,
-                                  b.residual, b.accepted, &b.rejected_at);
+            int n = accept_reject(&b, K, 1, &r);
             trim_kv_cache(g, NULL, n, before);
             all_in += n == K + 1 && b.rejected_at < 0;
             emitted += n;
@@ -1770,7 +1783,10 @@ static void test_cache_and_stats(Fixture *fx) {
         Rng r;
         rng_seed(&r, 4242 + ci);
         d->p_min = cases[ci].p_min;
-        test_generate(g, d, &b, prompt, np, N_NEW, &o, &r, seq, &st, ROUND, watch_round, &w);
+        o.n_new = N_NEW;
+        o.rng = &r;
+        o.st = &st;
+        test_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq, ROUND, watch_round, &w);
         d->p_min = 0.0f;
         all_folded += w.folded;
         all_edge += w.edge;

@@ -88,14 +88,19 @@
 // drafted as usual, then every later one is drawn again from that first row q(. | current)
 // (a table or model draft, one uniform each) or repeats the first copied token (lookup);
 // a model draft's cache then holds current_token's pass only, as if every pass re-ran it.
-static int mutant_draft_tokens(Draft *d, const int *seq, int n_seq, int cache_len, int k,
-                               const Sampler *s, Rng *rng, int *candidates, float *q_draft) {
-    if (BUG == CATCH_CATCHUP && d->kind == DRAFT_GPT && cache_len - d->model.state.kv_len == 1)
-        cache_len--; // lag 0: the bonus round's last guess is never run
+static int mutant_draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *s, Rng *rng,
+                               SpecBuffers *b) {
+    int *candidates = b->candidates, cache_len = b->cache_len;
+    float *q_draft = b->q_draft;
+    if (BUG == CATCH_CATCHUP && d->kind == DRAFT_GPT && cache_len - d->model.state.kv_len == 1) {
+        b->cache_len--; // lag 0: the bonus round's last guess is never run
+        int m = draft_tokens(d, text, k, s, rng, b);
+        b->cache_len = cache_len; // the round's own cache_len stays
+        return m;
+    }
     if (BUG != CATCH_FROM_CURRENT || k < 2)
-        return draft_tokens(d, seq, n_seq, cache_len, k, s, rng, candidates, q_draft);
-    int m = draft_tokens(d, seq, n_seq, cache_len, d->kind == DRAFT_LOOKUP ? k : 1, s, rng,
-                         candidates, q_draft);
+        return draft_tokens(d, text, k, s, rng, b);
+    int m = draft_tokens(d, text, d->kind == DRAFT_LOOKUP ? k : 1, s, rng, b);
     if (m == 0) return 0; // lookup found nothing
     if (d->kind != DRAFT_LOOKUP) m = k;
     for (int i = 1; i < m; i++) {
@@ -808,8 +813,9 @@ static void test_trim(Fixture *fx) {
     forward(g, prompt, 9, NULL); // cache: 9 positions; prompt[9] is the current token
     int before = g->state.kv_len;
     Sampler t1 = {1.0f, 0, 0.0f};
-    draft_tokens(&fx->draft, prompt, 10, before, K, &t1, &r, b.candidates, b.q_draft);
-    verify_candidates(g, &prompt[9], 0, b.candidates, K, &t1, b.all_tokens, b.p_target);
+    b.cache_len = before; // prompt[9]'s position
+    draft_tokens(&fx->draft, &(Tokens){prompt, 10}, K, &t1, &r, &b);
+    verify_candidates(g, &(Tokens){prompt, 10}, K, &t1, &b); // b.lag: 0, as built
     int verified = g->state.kv_len;
     check(before == 9 && verified == before + K + 1, "verify of k+1=%d tokens: kv_len %d -> %d",
           K + 1, before, verified);
@@ -886,9 +892,8 @@ static void test_untrimmed_control(Fixture *fx) {
         forward(g, prompt, 9, NULL);
         int before = g->state.kv_len;
         Sampler greedy = {0.0f, 0, 0.0f};
-        verify_candidates(g, &prompt[9], 0, b.candidates, K, &greedy, b.all_tokens, b.p_target);
-        int n = accept_reject(b.candidates, K, b.q_draft, b.p_target, V, 1, &r, b.u, b.residual,
-                              b.accepted, &b.rejected_at);
+        verify_candidates(g, &(Tokens){prompt, 10}, K, &greedy, &b); // b.lag: 0, as built
+        int n = accept_reject(&b, K, 1, &r);
         if (variant == 0) trim_kv_cache(g, NULL, n, before);
         if (variant == 2) trim_kv_cache(g, NULL, n + 1, before);
         int kv = g->state.kv_len;
@@ -942,10 +947,9 @@ static void test_verify_restart(Fixture *fx) {
             reset_cache(g);
             forward(g, fx->corpus.tokens + 5000, S, NULL);
             int full = g->state.kv_len == S;
-            int lag = restart_cache(g, &fx->draft);
+            int lag = b.lag = restart_cache(g, &fx->draft);
             int emptied = g->state.kv_len == 0;
-            verify_candidates(g, text + n_seq - 1, lag, b.candidates, k, &samplers[si],
-                              b.all_tokens, b.p_target);
+            verify_candidates(g, &(Tokens){text, n_seq}, k, &samplers[si], &b);
             int kv = g->state.kv_len, T = lag + 1 + k;
             memcpy(kc, g->state.key_cache, LSC * sizeof(float));
             memcpy(vc, g->state.value_cache, LSC * sizeof(float));
@@ -985,8 +989,8 @@ static void test_verify_restart(Fixture *fx) {
     for (int i = 0; i < K; i++) b.candidates[i] = cands[i];
     reset_cache(g);
     forward(g, text + n_seq - S / 2, S / 2 - 1, NULL);
-    verify_candidates(g, text + n_seq - 1, 0, b.candidates, K, &samplers[0], b.all_tokens,
-                      b.p_target);
+    b.lag = 0;
+    verify_candidates(g, &(Tokens){text, n_seq}, K, &samplers[0], &b);
     int input_ok = b.all_tokens[0] == text[n_seq - 1] &&
                    memcmp(b.all_tokens + 1, cands, (size_t)K * sizeof(int)) == 0;
     int kv = g->state.kv_len;
@@ -1275,8 +1279,7 @@ static void test_top_k_top_p(void) {
 static int run_accept(SpecBuffers *b, int k, int allow_bonus, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed);
-    return accept_reject(b->candidates, k, b->q_draft, b->p_target, b->V, allow_bonus, &r, b->u,
-                         b->residual, b->accepted, &b->rejected_at);
+    return accept_reject(b, k, allow_bonus, &r);
 }
 
 // The accept/reject rule on constructed rows: certain acceptance, certain rejection,
@@ -1355,15 +1358,17 @@ static void test_accept_reject(void) {
           "(want 2)", r1, r2);
     // (f) p(c) = 0: never accepted; the resample has residual mass
     float pf[2 * V] = {0.3f, 0.3f, 0.0f, 0.2f, 0.2f}, qf[V] = {0.1f, 0.2f, 0.4f, 0.2f, 0.1f};
-    int c2 = 2, acc[2], rej = 0, never = 0;
+    int c2 = 2, acc[2], never = 0;
     double u1[1];
     float resid[V];
+    SpecBuffers bf = {.K = 1, .V = V, .candidates = &c2, .q_draft = qf, .p_target = pf,
+                      .u = u1, .residual = resid, .accepted = acc}; // one guess, on these rows
     for (uint64_t s = 0; s < 1000; s++) {
         Rng rs;
         rng_seed(&rs, s);
-        int m = accept_reject(&c2, 1, qf, pf, V, 1, &rs, u1, resid, acc, &rej);
+        int m = accept_reject(&bf, 1, 1, &rs);
         // residual max(0, p - q) = {0.2, 0.1, 0, 0, 0.1}: only 0, 1, 4 can come out
-        never += !(m == 1 && rej == 0 && (acc[0] == 0 || acc[0] == 1 || acc[0] == 4));
+        never += !(m == 1 && bf.rejected_at == 0 && (acc[0] == 0 || acc[0] == 1 || acc[0] == 4));
     }
     check(never == 0, "accept_reject, p(c)=0: rejected and resampled from {0,1,4} for 1000 seeds "
           "(%d wrong)", never);
@@ -1375,9 +1380,11 @@ static void test_accept_reject(void) {
     rng_seed(&rg, 2718);
     for (int t = 0; t < TRIALS; t++) {
         int c = sample_from(qg, V, rng_uniform(&rg));
-        accept_reject(&c, 1, qg, pg, V, 0, &rg, u1, resid, acc, &rej);
+        SpecBuffers bg = {.K = 1, .V = V, .candidates = &c, .q_draft = qg, .p_target = pg,
+                          .u = u1, .residual = resid, .accepted = acc};
+        accept_reject(&bg, 1, 0, &rg);
         hits[acc[0]]++;
-        accepted += rej < 0;
+        accepted += bg.rejected_at < 0;
     }
     double worst = 0.0;
     for (int i = 0; i < V; i++) {
@@ -1415,7 +1422,10 @@ static void test_greedy_equivalence(Fixture *fx) {
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, 1);
-    generate(g, seed_prompt, np0, N_SELF, &o, &r, self, p, &st);
+    o.n_new = N_SELF;
+    o.rng = &r;
+    o.st = &st;
+    generate(g, &(Tokens){seed_prompt, np0}, &o, self, p);
     Draft dself = {.kind = DRAFT_BIGRAM, .name = "bigram", .V = V};
     if (!check(st.emitted == N_SELF && BigramDraftModel(&dself.bigram, self + np0, N_SELF, V) == 0,
                "greedy self-draft: %ld greedy tokens generated and counted into a bigram table",
@@ -1445,8 +1455,15 @@ static void test_greedy_equivalence(Fixture *fx) {
             rng_seed(&r1, 100 + K);
             rng_seed(&r2, 200 + K); // greedy decoding must not depend on the stream
             o.K = K;
-            speculative_generate(g, &dself, &b, prompts[pi].tok, prompts[pi].n, N_NEW, &o, &r1, ss, &a);
-            generate(g, prompts[pi].tok, prompts[pi].n, N_NEW, &o, &r2, sp, p, &c);
+            o.n_new = N_NEW;
+            o.rng = &r1;
+            o.st = &a;
+            speculative_generate(g, &dself, &b, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o,
+                                 ss);
+            o.n_new = N_NEW;
+            o.rng = &r2;
+            o.st = &c;
+            generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, sp, p);
             int diff_at = -1;
             for (int i = 0; i < N_NEW && diff_at < 0; i++)
                 if (ss[start + i] != sp[start + i]) diff_at = i;
@@ -1489,10 +1506,13 @@ static void widen_decode(GPT *g, Draft *d, const Vocab *v, int K, float t,
     Rng r;
     rng_seed(&r, seed);
     float p[256];
-    if (K == 0) { generate(g, prompt, np, n, &o, &r, out, p, &st); return; }
+    o.n_new = n;
+    o.rng = &r;
+    o.st = &st;
+    if (K == 0) { generate(g, &(Tokens){prompt, np}, &o, out, p); return; }
     SpecBuffers b;
     if (build_spec_buffers(&b, K, v->size, g->config.block_size) != 0) return;
-    speculative_generate(g, d, &b, prompt, np, n, &o, &r, out, &st);
+    speculative_generate(g, d, &b, &(Tokens){prompt, np}, &o, out);
     free_spec_buffers(&b);
 }
 
@@ -1628,15 +1648,15 @@ static int driver_speculative(GPT *g, Draft *d, SpecBuffers *b, const int *promp
         int k = K < remaining ? K : remaining;
         if (k > S - 1 - pos) k = S - 1 - pos; // guesses at pos+1 .. pos+k, inside the cache
         int asked = k;
-        k = draft_tokens(d, seq, n_seq, pos, k, &sampler, rng, b->candidates, b->q_draft);
+        b->cache_len = pos;
+        k = draft_tokens(d, &(Tokens){seq, n_seq}, k, &sampler, rng, b);
         int T = lag + 1 + k;
         memcpy(pass, seq + n_seq - 1 - lag, (size_t)(lag + 1) * sizeof(int));
         memcpy(pass + lag + 1, b->candidates, (size_t)k * sizeof(int));
         const float *lg = forward(g, pass, T, NULL); // from position pos - lag
         for (int i = 0; i <= k; i++)
             tempered_softmax(b->p_target + (size_t)i * V, lg + (size_t)(lag + i) * V, V, t);
-        int m = accept_reject(b->candidates, k, b->q_draft, b->p_target, V, k < remaining, rng,
-                              b->u, b->residual, b->accepted, &b->rejected_at);
+        int m = accept_reject(b, k, k < remaining, rng);
         trim_kv_cache(g, dm, m, pos);
         driver_pass(lc, restarted ? PASS_FOLDED : k > 0 ? PASS_VERIFY : PASS_STEP, T);
         lc->restarts += restarted;
@@ -1698,7 +1718,10 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *model, float
     memset(&s, 0, sizeof(s));
     Rng r;
     rng_seed(&r, seed);
-    speculative_generate(g, d, &b, prompt, np, N_NEW, &o, &r, seq, &s);
+    o.n_new = N_NEW;
+    o.rng = &r;
+    o.st = &s;
+    speculative_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq);
     LoopCounts lc;
     rng_seed(&r, seed);
     int n_ref = driver_speculative(g, d, &b, prompt, np, N_NEW, t, K, &r, ref, p, &lc);
@@ -1932,14 +1955,16 @@ static void test_alpha_formulas(void) {
     float qk[K * V], pk[(K + 1) * V];
     for (int i = 0; i < K; i++) memcpy(qk + i * V, q, sizeof(q));
     for (int i = 0; i <= K; i++) memcpy(pk + i * V, p, sizeof(p));
-    int cand[K], out[K + 1], rej;
+    int cand[K], out[K + 1];
     double u[K], sum = 0.0, sum2 = 0.0;
     float res[V];
+    SpecBuffers bk = {.K = K, .V = V, .candidates = cand, .q_draft = qk, .p_target = pk,
+                      .u = u, .residual = res, .accepted = out}; // a round's buffers, on these
     Rng r;
     rng_seed(&r, 4321);
     for (int t = 0; t < ROUNDS; t++) {
         for (int i = 0; i < K; i++) cand[i] = sample_from(q, V, rng_uniform(&r));
-        int n = accept_reject(cand, K, qk, pk, V, 1, &r, u, res, out, &rej);
+        int n = accept_reject(&bk, K, 1, &r);
         sum += n;
         sum2 += (double)n * n;
     }
@@ -2125,10 +2150,10 @@ static void test_print_stats(void) {
 static long n_counted_rounds, n_hook_calls;
 
 // A round that is speculative_round, counted: proof that test_generate calls its round.
-static int counting_round(GPT *g, Draft *d, SpecBuffers *b, const int *seq, int n_seq, int k,
-                          int remaining, const DecodeOptions *o, Rng *rng, Stats *st) {
+static int counting_round(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text, int remaining,
+                          const DecodeOptions *o) {
     n_counted_rounds++;
-    return speculative_round(g, d, b, seq, n_seq, k, remaining, o, rng, st);
+    return speculative_round(g, d, b, text, remaining, o);
 }
 
 // A hook that counts its calls and checks it sees the text so far: the Stats' tokens.
@@ -2181,11 +2206,14 @@ static void test_round_hook(Fixture *fx) {
             Rng r;
             rng_seed(&r, 77);
             n_counted_rounds = n_hook_calls = 0;
+            o.n_new = N_NEW;
+            o.rng = &r;
+            o.st = &st[i];
             if (!fns[i])
-                speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i]);
+                speculative_generate(g, &fx->draft, &b, &(Tokens){prompt, np}, &o, seq[i]);
             else
-                test_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, seq[i], &st[i],
-                              fns[i], i == 3 ? counting_hook : NULL, &st[i]);
+                test_generate(g, &fx->draft, &b, &(Tokens){prompt, np}, &o, seq[i], fns[i],
+                              i == 3 ? counting_hook : NULL, &st[i]);
             zero_clocks(&st[i]); // the clocks are the counters that may differ
         }
         for (int i = 1; i < 4; i++) {
@@ -2227,7 +2255,8 @@ static int lookup_on(const Vocab *v, const char *text, int k, char *out, int *on
     Rng r;
     rng_seed(&r, 1);
     uint64_t before = r.state;
-    int m = draft_tokens(d, seq, n, 0, k, &s, &r, cand, q);
+    SpecBuffers lb = {.K = 16, .V = v->size, .candidates = cand, .q_draft = q}; // the draft's
+    int m = draft_tokens(d, &(Tokens){seq, n}, k, &s, &r, &lb);
     *one_hot_ok = r.state == before; // lookup draws no uniform
     for (int i = 0; i < m; i++) {
         out[i] = (char)decode(v, cand[i]);
@@ -2285,7 +2314,9 @@ static void test_lookup(Fixture *fx) {
     Stats st = {0};
     Rng r;
     rng_seed(&r, 5);
-    int out = speculative_round(g, &lk, &b, seq, n, 4, 10, &o, &r, &st);
+    o.rng = &r;
+    o.st = &st;
+    int out = speculative_round(g, &lk, &b, &(Tokens){seq, n}, 10, &o); // k = min(K = 4, 10)
     check(out == 1 && b.drafted == 0 && b.asked == 4 && !b.restarted && b.accepted[0] == want &&
           g->state.kv_len == n && st.empty_rounds == 1 && st.rounds == 1 && st.drafted == 0 &&
           st.judged == 0 && st.bonus == 0 && st.pass[PASS_STEP].passes == 1 &&
@@ -2326,7 +2357,9 @@ static void test_round_context(Fixture *fx) {
         Stats st = {0};
         Rng r;
         rng_seed(&r, 3);
-        int n = speculative_round(g, &fx->draft, &b, text, n_seq, K, 100, &o, &r, &st);
+        o.rng = &r;
+        o.st = &st;
+        int n = speculative_round(g, &fx->draft, &b, &(Tokens){text, n_seq}, 100, &o); // k = K
         int lag = cases[c].want_lag, pos = cases[c].kv == S ? lag : kv;
         // plain decoding's tokens from the same context, the test's own: greedy, one by one
         // on the window the rule keeps (the last lag+1 tokens after a restart, else kv+1)
@@ -2399,8 +2432,11 @@ static void test_determinism(Fixture *fx) {
             memset(&s, 0, sizeof(s));
             Rng r;
             rng_seed(&r, seeds[i]);
-            if (plain) generate(g, prompt, np, N_NEW, &o, &r, out[i], p, &s);
-            else speculative_generate(g, &fx->draft, &b, prompt, np, N_NEW, &o, &r, out[i], &s);
+            o.n_new = N_NEW;
+            o.rng = &r;
+            o.st = &s;
+            if (plain) generate(g, &(Tokens){prompt, np}, &o, out[i], p);
+            else speculative_generate(g, &fx->draft, &b, &(Tokens){prompt, np}, &o, out[i]);
         }
         int differ = 0;
         for (int i = np; i < cap; i++) differ += a[i] != c[i];
@@ -2433,8 +2469,11 @@ static void test_zero_new_tokens(Fixture *fx) {
         Rng r;
         rng_seed(&r, 1);
         seq[np] = -12345; // guard slot
-        if (plain) generate(g, prompt, np, 0, &o, &r, seq, p, &s);
-        else speculative_generate(g, &fx->draft, &b, prompt, np, 0, &o, &r, seq, &s);
+        o.n_new = 0;
+        o.rng = &r;
+        o.st = &s;
+        if (plain) generate(g, &(Tokens){prompt, np}, &o, seq, p);
+        else speculative_generate(g, &fx->draft, &b, &(Tokens){prompt, np}, &o, seq);
         check(s.emitted == 0 && seq[np] == -12345, "%s with n_new=0 emits %ld tokens (want 0) and "
               "%s the slot after its capacity", plain ? "generate" : "speculative_generate",
               s.emitted, seq[np] == -12345 ? "leaves" : "WRITES");
@@ -2887,7 +2926,10 @@ static void test_draft_cache(Fixture *fx) {
         Rng r;
         rng_seed(&r, 1);
         plain[pi] = malloc((size_t)cap * sizeof(int));
-        generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain[pi], p, &st);
+        o.n_new = n_new;
+        o.rng = &r;
+        o.st = &st;
+        generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, plain[pi], p);
     }
     int all_ok = 1;
     long bonus = 0, restarts = 0, steps = 0;
@@ -2904,8 +2946,11 @@ static void test_draft_cache(Fixture *fx) {
             o.sampler.temperature = t;
             Rng r;
             rng_seed(&r, 500 + K);
-            test_generate(g, &m.draft, &b, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, seq,
-                          &st, ROUND, watch_cache, &w);
+            o.n_new = n_new;
+            o.rng = &r;
+            o.st = &st;
+            test_generate(g, &m.draft, &b, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, seq,
+                          ROUND, watch_cache, &w);
             int ok = w.bad_len == 0 && w.bad_rows == 0 && w.bad_target == 0 && w.calls > 0;
             all_ok &= ok;
             bonus += w.after_bonus;
@@ -2967,12 +3012,14 @@ static void test_round_faithful(Fixture *fx) {
                 memset(&st[which], 0, sizeof(Stats));
                 Rng r;
                 rng_seed(&r, 61 + ti);
+                o.n_new = n_new;
+                o.rng = &r;
+                o.st = &st[which];
                 if (which)
-                    test_generate(g, drafts[di], &b, prompt, np, n_new, &o, &r, c, &st[which],
-                                  test_round, NULL, NULL);
+                    test_generate(g, drafts[di], &b, &(Tokens){prompt, np}, &o, c, test_round,
+                                  NULL, NULL);
                 else
-                    speculative_generate(g, drafts[di], &b, prompt, np, n_new, &o, &r, a,
-                                         &st[which]);
+                    speculative_generate(g, drafts[di], &b, &(Tokens){prompt, np}, &o, a);
                 zero_clocks(&st[which]);
                 kv[which] = g->state.kv_len;
                 dkv[which] = drafts[di]->model.state.kv_len;
@@ -3043,8 +3090,11 @@ static double alpha_run(GPT *g, Draft *d, const Vocab *v, int K, float t, uint64
     DecodeOptions o = {.sampler.temperature = t, .K = K, .vocab = v};
     Rng r;
     rng_seed(&r, seed);
-    if (d) test_generate(g, d, &b, prompt, np, n, &o, &r, all, st, ROUND, NULL, NULL);
-    else generate(g, prompt, np, n, &o, &r, all, p, st);
+    o.n_new = n;
+    o.rng = &r;
+    o.st = st;
+    if (d) test_generate(g, d, &b, &(Tokens){prompt, np}, &o, all, ROUND, NULL, NULL);
+    else generate(g, &(Tokens){prompt, np}, &o, all, p);
     if (seq) memcpy(seq, all + np, (size_t)n * sizeof(int));
     free_spec_buffers(&b);
     free(all);
@@ -3229,7 +3279,10 @@ static void pmin_run(GPT *g, Draft *d, GPT *fresh_draft, const Vocab *v, const i
     DecodeOptions o = {.sampler = sampler, .K = K, .vocab = v};
     Rng r;
     rng_seed(&r, seed);
-    test_generate(g, d, &b, prompt, np, n, &o, &r, seq, st, speculative_round, watch_pmin, w);
+    o.n_new = n;
+    o.rng = &r;
+    o.st = st;
+    test_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq, speculative_round, watch_pmin, w);
     free_spec_buffers(&b);
 }
 
@@ -3262,7 +3315,10 @@ static void test_pmin_greedy(Fixture *fx) {
         Stats pst = {0};
         Rng r;
         rng_seed(&r, 1);
-        generate(g, prompts[pi].tok, prompts[pi].n, n_new, &o, &r, plain, p, &pst);
+        o.n_new = n_new;
+        o.rng = &r;
+        o.st = &pst;
+        generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, plain, p);
         int start = prompts[pi].n > 0 ? prompts[pi].n : 1;
         int want_restarts = rule_refills(prompts[pi].n, n_new, S, NULL, 0);
         for (int di = 0; di < 2; di++) {
@@ -3501,7 +3557,10 @@ static void test_pass_tallies(Fixture *fx) {
     Stats pst = {0};
     Rng r;
     rng_seed(&r, 1);
-    generate(g, prompt, np, n_new, &o, &r, plain, p, &pst);
+    o.n_new = n_new;
+    o.rng = &r;
+    o.st = &pst;
+    generate(g, &(Tokens){prompt, np}, &o, plain, p);
     char why[512];
     int plain_ok = tallies_ok(&pst, why, sizeof(why));
     check(plain_ok && pst.pass[PASS_FOLDED].passes == 0 && pst.pass[PASS_VERIFY].passes == 0 &&
@@ -3529,7 +3588,10 @@ static void test_pass_tallies(Fixture *fx) {
                 DecodeOptions so = {.K = Ks[ki], .vocab = &m.vocab};
                 rng_seed(&r, 2);
                 drafts[di]->p_min = p_mins[mi];
-                test_generate(g, drafts[di], &b, prompt, np, n_new, &so, &r, spec, &st,
+                so.n_new = n_new;
+                so.rng = &r;
+                so.st = &st;
+                test_generate(g, drafts[di], &b, &(Tokens){prompt, np}, &so, spec,
                               speculative_round, log_restarts, &log);
                 drafts[di]->p_min = 0.0f;
                 free_spec_buffers(&b);

@@ -288,10 +288,11 @@ static void test_cache_after_rounds(Fixture *fx) {
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    DecodeOptions o = {.sampler = {1.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
     Stats st = {0};
     Rng rng;
     rng_seed(&rng, 7);
+    DecodeOptions o = {.sampler = {1.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab, .rng = &rng,
+                       .st = &st};
     int seq[600], n_seq = 20, rounds = 0, bad = 0, bad_draft = 0, moved = 0;
     memcpy(seq, fx->corpus.tokens + 9000, (size_t)n_seq * sizeof(int));
     g->state.kv_len = 0;
@@ -299,7 +300,7 @@ static void test_cache_after_rounds(Fixture *fx) {
     fx->gpt.model.state.kv_len = 0;
     while (n_seq < (SANITIZED ? 80 : 400)) {
         tb.limit = 1000;
-        int n = tree_round(g, &fx->gpt, &tb, seq, n_seq, &o, &rng, &st);
+        int n = tree_round(g, &fx->gpt, &tb, &(Tokens){seq, n_seq}, &o);
         moved += tb.passed > 0 && tb.path[tb.passed] != tb.passed; // a path off the first rows
         memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
         n_seq += n;
@@ -328,14 +329,16 @@ static void test_greedy(Fixture *fx) {
     int n_new = SANITIZED ? 40 : 300, cases = 0, same = 0;
     int *want = malloc(sizeof(int) * (64 + n_new)), *got = malloc(sizeof(int) * (64 + n_new));
     float p[256];
-    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
+    DecodeOptions o = {.n_new = n_new, .sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
     for (int pi = 0; pi < 2; pi++) {
         const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 200 + 4000 * pi;
         int n_prompt = pi ? 3 : 40; // a short prompt, and one longer than the window
         Stats st = {0};
         Rng rng;
         rng_seed(&rng, 1);
-        generate(g, prompt, n_prompt, n_new, &o, &rng, want, p, &st);
+        o.rng = &rng;
+        o.st = &st;
+        generate(g, &(Tokens){prompt, n_prompt}, &o, want, p);
         for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
             for (int di = 0; di < 2; di++) {
                 TreeShape shape;
@@ -346,7 +349,8 @@ static void test_greedy(Fixture *fx) {
                 tb.greedy = 1;
                 Stats ts = {0};
                 rng_seed(&rng, 99 + si);
-                tree_generate(g, drafts[di], &tb, prompt, n_prompt, n_new, &o, &rng, got, &ts);
+                o.st = &ts;
+                tree_generate(g, drafts[di], &tb, &(Tokens){prompt, n_prompt}, &o, got);
                 int n = n_prompt + n_new;
                 int ok = memcmp(want, got, (size_t)n * sizeof(int)) == 0;
                 if (!ok) printf("  differs: shape %s, draft %s, prompt %d\n", shapes[si],
@@ -412,14 +416,16 @@ static void test_chi_square(Fixture *fx) {
     TreeShape shape = {2, {6, 2}, 18}; // six siblings: a wrong Q would show in the later ones
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    DecodeOptions o = {.sampler = s, .K = 2, .vocab = &fx->vocab};
+    DecodeOptions o = {.n_new = 3, .sampler = s, .K = 2, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 20000, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[16];
     for (long i = 0; i < N; i++) { // x1 from the prefill, x2 (and x3) from a tree round
         Stats st = {0};
         Rng rng;
         rng_seed(&rng, 1000 + (uint64_t)i);
-        tree_generate(g, &fx->bigram, &tb, prompt, n_prompt, 3, &o, &rng, seq, &st);
+        o.rng = &rng;
+        o.st = &st;
+        tree_generate(g, &fx->bigram, &tb, &(Tokens){prompt, n_prompt}, &o, seq);
         counts[seq[n_prompt] * V + seq[n_prompt + 1]]++;
     }
     double total = 0.0;
