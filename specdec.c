@@ -8,6 +8,8 @@
  *       papers' small GPT with a KV cache of its own (tinyshakespeare/draft.bin), and the
  *       serving engines' prompt lookup;
  *     - the served distribution (temperature, top-k, top-p), applied to target and draft;
+ *     - a tree of guesses (SpecInfer, Medusa, EAGLE): several per position, one masked pass,
+ *       an exact rule child by child; and Medusa heads as its draft;
  *     - the four phases of one round, draft -> verify -> accept/reject -> trim the KV
  *       cache, and the loop around them, with a trace that prints every p/q decision;
  *     - plain autoregressive decoding beside it, and a self-test that greedy speculative
@@ -56,7 +58,10 @@
  *   (top-k, top-p)                apply_top_k_top_p()      Beyond the blog: top-k and top-p
  *   (a small GPT as the draft)    gpt_draft_tokens()       Beyond the blog: a small GPT as
  *   (prompt lookup)               lookup_draft_tokens()      the draft, and prompt lookup
- *   Then the plumbing (buffers, counters, output, trace and stats), and
+ *   Then the plumbing (buffers, counters, output, trace and stats), then the tree:
+ *   (a tree of guesses, one pass) draft_tree(), verify_tree(), Beyond the blog: a tree of
+ *     accept_reject_tree(), judge_children(), compact_kv_cache()   guesses
+ *   (Medusa heads)                medusa_logits()          Beyond the blog: Medusa heads
  *   target_model(idx, past_kvs)   forward()                The target model
  *
  * Size letters used in the shape comments (declared once, here):
@@ -70,6 +75,7 @@
  *   K  draft length, tokens guessed per round (4 by default); k <= K in one round
  *   H  the MLP's hidden width, ffn_width    (4C = 256; --ffn-width pads it with zeros)
  *   P  parameter count                      (209,729)
+ *   N  the guesses of a whole --tree shape  (21 for 3,2,1,1); D its levels (4)
  */
 
 #define _POSIX_C_SOURCE 200809L // clock_gettime, fileno and stat under -std=c11
