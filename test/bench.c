@@ -1656,6 +1656,22 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
                 fputc('\n', stderr);
             }
     }
+    // Medusa's heads (4 levels at most): the chain of 4 is the tree 1,1,1,1 for them
+    Draft medusa;
+    char err[300];
+    if (setup_medusa(g, 4, &medusa, err, sizeof(err)) == 0)
+        for (int ti = 0; ti < 2; ti++) {
+            float t = (float)ti;
+            fprintf(stderr, "  %-8s %-3d %-5d %-7.3f", "medusa", ti, 4,
+                    tokens_per_pass(g, &medusa, v, t, "1,1,1,1", 0, NULL));
+            for (int s = 0; s < 3; s++)
+                fprintf(stderr, " %s %.3f", SHAPES[0][s],
+                        tokens_per_pass(g, &medusa, v, t, SHAPES[0][s], 0, NULL));
+            fputc('\n', stderr);
+        }
+    else
+        fprintf(stderr, "  (no Medusa rows: %s)\n", err);
+    free_draft(&medusa);
     // wall time at this size: tree 3,2,1,1, the chain of K = 4 and plain decoding, in turn
     Draft *gpt = NULL;
     for (int j = 0; j < n_drafts; j++)

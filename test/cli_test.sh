@@ -829,6 +829,11 @@ if [[ -z ${SPECDEC_BIN:-} ]]; then
     check "bench --csv: every timed cell has the full model beside its measured speedup, and the bench counts them" \
         eval '[[ $(awk -F, "NR > 1 && \$1 != \"select\" && \$15 > 0 && \$30 > 0" "$T/out" | wc -l) == 90 ]] &&
               grep -qE "^full model against the measured speedup: [0-9]+ of 90 within 10%" "$T/err"'
+    check "bench prints the tree rows: tokens per verify pass of chains of 4 and 8 against trees of as many nodes, for the bigram and gpt at t = 0 and 1 (and Medusa's heads at 4 nodes, if medusa.bin fits the model), and the tree's wall time beside the chain's" \
+        eval 'err_has "trees: tokens per verify pass, a chain against trees of as many nodes" &&
+              [[ $(grep -cE "^  (bigram|gpt) +[01] +[48] +[0-9]+\.[0-9]{3} +[0-9,]+ [0-9]+\.[0-9]{3}" "$T/err") == 8 ]] &&
+              [[ $(grep -cE "^  medusa +[01] +4 +[0-9]+\.[0-9]{3} +2,1 [0-9]+\.[0-9]{3}" "$T/err") == 2 || $(grep -c "^  (no Medusa rows: " "$T/err") == 1 ]] &&
+              err_has "wall, this model, gpt, t = 1: tree 3,2,1,1 "'
     check "bench prints c(T) for T = 1..9, the refill's cost, each draft's c_draft, both K sweeps with the best K and their charts on stderr" \
         eval 'err_has "T=9" && err_has "refill: T=16 from an empty cache" && err_has "c_draft, one guess" &&
               err_has "K sweep at t = 0" && err_has "K sweep at t = 1" &&
