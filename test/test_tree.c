@@ -70,7 +70,7 @@ typedef struct {
     Corpus corpus;
     Vocab vocab;
     GPT model;
-    Draft bigram, gpt;
+    Draft bigram, gpt, medusa;
 } Fixture;
 
 // The total variation between two rows: half the sum of |a - b|.
@@ -325,7 +325,7 @@ static void test_greedy(Fixture *fx) {
     int V = fx->vocab.size, S = g->config.block_size;
     const char *shapes[] = {"1", "2", "3,2,1,1", "2,2,2,2", "1,1,1,1,1,1,1,1", "4,1,1", "6",
                             "2,1,2,1,2", "5,5"};
-    Draft *drafts[2] = {&fx->bigram, &fx->gpt};
+    Draft *drafts[3] = {&fx->bigram, &fx->gpt, &fx->medusa};
     int n_new = SANITIZED ? 40 : 300, cases = 0, same = 0;
     int *want = malloc(sizeof(int) * (64 + n_new)), *got = malloc(sizeof(int) * (64 + n_new));
     float p[256];
@@ -340,10 +340,11 @@ static void test_greedy(Fixture *fx) {
         o.st = &st;
         generate(g, &(Tokens){prompt, n_prompt}, &o, want, p);
         for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
-            for (int di = 0; di < 2; di++) {
+            for (int di = 0; di < 3; di++) {
                 TreeShape shape;
                 char err[200];
                 if (parse_tree_shape(shapes[si], V, S, &shape, err, sizeof(err)) != 0) continue;
+                if (di == 2 && shape.depth > fx->medusa.medusa->n_heads) continue; // 4 heads
                 TreeBuffers tb;
                 build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
                 tb.greedy = 1;
@@ -362,9 +363,9 @@ static void test_greedy(Fixture *fx) {
     }
     char what[200];
     snprintf(what, sizeof(what), "greedy trees give plain greedy decoding's text, byte for "
-             "byte: %d of %d (9 shapes x bigram and gpt x 2 prompts, %d tokens)", same, cases,
-             n_new);
-    expect(NULL, same == cases && cases == 36, what);
+             "byte: %d of %d (9 shapes x bigram and gpt, 7 of them x Medusa's heads, x 2 "
+             "prompts, %d tokens)", same, cases, n_new);
+    expect(NULL, same == cases && cases == 50, what);
     free(want);
     free(got);
 }
@@ -458,7 +459,8 @@ int main(void) {
     if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
         load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
         setup_draft("bigram", &fx.vocab, &fx.corpus, 32, &fx.bigram, err, sizeof(err)) != 0 ||
-        setup_draft("gpt", &fx.vocab, &fx.corpus, 32, &fx.gpt, err, sizeof(err)) != 0) {
+        setup_draft("gpt", &fx.vocab, &fx.corpus, 32, &fx.gpt, err, sizeof(err)) != 0 ||
+        setup_medusa(&fx.model, 4, &fx.medusa, err, sizeof(err)) != 0) {
         check(0, "load the corpus, the model and the drafts (run 'make data'): %s", err);
         return 1;
     }
@@ -477,6 +479,7 @@ int main(void) {
     free_gpt(&fx.model);
     free_draft(&fx.bigram);
     free_draft(&fx.gpt);
+    free_draft(&fx.medusa);
     free_corpus(&fx.corpus);
     printf("test_tree summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed > 0;
