@@ -968,14 +968,13 @@ static void free_all(void *const *owned, size_t n) {
     for (size_t i = 0; i < n; i++) free(owned[i]);
 }
 
-// Allocates the buffers of a round for drafts of up to K tokens, for a target of block_size
-// S (a verify pass that restarts the cache runs up to S tokens); 0 on success.
+// Allocates a round's buffers for drafts of up to K tokens and a target of block_size S.
 int build_spec_buffers(SpecBuffers *b, int K, int V, int S) {
     *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
     b->candidates = calloc((size_t)K, sizeof(int));
     b->q_draft = calloc((size_t)K * V, sizeof(float));
-    b->all_tokens = calloc((size_t)(S > K + 1 ? S : K + 1), sizeof(int));
+    b->all_tokens = calloc((size_t)(S > K + 1 ? S : K + 1), sizeof(int)); // a restart: S
     b->p_target = calloc((size_t)(K + 1) * V, sizeof(float));
     b->u = calloc((size_t)K, sizeof(double));
     b->residual = calloc((size_t)V, sizeof(float));
@@ -1050,8 +1049,7 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Counts a round that emitted n tokens: its verify pass (of the kind the round's restart and
-// guesses make it) and its time, the draft's passes and time, and what accept/reject decided.
+// Counts a round that emitted n tokens: its verify pass, its draft, what accept/reject decided.
 static void count_round(Stats *st, const Draft *d, const SpecBuffers *b, int n,
                         double draft_seconds, double verify_seconds) {
     int k = b->drafted;
@@ -1108,8 +1106,7 @@ static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\03
 static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
                                                    "resampled", "bonus"};
 
-// Writes n tokens as text; with color (and source: (n) TokenSources) each character in its source's
-// colour, a newline uncoloured so no colour runs into the next line; resets at the end.
+// Writes n tokens as text; with color, each in its source's colour (a newline uncoloured).
 void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
                 int color) {
     int current = -1; // the colour now in force, -1 for none
@@ -1134,8 +1131,7 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
     fflush(out->stream); // each token shows as it is decided
 }
 
-// Shows the n tokens a round (b) appended at seq[from]: the drafts that passed, then a resample or
-// a bonus (or neither: all k passed, no bonus allowed). b NULL: one target sample.
+// Shows the n tokens a round b (NULL: one target sample) appended at seq[from], by source.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
     int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
@@ -1173,8 +1169,7 @@ static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
             n_tokens - 1, n_tokens, vis);
 }
 
-// Prints the DRAFT lines of a round: the bigram's chain, the model draft's passes, or
-// what prompt lookup matched and copied; each guess with its q.
+// Prints a round's DRAFT lines: the bigram's chain, the model's passes or lookup's match.
 static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
                         const SpecBuffers *b, int cache_before) {
     char vis[8];
@@ -1280,20 +1275,16 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
     fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
-// The papers' alpha (Leviathan et al.): the expected acceptance E[sum min(p, q)], here
-// the mean over every judged candidate; 0 if none was judged. accepted / judged estimates
-// the same alpha by counting outcomes; this mean of each guess's chance to pass is the
-// steadier of the two, and they differ by sampling noise only (notes/math.md).
+// The papers' alpha: the mean of sum min(p, q) over the judged candidates; steadier than
+// accepted / judged, which estimates it by counting outcomes (notes/math.md).
 double stats_alpha(const Stats *s) { return s->judged ? s->alpha_sum / s->judged : 0.0; }
 
-// The tokens one verify pass is expected to give at draft length K, if each guess passes
-// with chance alpha independently: (1 - alpha^(K+1)) / (1 - alpha) (Leviathan et al.).
+// Tokens a verify pass gives at draft length K if each guess passes with chance alpha.
 double expected_tokens_per_pass(double alpha, int K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints where a generation's wall time went: each kind of target pass it ran (how many, their
-// tokens, their time and share), drafting, and the rest, which no pass and no draft took.
+// Prints where a generation's wall time went: each kind of target pass, drafting, the rest.
 static void print_time_table(const Stats *s, int speculative) {
     double wall = s->seconds > 0 ? s->seconds : 1.0, rest = s->seconds - s->draft_seconds;
     fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
@@ -1353,15 +1344,13 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
             s->seconds > 0 ? s->emitted / s->seconds : 0.0);
 }
 
-// The speedup model with the draft's cost: the tokens a verify pass yields,
-// (1 - alpha^(K+1)) / (1 - alpha), over what a round costs in one-token target passes,
-// c(K+1) + K * c_draft. With c(K+1) = 1 and c_draft = 0 it is the papers' count of passes.
+// The speedup model with the draft's cost: E tokens a verify pass over c(K+1) + K * c_draft;
+// with c(K+1) = 1 and c_draft = 0 it is the papers' count of passes.
 double predicted_speedup(double alpha, int K, double c_verify, double c_draft) {
     return expected_tokens_per_pass(alpha, K) / (c_verify + K * c_draft);
 }
 
-// What one generation's passes cost per token emitted, in one-token passes of plain decoding (unit
-// seconds each): kind i's share in cost[i], drafting's in cost[N_PASS_KINDS]; returns the sum.
+// A token's cost, in one-token passes of `unit` seconds: kind i's in cost[i], drafting's last.
 static double cost_per_token(const Stats *s, double unit, double cost[N_PASS_KINDS + 1]) {
     double n = s->emitted > 0 ? (double)s->emitted : 1.0, sum = 0.0;
     for (int i = 0; i <= N_PASS_KINDS; i++) {
@@ -1372,9 +1361,7 @@ static double cost_per_token(const Stats *s, double unit, double cost[N_PASS_KIN
     return sum;
 }
 
-// Prints speculative and plain side by side: the passes, the time, c(T) as this run
-// measured it, what a token cost each decoder pass by pass, and the speedup three ways:
-// measured, the full model (every pass that ran, at its c(T)), and the papers' formula.
+// Prints speculative against plain: passes, time, c(T), cost per token, three speedups.
 void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, int identical) {
     // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
@@ -1405,9 +1392,8 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         }
         fprintf(stderr, "    %-19s %11.3f  %11.3f  %11.3f\n", "every pass", spec_cost,
                 plain_cost, spec_cost / plain_cost);
-        // the papers' formula: one verify pass of K+1 tokens and K guesses per round, E tokens
-        // (c(K+1) from the passes of that size; a folded one has S/2 + k, so only K >= S/2
-        // could mix one in)
+        // the papers' formula: a verify pass of K+1 tokens and K guesses per round (a folded
+        // pass has S/2 + k tokens, so only K >= S/2 could mix one into c(K+1))
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
         double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
         double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
@@ -2285,8 +2271,7 @@ typedef struct {
 // The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
 #define MAX_FILE_BYTES ((uint64_t)1 << 31)
 
-// Writes a printf-style message into err and returns -1, so that refusing a bad input
-// is one statement: return fail_with(err, errlen, "...", ...).
+// Writes a printf-style message into err and returns -1: a refusal is one statement.
 __attribute__((format(printf, 3, 4)))
 int fail_with(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -2334,8 +2319,7 @@ void free_corpus(Corpus *c) {
     memset(c, 0, sizeof(*c));
 }
 
-// Loads the corpus and encodes it; with vocab->size == 0 the vocabulary is built
-// from the corpus, otherwise every byte must already be in it. 0 on success.
+// Loads and encodes the corpus; vocab->size 0 builds the vocabulary from it. 0 on success.
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
     memset(c, 0, sizeof(*c));
     c->bytes = read_file(path, &c->n, "corpus", "run 'make data' to fetch Tiny Shakespeare",
@@ -2405,9 +2389,8 @@ uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32
 
 // Checks a config for sizes the model can be built with; fills err and returns -1 if not.
 int validate_config(const Config *c, char *err, size_t errlen) {
-    // generous bounds; every size product stays far below 2^63 (a 64-bit size_t)
-    // (block_size >= 2: a verify pass needs room for the current token and one draft;
-    // vocab_size <= 256: one token per byte, and tempered_softmax's stack row holds 256)
+    // generous bounds: every size product stays far below 2^63; block_size >= 2 leaves room
+    // for current_token and one draft; vocab_size <= 256: a token per byte
     if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
         c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
         c->vocab_size < 1 || c->vocab_size > 256)
@@ -2420,8 +2403,7 @@ int validate_config(const Config *c, char *err, size_t errlen) {
     return 0;
 }
 
-// Parses a checkpoint held in memory into g (built here) and vocab. Every field is
-// checked before it is used; fills err and returns -1 on the first problem.
+// Parses a checkpoint in memory into g (built here) and vocab, checking every field first.
 int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                      char *err, size_t errlen) {
     if (n < CKPT_HEADER) // header: magic, version, config
@@ -2522,8 +2504,7 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
 #define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
 #define MEDUSA_MAX_HEADS 64
 
-// A target's fingerprint: FNV-1a 64, as fnv1a64 computes it, of its parameters' bytes as
-// its checkpoint stores them (float32, little-endian), fed one at a time: no copy made.
+// A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
 uint64_t target_fingerprint(const GPT *g) {
     uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
     for (size_t i = 0; i < g->n_params; i++) {
@@ -2535,9 +2516,7 @@ uint64_t target_fingerprint(const GPT *g) {
     return h;
 }
 
-// Reads Medusa heads for `target` from path into m (the format above). On any problem it
-// fills err with one line naming the file, the problem and the fix, and returns -1, with
-// nothing left allocated in m; 0 on success.
+// Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
 int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
     static const char fix[] = "train heads for this model: 'make train-medusa', or "
                               "'tinyshakespeare/train medusa -m MODEL -o PATH'";
@@ -2592,11 +2571,8 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
     return 0;
 }
 
-// Widens the MLP from H to H2 >= H hidden units with zeros (--ffn-width); 0 on success.
-// A new unit's up-projection column and bias are 0, so it outputs ReLU(0) = 0, and its
-// down-projection row is 0, so it adds exact zeros after the real units' terms: the model
-// computes the same logits, bit for bit, but every pass streams H2/H times the MLP's
-// weights, and the weights outgrow the caches (notes/speed.md: where speculation pays).
+// Widens the MLP to H2 >= H hidden units with zeros (--ffn-width): each new unit adds exact
+// zeros, so the logits stay the same, bit for bit, but there is more to stream (notes/speed.md).
 int widen_ffn(GPT *g, int H2) {
     if (H2 < g->config.ffn_width) return -1; // narrower would cut real units: another model
     Config c = g->config;
@@ -2760,8 +2736,7 @@ size_t selftest_min_corpus(int S) { return (size_t)2 * S + 7; }
 // Runs every self-test case, for each of the n_drafts drafts; returns the number of failures.
 int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *corpus) {
     int S = g->config.block_size, failures = 0, cases = 0;
-    // prompts: empty, one char, the blog's, exactly S, longer than S (the last two are
-    // cut from the corpus, so every byte is in the vocabulary), and a name line
+    // prompts: empty, one char, the blog's, exactly S and longer (from the corpus), a name line
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int lens[] = {0, 0, 0, S, (int)selftest_min_corpus(S), 0};
@@ -2802,8 +2777,7 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
 // ----------------------------------------------------------------------------
 // CLI: ./specdec [options], in the manner of llama2.c's run
 
-// Prints "specdec: MESSAGE" on stderr as exactly one line: a newline, control bytes or bytes past
-// ASCII in it (a word, a path or a junk corpus may hold them) are shown escaped (\n, \xNN).
+// Prints "specdec: MESSAGE" on stderr as one line, newlines and raw bytes escaped (\n, \xNN).
 __attribute__((format(printf, 1, 2)))
 void error_line(const char *fmt, ...) {
     char msg[1536];
@@ -2820,8 +2794,7 @@ void error_line(const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
-// Closes stdout; a write that failed on the way there (a full disk, a closed pipe)
-// becomes one line on stderr. Returns the exit status: 0, or 1 if anything was lost.
+// Closes stdout; a write lost on the way (full disk, closed pipe) is one line on stderr, exit 1.
 int close_stdout(void) {
     int failed = ferror(stdout);
     if (fclose(stdout) == 0 && !failed) return 0;
@@ -2909,9 +2882,8 @@ static int parse_seed(const char *s, uint64_t *out) {
     return 0;
 }
 
-// How an option's value is read, one parse path each: OPT_FLAG takes none and sets an int
-// to lo; OPT_TEXT keeps a path or the prompt as given (checked where it is used);
-// OPT_WHOLE is an int within [lo, hi], OPT_SEED a 64-bit seed, OPT_REAL a float in [lo, hi].
+// How an option's value is read: OPT_FLAG sets an int to lo; OPT_TEXT keeps the text as given;
+// OPT_WHOLE is an int in [lo, hi], OPT_SEED a 64-bit seed, OPT_REAL a float in [lo, hi].
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
 
 // One option: its spelling, and where and how its value is kept.
@@ -2948,8 +2920,7 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     return 0;
 }
 
-// Parses a --tree shape, "3,2,1,1": widths of 1 .. V, at most TREE_MAX_DEPTH levels, and
-// nodes that fit a window of S (S - 1 guesses after current_token). 0, or -1 with err set.
+// Parses a --tree shape, "3,2,1,1", whose nodes fit a window of S. 0, or -1 with err set.
 int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err, size_t errlen) {
     memset(shape, 0, sizeof(*shape));
     const char *s = text;
@@ -2998,11 +2969,9 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
         {"--draft", OPT_TEXT, &o->draft, 0, 0, NULL},
         {"--tree", OPT_TEXT, &o->tree, 0, 0, NULL},
-        {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens from 1 to "
-         "10000000"},
+        {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens, 1 to 10000000"},
         {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
-        {"--top-k", OPT_WHOLE, &o->top_k, 1, 256, "a whole number of tokens from 1 to the "
-         "vocabulary's size"},
+        {"--top-k", OPT_WHOLE, &o->top_k, 1, 256, "a whole number from 1 to the vocabulary's size"},
         {"--ffn-width", OPT_WHOLE, &o->ffn_width, 1, MAX_FFN_WIDTH, "a whole number of hidden "
          "units up to 16777216, at least the model's own (256 here)"},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64"},
@@ -3059,9 +3028,8 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
-// Loads the model, then the corpus, which must fit its vocabulary; then, for --ffn-width H,
-// checks H against the model and this machine's memory and widens the model. source
-// receives a description of the model, printed once every input is checked.
+// Loads the model and the corpus, then widens the MLP for --ffn-width H if H fits the model
+// and memory; source receives the model's description, printed once every input is checked.
 int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
                 size_t srclen, char *err, size_t errlen) {
     const char *path = o->model_path ? o->model_path : DEFAULT_MODEL;
@@ -3086,53 +3054,48 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
     return 0;
 }
 
-// Checks what needs the model: the self-test's corpus; for generation (the self-test
-// brings its own prompts and Ks) K against block_size, the prompt, encoded into prompt (a
-// token per byte), and a prompt lookup can draft from; --top-k against V. 0, or -1 with err.
+// Checks what needs the model: K, the prompt (encoded into prompt), the draft's options, V.
 int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *corpus,
                  int *prompt, char *err, size_t errlen) {
-    int S = g->config.block_size;
-    size_t n = strlen(o->prompt);
-    if (o->run_selftest && corpus->n < selftest_min_corpus(S))
+    int S = g->config.block_size, lookup = !strcmp(o->draft, "lookup");
+    size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
+    TreeShape shape;
+    if (o->run_selftest && corpus->n < need)
         return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
-                         "corpus, which has %zu; use Tiny Shakespeare (make data)",
-                         selftest_min_corpus(S), corpus->n);
-    if (!o->run_selftest && o->K >= S) // K+1 tokens must fit: K <= S-1
-        return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
-                         "block_size %d; use -k 1..%d", o->K, S, S - 1);
-    if (!o->run_selftest && encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
+                         "corpus, which has %zu; use Tiny Shakespeare (make data)", need,
+                         corpus->n);
     if (o->top_k > v->size)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
                          "--top-k 1..%d", o->top_k, v->size, v->size);
-    if (!o->run_selftest && !strcmp(o->draft, "lookup") && o->draft_p_min > 0.0f)
+    if (o->run_selftest) return 0; // it brings its own prompts and Ks
+    if (o->K >= S) // K+1 tokens must fit: K <= S-1
+        return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
+                         "block_size %d; use -k 1..%d", o->K, S, S - 1);
+    if (encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
+    if (lookup && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
                          "and lookup's copies have no chance below 1 to compare; drop "
                          "--draft-p-min, or use --draft bigram or gpt");
-    TreeShape shape;
-    if (!o->run_selftest && o->tree &&
-        parse_tree_shape(o->tree, v->size, S, &shape, err, errlen) != 0)
-        return -1;
-    if (!o->run_selftest && o->tree && !strcmp(o->draft, "lookup"))
+    if (o->tree && parse_tree_shape(o->tree, v->size, S, &shape, err, errlen) != 0) return -1;
+    if (o->tree && lookup)
         return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
                          "copies one continuation; drop --tree, or use --draft bigram or gpt");
-    if (!o->run_selftest && !strcmp(o->draft, "medusa") && o->draft_p_min > 0.0f)
+    if (!strcmp(o->draft, "medusa") && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain drafted guess by guess, and "
                          "medusa drafts every level at once from its heads; drop --draft-p-min");
-    if (!o->run_selftest && o->tree && o->draft_p_min > 0.0f)
+    if (o->tree && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
-    if (!o->run_selftest && !strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N)
-        return fail_with(err, errlen, "--draft lookup drafts by copying from the prompt, and a "
-                         "prompt of %zu character%s holds no %d-gram to find again; give -p at "
-                         "least %d characters, or another draft", n, n == 1 ? "" : "s",
-                         LOOKUP_MIN_N, LOOKUP_MIN_N + 1);
+    if (lookup && n <= LOOKUP_MIN_N)
+        return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %zu "
+                         "character%s holds no %d-gram to find again; give -p at least %d "
+                         "characters, or another draft", n, n == 1 ? "" : "s", LOOKUP_MIN_N,
+                         LOOKUP_MIN_N + 1);
     return 0;
 }
 
-// Builds the draft that `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's
-// path. A model draft must share the target's vocabulary byte for byte (a draft trained on
-// other text proposes ids that mean other characters), and its block size: both caches
-// restart at the same sequence index, so a different one is refused, not adapted.
+// Builds the draft `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's path,
+// which must share the target's vocabulary and block size (the caches restart together).
 int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
                 Draft *d, char *err, size_t errlen) {
     memset(d, 0, sizeof(*d)); // free_draft is safe on it from here on
@@ -3173,8 +3136,7 @@ void free_draft(Draft *d) {
     d->medusa = NULL;
 }
 
-// --draft medusa: the heads of DEFAULT_MEDUSA, trained for the loaded target g, as a draft
-// for trees; `depth`, the tree's levels (or K), must not exceed the heads. 0, or -1 with err.
+// --draft medusa: DEFAULT_MEDUSA's heads for target g, at least `depth` (tree levels or K).
 int setup_medusa(const GPT *g, int depth, Draft *d, char *err, size_t errlen) {
     memset(d, 0, sizeof(*d));
     d->kind = DRAFT_MEDUSA;
@@ -3224,8 +3186,7 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
-    // the text streams to stdout as it is made, but not under --trace (the trace has the
-    // stage) or --compare (the wall times measure decoding): then it is printed afterwards
+    // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     Output out = {.stream = stream, .source = source, .color = color};
     Stats spec = {0}, plain = {0}, chain = {0};
@@ -3355,8 +3316,7 @@ int main(int argc, char **argv) {
     if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
 done:
-    // rc 1: every failure above left its one-line reason in err (a failed self-test
-    // printed its own FAIL lines); rc 2: stdout failed, and close_stdout says so
+    // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
     free(prompt);
