@@ -196,43 +196,8 @@ typedef struct {
 // Else parents[t] is the slot that token t follows (a tree of guesses, beyond the blog).
 float *forward(GPT *g, const int *tokens, int T, const int *parents);
 
-// ----------------------------------------------------------------------------
-// Tokenizer: one token per byte that occurs in the corpus
-
-// The character vocabulary: sorted distinct bytes; id[b] = -1 if b is not in it.
-typedef struct {
-    int size;                 // V
-    unsigned char chars[256]; // chars[i] = byte of token i, ascending
-    int id[256];              // id[byte] = token, or -1
-} Vocab;
-
-// Builds the vocabulary of the sorted distinct bytes of text (as the lecture does).
-void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
-    // mark the bytes present, then number them in byte order: sorted(set(text))
-    int seen[256] = {0};
-    for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
-    v->size = 0;
-    for (int b = 0; b < 256; b++) {
-        v->id[b] = -1;
-        if (!seen[b]) continue; // not in the text: no token
-        v->id[b] = v->size; // the next token number, so tokens go in byte order
-        v->chars[v->size] = (unsigned char)b;
-        v->size++;
-    }
-}
-
-// Encodes n bytes into tokens; returns the index of the first byte not in the
-// vocabulary, or -1 when every byte encoded.
-long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
-    for (size_t i = 0; i < n; i++) {
-        if (v->id[text[i]] < 0) return (long)i; // stop at the first unknown byte: callers name it
-        tokens[i] = v->id[text[i]];
-    }
-    return -1;
-}
-
-// Decodes one token to its byte.
-unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
+// The tokenizer (one token per byte of the corpus) is plumbing: it comes after the loop.
+typedef struct Vocab Vocab;
 
 // ----------------------------------------------------------------------------
 // Random numbers and sampling
@@ -959,6 +924,44 @@ static int gpt_draft_tokens(Draft *d, const Tokens *text, int k, const Sampler *
 static void restart_draft_cache(Draft *d) {
     if (d->kind == DRAFT_GPT) d->model.state.kv_len = 0;
 }
+
+// ----------------------------------------------------------------------------
+// Tokenizer: one token per byte that occurs in the corpus (plumbing)
+
+// The character vocabulary: sorted distinct bytes; id[b] = -1 if b is not in it.
+struct Vocab {
+    int size;                 // V
+    unsigned char chars[256]; // chars[i] = byte of token i, ascending
+    int id[256];              // id[byte] = token, or -1
+};
+
+// Builds the vocabulary of the sorted distinct bytes of text (as the lecture does).
+void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
+    // mark the bytes present, then number them in byte order: sorted(set(text))
+    int seen[256] = {0};
+    for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
+    v->size = 0;
+    for (int b = 0; b < 256; b++) {
+        v->id[b] = -1;
+        if (!seen[b]) continue; // not in the text: no token
+        v->id[b] = v->size; // the next token number, so tokens go in byte order
+        v->chars[v->size] = (unsigned char)b;
+        v->size++;
+    }
+}
+
+// Encodes n bytes into tokens; returns the index of the first byte not in the
+// vocabulary, or -1 when every byte encoded.
+long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
+    for (size_t i = 0; i < n; i++) {
+        if (v->id[text[i]] < 0) return (long)i; // stop at the first unknown byte: callers name it
+        tokens[i] = v->id[text[i]];
+    }
+    return -1;
+}
+
+// Decodes one token to its byte.
+unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 
 // ----------------------------------------------------------------------------
 // The loop's plumbing: the round's buffers, and the counters of a generation
