@@ -3174,8 +3174,9 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     int *seq_chain = malloc((size_t)cap * sizeof(int)); // --tree --compare: the chain's text
     // Medusa's heads draft for trees only: its chain is the tree 1,1,..,1 of K levels
     int medusa = d->kind == DRAFT_MEDUSA;
-    TreeShape ones = {.depth = K, .nodes = K};
-    for (int i = 0; i < K; i++) ones.width[i] = 1;
+    TreeShape ones = {.depth = K < TREE_MAX_DEPTH ? K : TREE_MAX_DEPTH}; // width has 16 slots
+    for (int i = 0; i < ones.depth; i++) ones.width[i] = 1;
+    ones.nodes = ones.depth;
     TreeBuffers tb_chain = {0};
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
     if (!seq || !seq_plain || !seq_chain || !source || !p ||
