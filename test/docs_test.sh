@@ -6,8 +6,8 @@
 # lines quoted under the command:
 #   - a block is checked when its first line starts with "./specdec ", "test/explain",
 #     "test/early_exit", "tinyshakespeare/train eval" or "tinyshakespeare/train medusa-eval",
-#     or is a one-line "for" loop that runs "./specdec " (an optional "$ " before it is
-#     dropped); the command runs from the repository root
+#     or is a one-line "for" loop that echoes "$(./specdec ...)" (an optional "$ " before
+#     it is dropped); the command runs from the repository root
 #     with bash, and both of its streams are compared (a quoted command that wants only one says 2>/dev/null or
 #     2>&1 >/dev/null itself);
 #   - a quoted line that is just "…" stands for any number of output lines (an
@@ -78,7 +78,7 @@ for f in $files; do
         case $cmd in
             *" ["*) continue ;; # a synopsis ("./specdec [-m model.bin] ..."), not a command
             "./specdec "* | test/explain* | test/early_exit* | "tinyshakespeare/train eval"* | \
-                "tinyshakespeare/train medusa-eval"* | "for "*"./specdec "*) ;;
+                "tinyshakespeare/train medusa-eval"* | "for "*"do echo "*'$(./specdec '*) ;;
             *) continue ;;
         esac
         nblocks=$((nblocks + 1))
