@@ -1514,9 +1514,9 @@ static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
     }
 }
 
-// The draft's rows after the rows lo .. hi-1 (one level of the tree), into tb->q: the
-// bigram's row of each token; the model draft's from one pass over the level, each row
-// attending to its own ancestors in the draft's cache, as the target's pass will.
+// The draft's rows after rows lo .. tb->rows-1 (one level), into tb->q: Medusa's head for
+// the level; the bigram's row of each token; or the model draft's, from one pass over the
+// level, each row attending to its own ancestors in the draft's cache, as the target's will.
 static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
                             const Sampler *s) {
     int V = tb->V, hi = tb->rows;
