@@ -1476,6 +1476,7 @@ typedef struct {
     double *Q_work;   // (V)       the Q that child was drawn from: q without its earlier siblings
     int *path;        // (D+1)     rows of the accepted path: path[0] = 0, then one per depth
     int *accepted;    // (D+1)     tokens the round emits: the path's guesses, then one more
+                      //           (none when the path already gives every token wanted)
     int *all_tokens;  // (S)       the verify pass's input: the lag tokens, then every row
     int *slots;       // (S)       the cache slot each of those tokens follows (forward's parents)
     int *draft_slots; // (S)       the same for a model draft's pass over one level of rows
@@ -1522,7 +1523,7 @@ static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int l
     int V = tb->V, hi = tb->rows;
     Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1
     const Sampler *served = tb->greedy ? &t1 : s;
-    if (d->kind == DRAFT_MEDUSA) { // one head per level, read from current_token's hidden row
+    if (d->kind == DRAFT_MEDUSA) { // one head per level, on the row current_token came from
         float logits[256];
         medusa_logits(d->medusa, d->target, tb->hidden, tb->depth[lo], logits);
         for (int r = lo; r < hi; r++) served_probs(tb->q + (size_t)r * V, logits, V, served);
@@ -1644,7 +1645,7 @@ static double child_chance(TreeBuffers *tb, int c) {
 
 // After child c failed: p := norm(max(p - Q, 0)), what the next sibling is judged against
 // (p(x) < Q(x) for a failed x, so x gets 0), and Q := Q without x, the row the next sibling
-// was really drawn from (children are drawn without replacement).
+// was really drawn from (without replacement; a greedy tree's Q is child_chance's one-hot).
 static void reject_child(TreeBuffers *tb, int c) {
     subtract_and_normalise(tb->p_work, tb->Q_work, tb->V);
     if (!tb->greedy) remove_token(tb->Q_work, tb->token[c], tb->V);
@@ -1700,14 +1701,13 @@ static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
 // Copies cache slot `from` to slot `to` in every layer, and makes `to` a chain's slot.
 static void move_cache_row(GPT *g, int from, int to) {
     RunState *s = &g->state;
-    size_t C = g->config.n_embd, S = g->config.block_size;
-    for (int l = 0; l < g->config.n_layer; l++) {
-        memcpy(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, C * sizeof(float));
-        memcpy(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C,
-               C * sizeof(float));
+    size_t C = g->config.n_embd, S = g->config.block_size, row = C * sizeof(float);
+    for (int l = 0; l < g->config.n_layer; l++) { // memmove: the first guess's row stays put
+        memmove(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, row);
+        memmove(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C, row);
     }
     s->parent[to] = to - 1; // the path is a chain now: slot order is text order
-    s->position[to] = s->position[from]; // cache_len + depth == to: the row it was computed at
+    s->position[to] = s->position[from]; // cache_len + depth == to: the position it was run at
 }
 
 // Phase 4 for a tree: the accepted path's rows (m guesses) move into the slots right after
@@ -1729,7 +1729,7 @@ static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
 
 // Counts a tree round: its pass (and kind), the draft's passes and time, and by depth, the
 // nodes whose children were judged and whether one passed (Stats.judged_at, accepted_at).
-// alpha here is the first child's sum min(p, q) at each judged node, as in a chain.
+// alpha: each judged node's first child's chance, sum min(p, q) (a sure child's: p(x)).
 static void count_tree_round(Stats *st, const Draft *d, const TreeBuffers *tb, int n,
                              double draft_seconds, double verify_seconds) {
     int nodes = tb->rows - 1;
@@ -1739,9 +1739,9 @@ static void count_tree_round(Stats *st, const Draft *d, const TreeBuffers *tb, i
     if (d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
     int judged = tb->passed + (n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0);
     for (int i = 0; i < judged; i++) { // depth i+1: the children of path[i] were judged
-        int r = tb->path[i];
-        st->alpha_sum += expected_acceptance(tb->p + (size_t)r * tb->V, tb->q + (size_t)r * tb->V,
-                                             tb->V);
+        int r = tb->path[i], x = tb->token[tb->first_child[r]]; // x: the node's first child
+        const float *p = tb->p + (size_t)r * tb->V, *q = tb->q + (size_t)r * tb->V;
+        st->alpha_sum += tb->greedy ? p[x] : expected_acceptance(p, q, tb->V); // sure: p(x)
         int slot = i < POSITIONS ? i : POSITIONS - 1;
         st->judged_at[slot]++;
         st->accepted_at[slot] += i < tb->passed;
