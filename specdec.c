@@ -2085,8 +2085,14 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
     }
 }
 
-// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: a PyTorch Linear (bias may be NULL),
-// for the T tokens of a pass. weight is stored (in, out), PyTorch's weight transposed.
+// A Linear layer's parameters, as PyTorch's nn.Linear(in, out) holds them: y = x W + b.
+typedef struct {
+    const float *weight; // (in, out): PyTorch's weight transposed, so row i is input i's
+    const float *bias;   // (out), or NULL for a Linear without one (query, key, value)
+    int in, out;         // its input and output sizes
+} Linear;
+
+// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: the Linear f on the T tokens of a pass.
 //
 // The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read
 // from memory once and used for all T tokens before row i+1 is touched. This is the one
@@ -2097,18 +2103,17 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
 // --ffn-width pads the weights past the caches (notes/speed.md measures both).
 // Each out[t][o] adds its terms for i = 0, 1, 2, ... in that order, whatever T is, so a
 // token's output does not depend on the other tokens of the pass.
-void matmul(float *out, const float *in, const float *weight, const float *bias, int T,
-            int in_dim, int out_dim) {
+void matmul(float *out, const float *in, Linear f, int T) {
     // every output starts at its bias
     for (int t = 0; t < T; t++)
-        for (int o = 0; o < out_dim; o++) out[(size_t)t * out_dim + o] = bias ? bias[o] : 0.0f;
+        for (int o = 0; o < f.out; o++) out[(size_t)t * f.out + o] = f.bias ? f.bias[o] : 0.0f;
     // then one weight row at a time, added into every token's outputs
-    for (int i = 0; i < in_dim; i++) {
-        const float *w = weight + (size_t)i * out_dim; // weight row i: read once per pass
+    for (int i = 0; i < f.in; i++) {
+        const float *w = f.weight + (size_t)i * f.out; // weight row i: read once per pass
         for (int t = 0; t < T; t++) {
-            float x = in[(size_t)t * in_dim + i];
-            float *y = out + (size_t)t * out_dim;
-            for (int o = 0; o < out_dim; o++) y[o] += x * w[o]; // i ascending, whatever T is
+            float x = in[(size_t)t * f.in + i];
+            float *y = out + (size_t)t * f.out;
+            for (int o = 0; o < f.out; o++) y[o] += x * w[o]; // i ascending, whatever T is
         }
     }
 }
@@ -2193,17 +2198,21 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
     // attention sub-block: the new keys and values go straight into the cache, rows pos0 ..
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
-    matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
-    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, w->key + l * CC, NULL, T, C, C);
-    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, w->value + l * CC, NULL, T, C, C);
+    matmul(a->q, a->ln1, (Linear){w->query + l * CC, NULL, C, C}, T);
+    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, (Linear){w->key + l * CC, NULL, C, C}, T);
+    matmul(a->value_cache + (size_t)pos0 * C, a->ln1,
+           (Linear){w->value + l * CC, NULL, C, C}, T);
     attention(c, a, T, pos0);
-    matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
+    matmul(a->attn, a->att_out,
+           (Linear){w->proj_weight + l * CC, w->proj_bias + l * C, C, C}, T);
     residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
     // MLP sub-block: Linear(C, H) -> ReLU -> Linear(H, C), H = 4C unless --ffn-width
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
-    matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, T, C, H);
+    matmul(a->hidden, a->ln2,
+           (Linear){w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H}, T);
     relu(a->hidden, (size_t)T * H);
-    matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, T, H, C);
+    matmul(a->ffwd, a->hidden,
+           (Linear){w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C}, T);
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
@@ -2253,7 +2262,8 @@ float *forward(GPT *g, const int *tokens, int T, const int *parents) {
     }
     // final LayerNorm and the language-model head
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
-    matmul(s->logits, s->ln_f, g->w.lm_head_weight, g->w.lm_head_bias, T, C, c->vocab_size);
+    matmul(s->logits, s->ln_f,
+           (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size}, T);
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;

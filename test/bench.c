@@ -750,17 +750,18 @@ static double time_matmuls(GPT *g, int T, int reps) {
     for (int i = 0; i < reps; i++) {
         for (int l = 0; l < c->n_layer; l++) {
             // the key and value matmuls write into q too: the cache is not touched
-            matmul(a->q, a->ln1, w->query + l * CC, NULL, T, C, C);
-            matmul(a->q, a->ln1, w->key + l * CC, NULL, T, C, C);
-            matmul(a->q, a->ln1, w->value + l * CC, NULL, T, C, C);
-            matmul(a->attn, a->att_out, w->proj_weight + l * CC, w->proj_bias + l * C, T, C, C);
-            matmul(a->hidden, a->ln2, w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H,
-                   T, C, H);
-            matmul(a->ffwd, a->hidden, w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C,
-                   T, H, C);
+            matmul(a->q, a->ln1, (Linear){w->query + l * CC, NULL, C, C}, T);
+            matmul(a->q, a->ln1, (Linear){w->key + l * CC, NULL, C, C}, T);
+            matmul(a->q, a->ln1, (Linear){w->value + l * CC, NULL, C, C}, T);
+            matmul(a->attn, a->att_out,
+                   (Linear){w->proj_weight + l * CC, w->proj_bias + l * C, C, C}, T);
+            matmul(a->hidden, a->ln2,
+                   (Linear){w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H}, T);
+            matmul(a->ffwd, a->hidden,
+                   (Linear){w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C}, T);
         }
-        matmul(g->state.logits, g->state.ln_f, w->lm_head_weight, w->lm_head_bias, T, C,
-               c->vocab_size);
+        matmul(g->state.logits, g->state.ln_f,
+               (Linear){w->lm_head_weight, w->lm_head_bias, C, c->vocab_size}, T);
     }
     return (now_seconds() - t0) / reps;
 }

@@ -70,9 +70,9 @@ int main(int argc, char **argv) {
                 double t0 = now_seconds();
                 for (int l = 0; l < L; l++) {
                     size_t off = (size_t)l * C * H;
-                    if (f == 0) matmul(h2, x, up + off, b + l * H, T, C, (int)H);
+                    if (f == 0) matmul(h2, x, (Linear){up + off, b + l * H, C, (int)H}, T);
                     else if (f == 1) matmul_dot(h2, x, up_t + off, b + l * H, T, C, (int)H);
-                    else matmul(y, h, down + off, NULL, T, (int)H, C);
+                    else matmul(y, h, (Linear){down + off, NULL, (int)H, C}, T);
                 }
                 s[f][rep] = now_seconds() - t0;
             }
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
                1e3 * da, (ua + da) / base[0], (ud + da) / base[1]);
     }
     // the two forms must give the same bits (the same sums in the same order)
-    matmul(h, x, up, b, 16, C, (int)H);
+    matmul(h, x, (Linear){up, b, C, (int)H}, 16);
     matmul_dot(h2, x, up_t, b, 16, C, (int)H);
     printf("the two forms' outputs are %s\n", memcmp(h, h2, 16 * H * 4) ? "DIFFERENT (a bug)"
                                                                          : "bit-identical");

@@ -507,8 +507,8 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
         for (int l = 0; l < L; l++)
             block_forward(c, &g->w, l, &layer[l], S, 0);
         layernorm(ts->ln_f + b * SC, layer[L - 1].x_out, g->w.ln_f_weight, g->w.ln_f_bias, S, C);
-        matmul(ts->logits + b * SV, ts->ln_f + b * SC, g->w.lm_head_weight, g->w.lm_head_bias,
-               S, C, V);
+        matmul(ts->logits + b * SV, ts->ln_f + b * SC,
+               (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, S);
         // every position predicts its next token; the softmax is kept for the backward
         for (int t = 0; t < S; t++) {
             const float *z = ts->logits + b * SV + (size_t)t * V;
