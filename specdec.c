@@ -61,8 +61,8 @@
  *   Then the plumbing (buffers, counters, output, trace and stats), then the tree:
  *   (a tree of guesses, one pass) draft_tree(), verify_tree(), Beyond the blog: a tree of
  *     accept_reject_tree(), judge_children(), compact_kv_cache()   guesses
- *   (Medusa heads)                medusa_logits()          Beyond the blog: Medusa heads
  *   target_model(idx, past_kvs)   forward()                The target model
+ *   (Medusa heads)                medusa_logits()          Beyond the blog: Medusa heads
  *
  * Size letters used in the shape comments (declared once, here):
  *   B  batch size (always 1 here; the trainer's windows per step)
@@ -424,7 +424,7 @@ typedef enum {
     DRAFT_MEDUSA  // Medusa heads on the target's hidden row: trees only (beyond the blog)
 } DraftKind;
 
-typedef struct MedusaHeads MedusaHeads; // a Medusa draft's heads: after the tree of guesses
+typedef struct MedusaHeads MedusaHeads; // a Medusa draft's heads: after the target model
 
 // A draft: its kind, and what that kind needs.
 typedef struct {
@@ -1440,7 +1440,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
 
 #define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have
 
-// Head `head`'s logits from a hidden row of the target: Medusa's guesses, after this section.
+// Head `head`'s logits from a hidden row of the target: Medusa's guesses (section after forward).
 void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
                    float *logits);
 
@@ -1894,53 +1894,6 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
 }
 
 // ----------------------------------------------------------------------------
-// Beyond the blog: Medusa heads, guesses from the target's own hidden state
-//
-// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
-// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
-// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
-// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
-// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
-// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
-// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
-
-// The Medusa heads of one target: N small residual blocks on its hidden row.
-struct MedusaHeads {
-    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
-    int C;       // the target's n_embd: the row each head reads      e.g. 64
-    int V;       // the target's vocab_size: each head's logits       e.g. 65
-    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
-    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
-};
-
-// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
-// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
-void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
-                   float *logits) {
-    int C = m->C, V = m->V;
-    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
-    const float *b = m->b + (size_t)head * C;
-    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
-    // u = W h + b, a Linear in matmul's order: the bias, then input i = 0, 1, 2, ...
-    for (int o = 0; o < C; o++) u[o] = b[o];
-    for (int i = 0; i < C; i++)
-        for (int o = 0; o < C; o++) u[o] += hidden[i] * W[(size_t)i * C + o];
-    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
-    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
-    // the target's lm_head, summed as forward sums it: a zero head gives its logits, bit for bit
-    const float *lw = target->w.lm_head_weight; // (C, V)
-    for (int v = 0; v < V; v++) logits[v] = target->w.lm_head_bias[v];
-    for (int i = 0; i < C; i++)
-        for (int v = 0; v < V; v++) logits[v] += u[i] * lw[(size_t)i * V + v];
-}
-
-// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
-void free_medusa(MedusaHeads *m) {
-    free(m->w); // b points into the same allocation
-    memset(m, 0, sizeof(*m));
-}
-
-// ----------------------------------------------------------------------------
 // The target model: the lecture's GPT, in textbook loops, with a KV cache
 //
 // Everything here reads (T, in) rows and writes (T, out) rows, for the T tokens of one
@@ -2267,6 +2220,47 @@ float *forward(GPT *g, const int *tokens, int T, const int *parents) {
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;
+}
+
+// ----------------------------------------------------------------------------
+// Beyond the blog: Medusa heads, guesses from the target's own hidden state
+//
+// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
+// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
+// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
+// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
+// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
+// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
+// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
+
+// The Medusa heads of one target: N small residual blocks on its hidden row.
+struct MedusaHeads {
+    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
+    int C;       // the target's n_embd: the row each head reads      e.g. 64
+    int V;       // the target's vocab_size: each head's logits       e.g. 65
+    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
+    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
+};
+
+// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
+// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits) {
+    int C = m->C, V = m->V;
+    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
+    const float *b = m->b + (size_t)head * C;
+    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
+    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b, one token's Linear
+    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
+    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
+    // the target's lm_head, run as forward runs it: a zero head gives its logits, bit for bit
+    matmul(logits, u, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, 1);
+}
+
+// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
+void free_medusa(MedusaHeads *m) {
+    free(m->w); // b points into the same allocation
+    memset(m, 0, sizeof(*m));
 }
 
 // ----------------------------------------------------------------------------
