@@ -1799,10 +1799,7 @@ static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, int n) {
 
 // Allocates the buffers of a tree of this shape for a target of block_size S and width C.
 int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, int C) {
-    memset(tb, 0, sizeof(*tb));
-    tb->shape = *shape;
-    tb->max_rows = shape->nodes + 1; // the root too
-    tb->V = V;
+    *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
     size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
     tb->token = calloc(N, sizeof(int));
     tb->parent = calloc(N, sizeof(int));
@@ -1941,9 +1938,8 @@ static float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); 
 // caller provides (inference passes one array three times: the residual is updated in place).
 int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
     size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
-    a->x_in = x_in;
-    a->x_mid = x_mid;
-    a->x_out = x_out;
+    // the caches and the mask are views, not owned: the caller points them before each pass
+    *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
     // sized for a full context (T = S), so any pass, prefill included, fits
     a->ln1 = alloc_floats(S * C);
     a->q = alloc_floats(S * C);
@@ -1953,9 +1949,6 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     a->ln2 = alloc_floats(S * C);
     a->hidden = alloc_floats(S * H);
     a->ffwd = alloc_floats(S * C);
-    a->key_cache = NULL; // views, not owned: the caller points them before each pass
-    a->value_cache = NULL;
-    a->sees = NULL;
     return (a->ln1 && a->q && a->att && a->att_out && a->attn && a->ln2 && a->hidden &&
             a->ffwd) ? 0 : -1;
 }
