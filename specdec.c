@@ -1137,14 +1137,11 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
 // Shows the n tokens a round b (NULL: one target sample) appended at seq[from], by source.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
-    int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
-    TokenSource last = FROM_TARGET; // where the last token came from
-    if (b && b->drafted > 0) {
-        n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
-        last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
-    }
+    int k = b ? b->drafted : 0, rejected = k > 0 && b->rejected_at >= 0; // a sample drafts none
+    int n_acc = rejected ? b->rejected_at : k; // the drafts that passed
+    TokenSource last = rejected ? FROM_RESAMPLED : k > 0 ? FROM_BONUS : FROM_TARGET;
     show_tokens(o, seq, from, n_acc, FROM_ACCEPTED);
-    if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last);
+    if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last); // the round's last token
 }
 
 // True once the stream failed (a closed pipe, a full disk): the loops stop there.
@@ -1173,11 +1170,10 @@ static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
 }
 
 // Prints a round's DRAFT lines: the bigram's chain, the model's passes or lookup's match.
-static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
-                        const SpecBuffers *b, int cache_before) {
+static void trace_draft(const Draft *d, const Vocab *v, const SpecBuffers *b, const char *current) {
+    int k = b->drafted, cache_before = b->cache_len;
     char vis[8];
-    visible_char(vis, decode(v, current));
-    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", vis); // current -> c0 -> ..
+    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", current); // current -> c0 -> ..
     if (d->kind == DRAFT_LOOKUP && k == 0)
         fprintf(stderr, "  DRAFT   lookup: no earlier occurrence of the last %d tokens: "
                 "nothing to guess, so the verify pass is a plain step", LOOKUP_MIN_N);
@@ -1206,21 +1202,18 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
                         int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V, k = b->drafted, lag = b->lag, cache_before = b->cache_len;
-    int current = b->all_tokens[lag]; // the verify pass's input: current_token after the lag
-    char vis[8];
-    visible_char(vis, decode(v, current));
-    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, vis); // includes this round
+    char current[8], vis[8]; // current: the verify pass's input, all_tokens[lag] (after the lag)
+    visible_char(current, decode(v, b->all_tokens[lag]));
+    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, current); // counts this round
     if (b->restarted) // the cache was full: this round's pass carries the refill
         fprintf(stderr, "cache full (cache_len = block_size), k %d\n  RESTART the window restarts "
                 "from the last %d tokens, where plain decoding refills: the verify pass reruns the "
                 "%d before current_token first\n", k, lag + 1, lag);
-    else
-        fprintf(stderr, "cache_len %d, k %d\n", cache_before, k);
+    else fprintf(stderr, "cache_len %d, k %d\n", cache_before, k);
     if (b->asked == 0) // current_token takes the last position: no room for a guess
         fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
                 "a guess would need the next\n");
-    else
-        trace_draft(d, v, current, k, b, cache_before);
+    else trace_draft(d, v, b, current);
     if (k < b->asked && d->kind != DRAFT_LOOKUP) // --draft-p-min stopped the draft early
         fprintf(stderr, "  (the draft stopped after %d of %d guesses: it gave guess %d less "
                 "than --draft-p-min %g)\n", k, b->asked, k, d->p_min);
@@ -1270,8 +1263,7 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
     if (b->rejected_at < 0 && n_out == k && k > 0) // a last round: all k passed, no bonus
         fprintf(stderr, "(kept current + %d of the %d accepted; the last one, as every "
                 "round's last token, is not cached); ", kept, k);
-    else
-        fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
+    else fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
     if (d->kind == DRAFT_GPT) // the draft's cache: the same positions, or one short after a bonus
         fprintf(stderr, "draft cache_len %d -> %d; ", k > 0 ? cache_before + k : cache_before -
                 b->draft_lag, d->model.state.kv_len); // k = 0: the draft ran no pass
