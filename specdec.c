@@ -1270,9 +1270,12 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
     fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
+// a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
 // The papers' alpha: the mean of sum min(p, q) over the judged candidates; steadier than
 // accepted / judged, which estimates it by counting outcomes (notes/math.md).
-double stats_alpha(const Stats *s) { return s->judged ? s->alpha_sum / s->judged : 0.0; }
+double stats_alpha(const Stats *s) { return ratio(s->alpha_sum, s->judged); }
 
 // Tokens a verify pass gives at draft length K if each guess passes with chance alpha.
 double expected_tokens_per_pass(double alpha, int K) {
@@ -1305,10 +1308,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
         fprintf(stderr, "  drafted                 %ld   (%.2f a round; judged %ld: the rest "
-                "followed a rejection)\n", s->drafted, s->rounds ? (double)s->drafted / s->rounds
-                : 0.0, s->judged);
+                "followed a rejection)\n", s->drafted, ratio(s->drafted, s->rounds), s->judged);
         fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
-                s->accepted, s->drafted ? (double)s->accepted / s->drafted : 0.0);
+                s->accepted, ratio(s->accepted, s->drafted));
         fprintf(stderr, "  alpha                   %.3f   (expected acceptance, the mean of "
                 "sum min(p, q) over the judged candidates)\n", alpha);
         fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
@@ -1316,15 +1318,13 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         // vLLM's mean acceptance length: the tokens a verify pass yields, the bonus counted
         fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length; "
                 "(1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f)\n",
-                s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
-                expected_tokens_per_pass(alpha, K));
+                ratio(s->round_tokens, s->rounds), K, expected_tokens_per_pass(alpha, K));
         // acceptance by position: the rate at which guess i passed among the rounds that
         // judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest)
         fprintf(stderr, "  acceptance by position ");
         for (int i = 0; i < K && i < POSITIONS; i++) {
-            long judged = s->judged_at[i];
-            if (judged == 0) fprintf(stderr, " %d:-", i + 1); // never reached
-            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / judged);
+            if (s->judged_at[i] == 0) fprintf(stderr, " %d:-", i + 1); // never reached
+            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / s->judged_at[i]);
         }
         fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
         if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
@@ -1336,7 +1336,7 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
     // the wall time covers prefill to last token, refills included; also the trace and
     // the streamed text when they are on (--compare turns streaming off for both decoders)
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
-            s->seconds > 0 ? s->emitted / s->seconds : 0.0);
+            ratio(s->emitted, s->seconds));
 }
 
 // The speedup model with the draft's cost: E tokens a verify pass over c(K+1) + K * c_draft;
@@ -1363,10 +1363,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
     fprintf(stderr, "  target passes        %11ld  %11ld  %11.3f\n", target_passes(spec),
             target_passes(plain), (double)target_passes(spec) / target_passes(plain));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
-            1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
+            1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
     // the unit of cost: one one-token pass of plain decoding; c(T) = a T-token pass in it
-    const PassTally *step = &plain->pass[PASS_STEP];
-    double unit = step->passes > 0 && step->seconds > 0 ? step->seconds / step->passes : 0.0;
+    double unit = ratio(plain->pass[PASS_STEP].seconds, plain->pass[PASS_STEP].passes);
     if (unit == 0.0) { // no one-token step to measure by: -n 1 decodes none
         fprintf(stderr, "  (no one-token pass of plain decoding to price the others by)\n");
     } else {
@@ -1390,11 +1389,11 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         // the papers' formula: a verify pass of K+1 tokens and K guesses per round (a folded
         // pass has S/2 + k tokens, so only K >= S/2 could mix one into c(K+1))
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
-        double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
-        double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
-        double measured = spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0;
+        double c_verify = ratio(full->seconds, full->passes) / unit;
+        double c_draft = ratio(spec->draft_seconds, spec->drafted) / unit;
+        double measured = ratio(plain->seconds, spec->seconds);
         fprintf(stderr, "  speedup              %6.3fx: speculative decoding took %.3f times "
-                "plain decoding's wall time\n", measured, measured > 0 ? 1.0 / measured : 0.0);
+                "plain decoding's wall time\n", measured, ratio(1.0, measured));
         fprintf(stderr, "  full model           %6.3fx: a token cost %.3f one-token passes "
                 "against %.3f (every pass that ran, at its c(T))\n", plain_cost / spec_cost,
                 spec_cost, plain_cost);
