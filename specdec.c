@@ -1099,8 +1099,7 @@ typedef enum {
 // Where and how a generation's text streams (DecodeOptions.out).
 struct Output {
     FILE *stream;          // where each token is written as it is decided, or NULL
-    unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
-                           // a TokenSource (the prompt's entries are left as they are)
+    unsigned char *source; // NULL, or source[i]: seq[i]'s TokenSource (the prompt's left as is)
     int color;             // write with one ANSI colour per TokenSource (needs source)
 };
 
