@@ -1099,8 +1099,7 @@ typedef enum {
 // Where and how a generation's text streams (DecodeOptions.out).
 struct Output {
     FILE *stream;          // where each token is written as it is decided, or NULL
-    unsigned char *source; // (length of seq) or NULL: source[i] is where seq[i] came from,
-                           // a TokenSource (the prompt's entries are left as they are)
+    unsigned char *source; // NULL, or source[i]: seq[i]'s TokenSource (the prompt's left as is)
     int color;             // write with one ANSI colour per TokenSource (needs source)
 };
 
@@ -1137,14 +1136,11 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
 // Shows the n tokens a round b (NULL: one target sample) appended at seq[from], by source.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
-    int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
-    TokenSource last = FROM_TARGET; // where the last token came from
-    if (b && b->drafted > 0) {
-        n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
-        last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
-    }
+    int k = b ? b->drafted : 0, rejected = k > 0 && b->rejected_at >= 0; // a sample drafts none
+    int n_acc = rejected ? b->rejected_at : k; // the drafts that passed
+    TokenSource last = rejected ? FROM_RESAMPLED : k > 0 ? FROM_BONUS : FROM_TARGET;
     show_tokens(o, seq, from, n_acc, FROM_ACCEPTED);
-    if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last);
+    if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last); // the round's last token
 }
 
 // True once the stream failed (a closed pipe, a full disk): the loops stop there.
@@ -1173,11 +1169,10 @@ static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
 }
 
 // Prints a round's DRAFT lines: the bigram's chain, the model's passes or lookup's match.
-static void trace_draft(const Draft *d, const Vocab *v, int current, int k,
-                        const SpecBuffers *b, int cache_before) {
+static void trace_draft(const Draft *d, const Vocab *v, const SpecBuffers *b, const char *current) {
+    int k = b->drafted, cache_before = b->cache_len;
     char vis[8];
-    visible_char(vis, decode(v, current));
-    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", vis); // current -> c0 -> ..
+    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", current); // current -> c0 -> ..
     if (d->kind == DRAFT_LOOKUP && k == 0)
         fprintf(stderr, "  DRAFT   lookup: no earlier occurrence of the last %d tokens: "
                 "nothing to guess, so the verify pass is a plain step", LOOKUP_MIN_N);
@@ -1206,21 +1201,18 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
                         int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V, k = b->drafted, lag = b->lag, cache_before = b->cache_len;
-    int current = b->all_tokens[lag]; // the verify pass's input: current_token after the lag
-    char vis[8];
-    visible_char(vis, decode(v, current));
-    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, vis); // includes this round
+    char current[8], vis[8]; // current: the verify pass's input, all_tokens[lag] (after the lag)
+    visible_char(current, decode(v, b->all_tokens[lag]));
+    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, current); // counts this round
     if (b->restarted) // the cache was full: this round's pass carries the refill
         fprintf(stderr, "cache full (cache_len = block_size), k %d\n  RESTART the window restarts "
                 "from the last %d tokens, where plain decoding refills: the verify pass reruns the "
                 "%d before current_token first\n", k, lag + 1, lag);
-    else
-        fprintf(stderr, "cache_len %d, k %d\n", cache_before, k);
+    else fprintf(stderr, "cache_len %d, k %d\n", cache_before, k);
     if (b->asked == 0) // current_token takes the last position: no room for a guess
         fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
                 "a guess would need the next\n");
-    else
-        trace_draft(d, v, current, k, b, cache_before);
+    else trace_draft(d, v, b, current);
     if (k < b->asked && d->kind != DRAFT_LOOKUP) // --draft-p-min stopped the draft early
         fprintf(stderr, "  (the draft stopped after %d of %d guesses: it gave guess %d less "
                 "than --draft-p-min %g)\n", k, b->asked, k, d->p_min);
@@ -1270,17 +1262,19 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
     if (b->rejected_at < 0 && n_out == k && k > 0) // a last round: all k passed, no bonus
         fprintf(stderr, "(kept current + %d of the %d accepted; the last one, as every "
                 "round's last token, is not cached); ", kept, k);
-    else
-        fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
+    else fprintf(stderr, "(kept current + %d accepted, dropped %d); ", kept, dropped);
     if (d->kind == DRAFT_GPT) // the draft's cache: the same positions, or one short after a bonus
         fprintf(stderr, "draft cache_len %d -> %d; ", k > 0 ? cache_before + k : cache_before -
                 b->draft_lag, d->model.state.kv_len); // k = 0: the draft ran no pass
     fprintf(stderr, "%s is the new current_token\n", vis);
 }
 
+// a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
+static double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
 // The papers' alpha: the mean of sum min(p, q) over the judged candidates; steadier than
 // accepted / judged, which estimates it by counting outcomes (notes/math.md).
-double stats_alpha(const Stats *s) { return s->judged ? s->alpha_sum / s->judged : 0.0; }
+double stats_alpha(const Stats *s) { return ratio(s->alpha_sum, s->judged); }
 
 // Tokens a verify pass gives at draft length K if each guess passes with chance alpha.
 double expected_tokens_per_pass(double alpha, int K) {
@@ -1313,10 +1307,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
         fprintf(stderr, "  drafted                 %ld   (%.2f a round; judged %ld: the rest "
-                "followed a rejection)\n", s->drafted, s->rounds ? (double)s->drafted / s->rounds
-                : 0.0, s->judged);
+                "followed a rejection)\n", s->drafted, ratio(s->drafted, s->rounds), s->judged);
         fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
-                s->accepted, s->drafted ? (double)s->accepted / s->drafted : 0.0);
+                s->accepted, ratio(s->accepted, s->drafted));
         fprintf(stderr, "  alpha                   %.3f   (expected acceptance, the mean of "
                 "sum min(p, q) over the judged candidates)\n", alpha);
         fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
@@ -1324,15 +1317,13 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         // vLLM's mean acceptance length: the tokens a verify pass yields, the bonus counted
         fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length; "
                 "(1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f)\n",
-                s->rounds ? (double)s->round_tokens / s->rounds : 0.0, K,
-                expected_tokens_per_pass(alpha, K));
+                ratio(s->round_tokens, s->rounds), K, expected_tokens_per_pass(alpha, K));
         // acceptance by position: the rate at which guess i passed among the rounds that
         // judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest)
         fprintf(stderr, "  acceptance by position ");
         for (int i = 0; i < K && i < POSITIONS; i++) {
-            long judged = s->judged_at[i];
-            if (judged == 0) fprintf(stderr, " %d:-", i + 1); // never reached
-            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / judged);
+            if (s->judged_at[i] == 0) fprintf(stderr, " %d:-", i + 1); // never reached
+            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / s->judged_at[i]);
         }
         fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
         if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
@@ -1344,7 +1335,7 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
     // the wall time covers prefill to last token, refills included; also the trace and
     // the streamed text when they are on (--compare turns streaming off for both decoders)
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
-            s->seconds > 0 ? s->emitted / s->seconds : 0.0);
+            ratio(s->emitted, s->seconds));
 }
 
 // The speedup model with the draft's cost: E tokens a verify pass over c(K+1) + K * c_draft;
@@ -1371,10 +1362,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
     fprintf(stderr, "  target passes        %11ld  %11ld  %11.3f\n", target_passes(spec),
             target_passes(plain), (double)target_passes(spec) / target_passes(plain));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
-            1e3 * plain->seconds, plain->seconds > 0 ? spec->seconds / plain->seconds : 0.0);
+            1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
     // the unit of cost: one one-token pass of plain decoding; c(T) = a T-token pass in it
-    const PassTally *step = &plain->pass[PASS_STEP];
-    double unit = step->passes > 0 && step->seconds > 0 ? step->seconds / step->passes : 0.0;
+    double unit = ratio(plain->pass[PASS_STEP].seconds, plain->pass[PASS_STEP].passes);
     if (unit == 0.0) { // no one-token step to measure by: -n 1 decodes none
         fprintf(stderr, "  (no one-token pass of plain decoding to price the others by)\n");
     } else {
@@ -1398,11 +1388,11 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         // the papers' formula: a verify pass of K+1 tokens and K guesses per round (a folded
         // pass has S/2 + k tokens, so only K >= S/2 could mix one into c(K+1))
         const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
-        double c_verify = full->passes > 0 ? full->seconds / full->passes / unit : 0.0;
-        double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
-        double measured = spec->seconds > 0 ? plain->seconds / spec->seconds : 0.0;
+        double c_verify = ratio(full->seconds, full->passes) / unit;
+        double c_draft = ratio(spec->draft_seconds, spec->drafted) / unit;
+        double measured = ratio(plain->seconds, spec->seconds);
         fprintf(stderr, "  speedup              %6.3fx: speculative decoding took %.3f times "
-                "plain decoding's wall time\n", measured, measured > 0 ? 1.0 / measured : 0.0);
+                "plain decoding's wall time\n", measured, ratio(1.0, measured));
         fprintf(stderr, "  full model           %6.3fx: a token cost %.3f one-token passes "
                 "against %.3f (every pass that ran, at its c(T))\n", plain_cost / spec_cost,
                 spec_cost, plain_cost);
