@@ -3112,9 +3112,10 @@ int check_inputs(const Options *o, Loaded *l, char *err, size_t errlen) {
 // which must share the target's vocabulary and block size (the caches restart together).
 int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
                 Draft *d, char *err, size_t errlen) {
-    int lookup = !strcmp(kind, "lookup"); // nothing to build: it drafts from the text itself
+    int lookup = !strcmp(kind, "lookup");
+    // zeroed besides: free_draft is safe on d from here on
     *d = (Draft){.kind = lookup ? DRAFT_LOOKUP : DRAFT_BIGRAM, .name = kind, .V = v->size};
-    if (lookup) return 0; // d is zeroed besides: free_draft is safe on it from here on
+    if (lookup) return 0; // nothing to build: it drafts from the text itself
     if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
         return BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0 ? 0 :
                fail_with(err, errlen, "out of memory building the bigram table");
@@ -3210,7 +3211,8 @@ int run_generation(const Options *o, Loaded *l, Draft *d) {
     for (int i = 0; i < ones.depth; i++) ones.width[i] = 1;
     ones.nodes = ones.depth;
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
-    if (!text[0] || !text[1] || !text[2] || !source || !p || build_spec_buffers(&b, K, V, S) ||
+    if (!text[RUN_TREE] || !text[RUN_CHAIN] || !text[RUN_PLAIN] || !source || !p ||
+        build_spec_buffers(&b, K, V, S) != 0 ||
         (o->tree && build_tree_buffers(&tb[RUN_TREE], &l->shape, V, S, C) != 0) ||
         (medusa && build_tree_buffers(&tb[RUN_CHAIN], &ones, V, S, C) != 0))
         goto out;
@@ -3234,7 +3236,7 @@ int run_generation(const Options *o, Loaded *l, Draft *d) {
         if (!wanted[run]) continue;
         int *seq = text[run];
         if (ran++ > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
-                                                    : "\na chain of K=%d, same seed:\n", K);
+                                                        : "\na chain of K=%d, same seed:\n", K);
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed); // the same seed for each, so greedy texts compare byte for byte
