@@ -3298,14 +3298,13 @@ int main(int argc, char **argv) {
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;
-    for (int i = 0; i < n_drafts; i++)
-        if (!strcmp(kinds[i], "medusa") ? setup_medusa(&l.g, l.shape.depth, &drafts[i], err,
-                                                        sizeof(err)) != 0
-            : setup_draft(kinds[i], &l.v, &l.corpus, l.g.config.block_size, &drafts[i], err,
-                          sizeof(err)) != 0)
+    for (int i = 0; i < n_drafts; i++) {
+        int medusa = !strcmp(kinds[i], "medusa"), S = l.g.config.block_size; // heads: on g
+        if (medusa ? setup_medusa(&l.g, l.shape.depth, &drafts[i], err, sizeof(err)) != 0
+                   : setup_draft(kinds[i], &l.v, &l.corpus, S, &drafts[i], err, sizeof(err)) != 0)
             goto done;
-        else
-            drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
+        drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
+    }
     // 4. every input is good: say what runs, then run it
     print_config(&l.g, l.source);
     rc = o.run_selftest ? selftest(&l.g, drafts, n_drafts, &l.v, &l.corpus) != 0 // 1: a failure
