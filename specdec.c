@@ -2776,11 +2776,10 @@ void error_line(const char *fmt, ...) {
     vsnprintf(msg, sizeof(msg), fmt, ap); // a longer message is cut, never overrun
     va_end(ap);
     fputs("specdec: ", stderr);
-    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) {
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
         if (*c == '\n') fputs("\\n", stderr);
         else if (*c < 0x20 || *c >= 0x7f) fprintf(stderr, "\\x%02x", *c); // raw bytes too
         else fputc(*c, stderr);
-    }
     fputc('\n', stderr);
 }
 
@@ -3018,15 +3017,24 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
+// What main loads and checks before it runs an action: the target and what goes with it.
+typedef struct {
+    GPT g;            // the target (-m), its MLP widened by --ffn-width
+    Vocab v;          // its vocabulary
+    Corpus corpus;    // -i, encoded with v
+    char source[256]; // the "model:" line: the path, and the widening if any
+    int *prompt;      // -p, a token per byte (check_inputs encodes it; the self-test has none)
+    TreeShape shape;  // --tree, parsed once by check_inputs; without it, a chain: depth -k
+} Loaded;
+
 // Loads the model and the corpus, then widens the MLP for --ffn-width H if H fits the model
-// and memory; source receives the model's description, printed once every input is checked.
-int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source,
-                size_t srclen, char *err, size_t errlen) {
+// and memory; l->source receives the model's description, printed once every input is checked.
+int setup_model(const Options *o, Loaded *l, char *err, size_t errlen) {
     const char *path = o->model_path ? o->model_path : DEFAULT_MODEL;
-    if (load_checkpoint(path, g, v, err, errlen) != 0) return -1;
-    if (load_corpus(corpus, o->corpus_path, v, err, errlen) != 0) return -1;
-    int H = o->ffn_width, H_model = g->config.ffn_width;
-    double mb = 8.0 * g->config.n_layer * g->config.n_embd * H / 1e6; // the MLP's (C, H) pair
+    if (load_checkpoint(path, &l->g, &l->v, err, errlen) != 0) return -1;
+    if (load_corpus(&l->corpus, o->corpus_path, &l->v, err, errlen) != 0) return -1;
+    int H = o->ffn_width, H_model = l->g.config.ffn_width;
+    double mb = 8.0 * l->g.config.n_layer * l->g.config.n_embd * H / 1e6; // the MLP's (C, H) pair
     double ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
     if (H > 0 && H < H_model) // padding only adds units: a narrower MLP is another model
         return fail_with(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d "
@@ -3034,39 +3042,42 @@ int setup_model(const Options *o, GPT *g, Vocab *v, Corpus *corpus, char *source
     if (H > 0 && ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
         return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half "
                          "of this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
-    if (H > 0 && widen_ffn(g, H) != 0)
+    if (H > 0 && widen_ffn(&l->g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    snprintf(source, srclen, "%s", path); // and what the weights became, if widened
+    snprintf(l->source, sizeof(l->source), "%s", path); // and what the weights became, if widened
+    size_t n = strlen(l->source);
     if (H > 0)
-        snprintf(source + strlen(source), srclen - strlen(source), ", MLP padded with zeros "
-                 "to %d units (%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
+        snprintf(l->source + n, sizeof(l->source) - n, ", MLP padded with zeros to %d units "
+                 "(%.1f MB of weights)", H, l->g.n_params * 4.0 / 1e6);
     return 0;
 }
 
-// Checks what needs the model: K, the prompt (encoded into prompt), the draft's options, V.
-int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *corpus,
-                 int *prompt, char *err, size_t errlen) {
-    int S = g->config.block_size, lookup = !strcmp(o->draft, "lookup");
+// Checks what needs the model: V, K, the prompt (encoded into l->prompt), the tree (parsed
+// into l->shape) and the draft's options.
+int check_inputs(const Options *o, Loaded *l, char *err, size_t errlen) {
+    int S = l->g.config.block_size, V = l->v.size, lookup = !strcmp(o->draft, "lookup");
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
-    TreeShape shape;
-    if (o->run_selftest && corpus->n < need)
+    if (o->run_selftest && l->corpus.n < need)
         return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
                          "corpus, which has %zu; use Tiny Shakespeare (make data)", need,
-                         corpus->n);
-    if (o->top_k > v->size)
+                         l->corpus.n);
+    if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
-                         "--top-k 1..%d", o->top_k, v->size, v->size);
+                         "--top-k 1..%d", o->top_k, V, V);
     if (o->run_selftest) return 0; // it brings its own prompts and Ks
     if (o->K >= S) // K+1 tokens must fit: K <= S-1
         return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
                          "block_size %d; use -k 1..%d", o->K, S, S - 1);
-    if (encode_prompt(v, o->prompt, prompt, err, errlen) != 0) return -1;
+    l->prompt = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
+    if (!l->prompt) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
+    if (encode_prompt(&l->v, o->prompt, l->prompt, err, errlen) != 0) return -1;
     if (lookup && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
                          "and lookup's copies have no chance below 1 to compare; drop "
                          "--draft-p-min, or use --draft bigram or gpt");
-    if (o->tree && parse_tree_shape(o->tree, v->size, S, &shape, err, errlen) != 0) return -1;
+    l->shape = (TreeShape){.depth = o->K}; // no --tree: a chain of K levels (Medusa's check)
+    if (o->tree && parse_tree_shape(o->tree, V, S, &l->shape, err, errlen) != 0) return -1;
     if (o->tree && lookup)
         return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
                          "copies one continuation; drop --tree, or use --draft bigram or gpt");
@@ -3088,13 +3099,10 @@ int check_inputs(const Options *o, const GPT *g, const Vocab *v, const Corpus *c
 // which must share the target's vocabulary and block size (the caches restart together).
 int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
                 Draft *d, char *err, size_t errlen) {
-    memset(d, 0, sizeof(*d)); // free_draft is safe on it from here on
-    d->V = v->size;
-    d->name = kind;
-    if (!strcmp(kind, "lookup")) { // nothing to build: it drafts from the text itself
-        d->kind = DRAFT_LOOKUP;
-        return 0;
-    }
+    int lookup = !strcmp(kind, "lookup");
+    // zeroed besides: free_draft is safe on d from here on
+    *d = (Draft){.kind = lookup ? DRAFT_LOOKUP : DRAFT_BIGRAM, .name = kind, .V = v->size};
+    if (lookup) return 0; // nothing to build: it drafts from the text itself
     if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
         return BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0 ? 0 :
                fail_with(err, errlen, "out of memory building the bigram table");
@@ -3128,11 +3136,8 @@ void free_draft(Draft *d) {
 
 // --draft medusa: DEFAULT_MEDUSA's heads for target g, at least `depth` (tree levels or K).
 int setup_medusa(const GPT *g, int depth, Draft *d, char *err, size_t errlen) {
-    memset(d, 0, sizeof(*d));
-    d->kind = DRAFT_MEDUSA;
-    d->name = "medusa";
-    d->V = g->config.vocab_size;
-    d->target = g; // the heads read its hidden rows and share its lm_head
+    // the heads read the target's hidden rows and share its lm_head
+    *d = (Draft){.kind = DRAFT_MEDUSA, .name = "medusa", .V = g->config.vocab_size, .target = g};
     d->medusa = calloc(1, sizeof(MedusaHeads));
     if (!d->medusa) return fail_with(err, errlen, "out of memory for the medusa heads");
     if (load_medusa(DEFAULT_MEDUSA, g, d->medusa, err, errlen) != 0) return -1;
@@ -3143,35 +3148,60 @@ int setup_medusa(const GPT *g, int depth, Draft *d, char *err, size_t errlen) {
     return 0;
 }
 
+// The decoders a generation run may take, in the order it runs them: the tree (--tree), the
+// chain of K, plain decoding.
+enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN, N_RUNS };
+
+// Prints what a generation run will do (stderr): sampling, tree, filter, draft, colours.
+void print_run_header(const Options *o, const Draft *d, const TreeShape *shape, int color) {
+    fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
+            (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
+            shape->depth, o->n_new);
+    if (o->tree && !o->plain) // the tree's shape, and what a whole one holds
+        fprintf(stderr, "tree: %s, %d guesses in %d levels, cut to the window's free slots\n",
+                o->tree, shape->nodes, shape->depth);
+    if (o->draft_p_min > 0.0f && !o->plain) // the draft's stopping rule
+        fprintf(stderr, "draft-p-min: %g (a guess the draft gives less is its round's last)\n",
+                o->draft_p_min);
+    if (o->top_k || o->top_p) // the served distribution, on both sides
+        fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
+                "draft\n", o->top_k, o->top_p);
+    if (!o->plain && d->kind == DRAFT_GPT) // which draft guesses, and a model's size: its cost
+        fprintf(stderr, "draft: gpt, %s, n_layer=%d n_embd=%d -> %zu parameters\n",
+                strcmp(o->draft, "gpt") ? o->draft : DEFAULT_DRAFT, d->model.config.n_layer,
+                d->model.config.n_embd, d->model.n_params);
+    else if (!o->plain)
+        fprintf(stderr, "draft: %s\n", d->name);
+    if (!color) return;
+    fputs("colours:", stderr); // the legend, one line, each name in its own colour
+    for (int i = 0; i < N_SOURCES; i++)
+        fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
+    fputc('\n', stderr);
+}
+
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr. Returns 0; 1 out
 // of memory; 2 when stdout failed (a closed pipe, a full disk), where decoding stopped.
-int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int *prompt,
-                   int n_prompt) {
-    int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
-    // seq holds prompt + output for refills; the plain run keeps its own for the comparison
-    int *seq = malloc((size_t)cap * sizeof(int));
-    int *seq_plain = malloc((size_t)cap * sizeof(int));
+int run_generation(const Options *o, Loaded *l, Draft *d) {
+    GPT *g = &l->g;
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int K = l->shape.depth, n_prompt = (int)strlen(o->prompt); // --tree: the chain is as deep
+    int start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
+    int *text[N_RUNS]; // each run's text, prompt + output (refills read it), kept to compare
+    for (int r = 0; r < N_RUNS; r++) text[r] = malloc((size_t)cap * sizeof(int));
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource (--color), per run
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    TreeBuffers tb = {0};
-    TreeShape shape = {0}; // --tree: check_inputs has parsed it once, so this cannot fail
-    if (o->tree) parse_tree_shape(o->tree, V, g->config.block_size, &shape, NULL, 0);
-    int K = o->tree ? shape.depth : o->K; // with --tree, the chain beside it is as deep
-    int *seq_chain = malloc((size_t)cap * sizeof(int)); // --tree --compare: the chain's text
+    TreeBuffers tb[2] = {0}; // per run: [RUN_TREE] --tree's, [RUN_CHAIN] a Medusa chain's
     // Medusa's heads draft for trees only: its chain is the tree 1,1,..,1 of K levels
     int medusa = d->kind == DRAFT_MEDUSA;
     TreeShape ones = {.depth = K < TREE_MAX_DEPTH ? K : TREE_MAX_DEPTH}; // width has 16 slots
     for (int i = 0; i < ones.depth; i++) ones.width[i] = 1;
     ones.nodes = ones.depth;
-    TreeBuffers tb_chain = {0};
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
-    if (!seq || !seq_plain || !seq_chain || !source || !p ||
-        build_spec_buffers(&b, K, V, g->config.block_size) != 0 ||
-        (o->tree && build_tree_buffers(&tb, &shape, V, g->config.block_size,
-                                       g->config.n_embd) != 0) ||
-        (medusa && build_tree_buffers(&tb_chain, &ones, V, g->config.block_size,
-                                      g->config.n_embd) != 0))
+    if (!text[RUN_TREE] || !text[RUN_CHAIN] || !text[RUN_PLAIN] || !source || !p ||
+        build_spec_buffers(&b, K, V, S) != 0 ||
+        (o->tree && build_tree_buffers(&tb[RUN_TREE], &l->shape, V, S, C) != 0) ||
+        (medusa && build_tree_buffers(&tb[RUN_CHAIN], &ones, V, S, C) != 0))
         goto out;
     rc = 0;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
@@ -3180,78 +3210,53 @@ int run_generation(const Options *o, GPT *g, Draft *d, const Vocab *v, const int
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     Output out = {.stream = stream, .source = source, .color = color};
-    Stats spec = {0}, plain = {0}, chain = {0};
-    tb.greedy = o->temperature == 0.0f; // a greedy tree's children: the draft's top ones
-    tb_chain.greedy = tb.greedy;
+    Stats st[N_RUNS] = {0};
+    tb[0].greedy = tb[1].greedy = o->temperature == 0.0f; // children: the draft's top ones
     Rng rng; // seeded afresh before each decoder
     DecodeOptions opt = {.n_new = o->n_new, .K = K, .sampler = {o->temperature, o->top_k,
-                         o->top_p}, .trace = o->trace, .vocab = v, .out = &out, .rng = &rng};
-    fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
-            (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
-            K, o->n_new);
-    if (o->tree && !o->plain) // the tree's shape, and what a whole one holds
-        fprintf(stderr, "tree: %s, %d guesses in %d levels, cut to the window's free slots\n",
-                o->tree, shape.nodes, shape.depth);
-    if (o->draft_p_min > 0.0f && !o->plain) // the draft's stopping rule
-        fprintf(stderr, "draft-p-min: %g (a guess the draft gives less is its round's last)\n",
-                o->draft_p_min);
-    if (o->top_k || o->top_p) // the served distribution, on both sides
-        fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
-                "draft\n", o->top_k, o->top_p);
-    if (!o->plain && d->kind != DRAFT_GPT) // which draft proposes the guesses
-        fprintf(stderr, "draft: %s\n", d->name);
-    if (!o->plain && d->kind == DRAFT_GPT) // and a model's size: what a draft pass costs
-        fprintf(stderr, "draft: gpt, %s, n_layer=%d n_embd=%d -> %zu parameters\n",
-                strcmp(o->draft, "gpt") ? o->draft : DEFAULT_DRAFT, d->model.config.n_layer,
-                d->model.config.n_embd, d->model.n_params);
-    if (color) { // the legend, one line, each name in its own colour
-        fputs("colours:", stderr);
-        for (int i = 0; i < N_SOURCES; i++)
-            fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
-        fputc('\n', stderr);
-    }
-    // the decoders this command runs, in order: the tree (--tree), the chain, plain decoding
-    enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN } runs[3];
-    int n_runs = 0;
-    if (!o->plain && o->tree) runs[n_runs++] = RUN_TREE;
-    if (!o->plain && (!o->tree || o->compare)) runs[n_runs++] = RUN_CHAIN;
-    if (o->plain || o->compare) runs[n_runs++] = RUN_PLAIN;
-    for (int i = 0; i < n_runs; i++) {
-        int run = runs[i];
-        if (i > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
-                                                    : "\na chain of K=%d, same seed:\n", K);
+                         o->top_p}, .trace = o->trace, .vocab = &l->v, .out = &out, .rng = &rng};
+    print_run_header(o, d, &l->shape, color);
+    // the decoders this command runs: the tree or the chain, the chain beside a tree, plain
+    int wanted[N_RUNS] = {!o->plain && o->tree, !o->plain && (!o->tree || o->compare),
+                          o->plain || o->compare};
+    for (int run = 0, ran = 0; run < N_RUNS; run++) {
+        if (!wanted[run]) continue;
+        int *seq = text[run];
+        if (ran++ > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
+                                                        : "\na chain of K=%d, same seed:\n", K);
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed); // the same seed for each, so greedy texts compare byte for byte
-        int *text = run == RUN_PLAIN ? seq_plain : run == RUN_CHAIN && o->tree ? seq_chain : seq;
-        opt.st = run == RUN_PLAIN ? &plain : run == RUN_CHAIN && o->tree ? &chain : &spec;
-        const Tokens *start_text = &(Tokens){prompt, n_prompt};
-        if (run == RUN_PLAIN) generate(g, start_text, &opt, text, p);
-        if (run == RUN_CHAIN && medusa) tree_generate(g, d, &tb_chain, start_text, &opt, text);
-        else if (run == RUN_CHAIN) speculative_generate(g, d, &b, start_text, &opt, text);
-        if (run == RUN_TREE) tree_generate(g, d, &tb, start_text, &opt, text);
-        if (!stream) write_text(stdout, v, text + start, source + start, o->n_new, color);
+        opt.st = &st[run];
+        const Tokens *start_text = &(Tokens){l->prompt, n_prompt};
+        if (run == RUN_PLAIN) generate(g, start_text, &opt, seq, p);
+        else if (run == RUN_TREE || medusa) tree_generate(g, d, &tb[run], start_text, &opt, seq);
+        else speculative_generate(g, d, &b, start_text, &opt, seq);
+        if (!stream) write_text(stdout, &l->v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
         print_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ? "tree decoding"
                     : "speculative decoding", opt.st, run != RUN_PLAIN, K);
     }
+    int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
     if (o->compare) { // equal texts are required at t = 0 and merely possible at t > 0
-        int same = memcmp(seq + start, seq_plain + start, (size_t)o->n_new * sizeof(int)) == 0;
-        print_comparison(&spec, &plain, K, o->temperature == 0.0f, same);
+        int same = memcmp(text[spec] + start, text[RUN_PLAIN] + start,
+                          (size_t)o->n_new * sizeof(int)) == 0;
+        print_comparison(&st[spec], &st[RUN_PLAIN], K, o->temperature == 0.0f, same);
     }
+    const Stats *tree = &st[RUN_TREE], *chain = &st[RUN_CHAIN];
     if (o->compare && o->tree) // the tree against the chain of the same depth
         fprintf(stderr, "tree against chain      tokens per verify pass %.3f (tree) and %.3f "
                 "(chain of K=%d); wall time %.3f, %.3f and %.3f ms (tree, chain, plain)\n",
-                spec.rounds ? (double)spec.round_tokens / spec.rounds : 0.0,
-                chain.rounds ? (double)chain.round_tokens / chain.rounds : 0.0, K,
-                1e3 * spec.seconds, 1e3 * chain.seconds, 1e3 * plain.seconds);
+                tree->rounds ? (double)tree->round_tokens / tree->rounds : 0.0,
+                chain->rounds ? (double)chain->round_tokens / chain->rounds : 0.0, K,
+                1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].seconds);
 out:
     free_spec_buffers(&b);
-    free_tree_buffers(&tb);
-    free_tree_buffers(&tb_chain);
-    void *owned[] = {seq, seq_plain, seq_chain, source, p};
+    free_tree_buffers(&tb[RUN_TREE]);
+    free_tree_buffers(&tb[RUN_CHAIN]);
+    void *owned[] = {text[RUN_TREE], text[RUN_CHAIN], text[RUN_PLAIN], source, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     return rc;
 }
@@ -3260,29 +3265,19 @@ out:
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     Options o;
+    Loaded l = {0}; // zeroed, as the drafts: done: frees them however far loading got
+    Draft drafts[3] = {0}; // the one --draft names; the self-test takes every kind
     char err[512] = ""; // a refusal's one line; done: prints it if something failed
+    int rc = 1; // stays 1 until an action has run and succeeded
     // 1. the command line: every flag checked before anything is loaded
-    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) {
-        error_line("%s", err);
-        return 1;
-    }
+    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above
         usage(stdout);
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
-    // 2. the model and corpus, then the checks that need them (zeroed: done: frees safely)
-    GPT g = {0};
-    Vocab v;
-    Corpus corpus = {0};
-    Draft drafts[3] = {0}; // the one --draft names; the self-test takes every kind
-    char source[256]; // the "model:" line, printed once every check has passed
-    int rc = 1; // stays 1 until an action has run and succeeded
-    int *prompt = malloc((strlen(o.prompt) + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
-    if (!prompt)
-        snprintf(err, sizeof(err), "out of memory for a prompt of %zu bytes", strlen(o.prompt));
-    if (!prompt || setup_model(&o, &g, &v, &corpus, source, sizeof(source), err, sizeof(err)) ||
-        check_inputs(&o, &g, &v, &corpus, prompt, err, sizeof(err)))
+    // 2. the model and corpus, then the checks that need them
+    if (setup_model(&o, &l, err, sizeof(err)) != 0 || check_inputs(&o, &l, err, sizeof(err)) != 0)
         goto done;
     // 3. the draft --draft names; the self-test runs one of each kind (gpt: --draft's model)
     int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") &&
@@ -3290,29 +3285,26 @@ int main(int argc, char **argv) {
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;
-    TreeShape shape = {.depth = o.K}; // a tree's levels, or the chain's K, for medusa's check
-    if (o.tree) parse_tree_shape(o.tree, v.size, g.config.block_size, &shape, NULL, 0);
-    for (int i = 0; i < n_drafts; i++)
-        if (!strcmp(kinds[i], "medusa") ? setup_medusa(&g, shape.depth, &drafts[i], err,
-                                                        sizeof(err)) != 0
-            : setup_draft(kinds[i], &v, &corpus, g.config.block_size, &drafts[i], err,
-                          sizeof(err)) != 0)
+    for (int i = 0; i < n_drafts; i++) {
+        int medusa = !strcmp(kinds[i], "medusa"), S = l.g.config.block_size; // heads: on g
+        if (medusa ? setup_medusa(&l.g, l.shape.depth, &drafts[i], err, sizeof(err)) != 0
+                   : setup_draft(kinds[i], &l.v, &l.corpus, S, &drafts[i], err, sizeof(err)) != 0)
             goto done;
-        else
-            drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
+        drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
+    }
     // 4. every input is good: say what runs, then run it
-    print_config(&g, source);
-    rc = o.run_selftest ? selftest(&g, drafts, n_drafts, &v, &corpus) != 0 // 1 on any failure
-                        : run_generation(&o, &g, &drafts[0], &v, prompt, (int)strlen(o.prompt));
+    print_config(&l.g, l.source);
+    rc = o.run_selftest ? selftest(&l.g, drafts, n_drafts, &l.v, &l.corpus) != 0 // 1: a failure
+                        : run_generation(&o, &l, &drafts[0]);
     if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
-    free(prompt);
-    free_corpus(&corpus);
-    free_gpt(&g);
+    free(l.prompt);
+    free_corpus(&l.corpus);
+    free_gpt(&l.g);
     return rc == 1 ? 1 : close_stdout();
 }
 #endif
