@@ -2272,7 +2272,7 @@ typedef struct {
 } Corpus;
 
 // The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
-#define MAX_FILE_BYTES ((uint64_t)1 << 31)
+#define MAX_FILE_BYTES (1ULL << 31)
 
 // Writes a printf-style message into err and returns -1: a refusal is one statement.
 __attribute__((format(printf, 3, 4)))
@@ -2288,30 +2288,27 @@ int fail_with(char *err, size_t errlen, const char *fmt, ...) {
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
     struct stat st; // stat first: a directory opens fine with fopen and only fails later
-    FILE *f = NULL; // stays NULL unless every check below passes
+    FILE *f = NULL; // opened only once stat's answers pass
+    unsigned char *buf = NULL; // the whole file, once read
     int found = stat(path, &st) == 0;
+    size_t n = found ? (size_t)st.st_size : 0; // its size: an empty file still gets a buffer
     if (found && !S_ISREG(st.st_mode))
-        snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
+        fail_with(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
     // refuse a huge file before allocating for it: nothing this program writes or needs is that big
     else if (found && (uint64_t)st.st_size > MAX_FILE_BYTES)
-        snprintf(err, errlen, "%s '%s' is %llu bytes, more than the %llu this program reads "
-                 "(%s)", what, path, (unsigned long long)st.st_size,
-                 (unsigned long long)MAX_FILE_BYTES, fix);
+        fail_with(err, errlen, "%s '%s' is %lld bytes, more than the %llu this program reads (%s)",
+                  what, path, (long long)st.st_size, MAX_FILE_BYTES, fix);
     // stat failed, or fopen did after it (no read permission, for instance)
     else if (!found || !(f = fopen(path, "rb")))
-        snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
-    if (!f) return NULL;
+        fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
     // one read of the whole file; a short read means it changed or broke underneath us
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1); // an empty file still gets a buffer
-    int bad = !buf || fread(buf, 1, n, f) != n || ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
+    else if (!(buf = malloc(n ? n : 1)) || fread(buf, 1, n, f) != n || ferror(f)) {
+        fail_with(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
         free(buf);
-        return NULL;
+        buf = NULL;
     }
-    *n_out = n;
+    if (f) fclose(f);
+    if (buf) *n_out = n;
     return buf;
 }
 
@@ -2376,10 +2373,8 @@ fail:
 // FNV-1a, 64-bit: a short, well-known hash; enough to catch a flipped byte.
 uint64_t fnv1a64(const unsigned char *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i]; // 1a: xor the byte in first, then multiply
-        h *= 0x100000001b3ULL;
-    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL; // 1a: xor the byte in first, then multiply
     return h;
 }
 
@@ -2414,10 +2409,9 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                          CKPT_HEADER);
     if (memcmp(buf, CKPT_MAGIC, 4) != 0)
         return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
-    uint32_t version = get_u32(buf + 4);
-    if (version != CKPT_VERSION)
-        return fail_with(err, errlen, "version %u, this program reads version %d", version,
-                         CKPT_VERSION);
+    if (get_u32(buf + 4) != CKPT_VERSION)
+        return fail_with(err, errlen, "version %u, this program reads version %d",
+                         get_u32(buf + 4), CKPT_VERSION);
     // the five sizes, in Config's field order
     static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
     Config c = {0}; // every size is read below; ffn_width follows from n_embd
@@ -2456,11 +2450,10 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     }
     // parameters, tensor by tensor so that a bad one can be named; each must be finite.
     // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
-    const unsigned char *pb = vb + V;
-    size_t i = 0; // the parameter's index in the whole block
+    size_t i = 0; // the parameter's index in the whole block, which starts after the vocabulary
     for (int t = 0; t < N_TENSORS; t++)
         for (size_t end = i + sizes[t]; i < end; i++) { // tensor t's parameters
-            uint32_t bits = get_u32(pb + 4 * i);
+            uint32_t bits = get_u32(vb + V + 4 * i);
             memcpy(&g->params[i], &bits, 4);
             if (isfinite(g->params[i])) continue;
             free_gpt(g); // the caller gets no half-loaded model
@@ -2593,15 +2586,13 @@ int widen_ffn(GPT *g, int H2) {
     weight_sizes(&c, to);
     const float *src = g->params;
     float *dst = wide.params;
-    for (int i = 0; i < N_TENSORS; i++) {
+    for (int i = 0; i < N_TENSORS; src += from[i], dst += to[i], i++) { // tensor i in both blocks
         // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
         // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
         // row of C, the new units' rows after the old. The rest are copied whole, as one row.
         size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
-        src += from[i]; // the next tensor, in both blocks
-        dst += to[i];
     }
     free_gpt(g);
     *g = wide; // the Weights and RunState pointers point into wide's own allocations
@@ -2743,10 +2734,10 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int lens[] = {0, 0, 0, S, (int)selftest_min_corpus(S), 0};
-    int *tokens = malloc((selftest_min_corpus(S) + 64) * sizeof(int)); // the longest prompt
-    for (int c = 0; tokens && c < 6; c++) {
+    int tokens[64]; // a text prompt, encoded; the corpus's prompts are read where they lie
+    for (int c = 0; c < 6; c++) {
         int n_prompt = texts[c] ? (int)strlen(texts[c]) : lens[c];
-        if (!texts[c]) memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
+        const int *prompt = texts[c] ? tokens : corpus->tokens;
         // a vocabulary without these bytes cannot run the required prompts: one failed case
         int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)n_prompt,
                                         tokens) >= 0;
@@ -2758,11 +2749,11 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
         // every draft, K = 1..8: short and long drafts; 300 tokens is several refills
         for (int d = 0; !cannot && d < n_drafts; d++)
             for (int K = 1; K <= 8 && K < S; K++, cases++)
-                failures += !selftest_greedy_case(g, &drafts[d], labels[c], tokens, n_prompt,
+                failures += !selftest_greedy_case(g, &drafts[d], labels[c], prompt, n_prompt,
                                                   K, 300);
     }
     int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
-    for (int i = 0; tokens && i < 4; i++, cases++)
+    for (int i = 0; i < 4; i++, cases++)
         failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
     // the p/q rule and the residual, on real rows: drafts[0] is the bigram
     double tv = selftest_sampling(g, &drafts[0], corpus->tokens, S, accept_reject);
@@ -2772,9 +2763,7 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     cases++;
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
     printf("selftest: %d of %d cases passed\n", cases - failures, cases);
-    int ran = tokens != NULL; // out of memory for the prompts: count it as a failure
-    free(tokens);
-    return ran ? failures : 1;
+    return failures;
 }
 
 // ----------------------------------------------------------------------------
