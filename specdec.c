@@ -2523,6 +2523,7 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
     char why[256] = ""; // the reason alone; empty while every check passes
     int C = target->config.n_embd, V = target->config.vocab_size;
     size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
+    size_t expect = MEDUSA_HEADER + 4 * N * per + 8; // the header, N heads' floats, the checksum
     // every field checked before it is used: each check may rely on the ones above it
     if (n < MEDUSA_HEADER)
         snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
@@ -2534,14 +2535,13 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
                  get_u32(buf + 4), MEDUSA_VERSION);
     else if (N < 1 || N > MEDUSA_MAX_HEADS)
         snprintf(why, sizeof(why), "n_heads %zu out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
-    // the sizes next: a mismatched pair gets its own words, before any size arithmetic
+    // the sizes next: a mismatched pair gets its own words, before the file's size is compared
     else if (get_u32(buf + 12) != (uint32_t)C || get_u32(buf + 16) != (uint32_t)V)
         snprintf(why, sizeof(why), "heads for a model %u wide with %u tokens, but the target "
                  "is %d wide with %d", get_u32(buf + 12), get_u32(buf + 16), C, V);
-    else if (n != MEDUSA_HEADER + 4 * N * per + 8)
+    else if (n != expect)
         snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
-                 N, C, MEDUSA_HEADER + 4 * N * per + 8, n < MEDUSA_HEADER + 4 * N * per + 8 ?
-                 "truncated" : "too long: bytes were appended");
+                 N, C, expect, n < expect ? "truncated" : "too long: bytes were appended");
     // the file's integrity before the pairing: a damaged file must not be blamed on the target
     else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
         snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
