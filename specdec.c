@@ -2259,7 +2259,7 @@ typedef struct {
 } Corpus;
 
 // The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
-#define MAX_FILE_BYTES ((uint64_t)1 << 31)
+#define MAX_FILE_BYTES (1ULL << 31)
 
 // Writes a printf-style message into err and returns -1: a refusal is one statement.
 __attribute__((format(printf, 3, 4)))
@@ -2275,30 +2275,27 @@ int fail_with(char *err, size_t errlen, const char *fmt, ...) {
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
     struct stat st; // stat first: a directory opens fine with fopen and only fails later
-    FILE *f = NULL; // stays NULL unless every check below passes
+    FILE *f = NULL; // opened only once stat's answers pass
+    unsigned char *buf = NULL; // the whole file, once read
     int found = stat(path, &st) == 0;
+    size_t n = found ? (size_t)st.st_size : 0; // its size: an empty file still gets a buffer
     if (found && !S_ISREG(st.st_mode))
-        snprintf(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
+        fail_with(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
     // refuse a huge file before allocating for it: nothing this program writes or needs is that big
     else if (found && (uint64_t)st.st_size > MAX_FILE_BYTES)
-        snprintf(err, errlen, "%s '%s' is %llu bytes, more than the %llu this program reads "
-                 "(%s)", what, path, (unsigned long long)st.st_size,
-                 (unsigned long long)MAX_FILE_BYTES, fix);
+        fail_with(err, errlen, "%s '%s' is %lld bytes, more than the %llu this program reads (%s)",
+                  what, path, (long long)st.st_size, MAX_FILE_BYTES, fix);
     // stat failed, or fopen did after it (no read permission, for instance)
     else if (!found || !(f = fopen(path, "rb")))
-        snprintf(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
-    if (!f) return NULL;
+        fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
     // one read of the whole file; a short read means it changed or broke underneath us
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1); // an empty file still gets a buffer
-    int bad = !buf || fread(buf, 1, n, f) != n || ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
+    else if (!(buf = malloc(n ? n : 1)) || fread(buf, 1, n, f) != n || ferror(f)) {
+        fail_with(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
         free(buf);
-        return NULL;
+        buf = NULL;
     }
-    *n_out = n;
+    if (f) fclose(f);
+    if (buf) *n_out = n;
     return buf;
 }
 
@@ -2363,10 +2360,8 @@ fail:
 // FNV-1a, 64-bit: a short, well-known hash; enough to catch a flipped byte.
 uint64_t fnv1a64(const unsigned char *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i]; // 1a: xor the byte in first, then multiply
-        h *= 0x100000001b3ULL;
-    }
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL; // 1a: xor the byte in first, then multiply
     return h;
 }
 
@@ -2401,10 +2396,9 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                          CKPT_HEADER);
     if (memcmp(buf, CKPT_MAGIC, 4) != 0)
         return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
-    uint32_t version = get_u32(buf + 4);
-    if (version != CKPT_VERSION)
-        return fail_with(err, errlen, "version %u, this program reads version %d", version,
-                         CKPT_VERSION);
+    if (get_u32(buf + 4) != CKPT_VERSION)
+        return fail_with(err, errlen, "version %u, this program reads version %d",
+                         get_u32(buf + 4), CKPT_VERSION);
     // the five sizes, in Config's field order
     static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
     Config c = {0}; // every size is read below; ffn_width follows from n_embd
@@ -2443,11 +2437,10 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     }
     // parameters, tensor by tensor so that a bad one can be named; each must be finite.
     // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
-    const unsigned char *pb = vb + V;
-    size_t i = 0; // the parameter's index in the whole block
+    size_t i = 0; // the parameter's index in the whole block, which starts after the vocabulary
     for (int t = 0; t < N_TENSORS; t++)
         for (size_t end = i + sizes[t]; i < end; i++) { // tensor t's parameters
-            uint32_t bits = get_u32(pb + 4 * i);
+            uint32_t bits = get_u32(vb + V + 4 * i);
             memcpy(&g->params[i], &bits, 4);
             if (isfinite(g->params[i])) continue;
             free_gpt(g); // the caller gets no half-loaded model
@@ -2517,6 +2510,7 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
     char why[256] = ""; // the reason alone; empty while every check passes
     int C = target->config.n_embd, V = target->config.vocab_size;
     size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
+    size_t expect = MEDUSA_HEADER + 4 * N * per + 8; // the header, N heads' floats, the checksum
     // every field checked before it is used: each check may rely on the ones above it
     if (n < MEDUSA_HEADER)
         snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
@@ -2528,14 +2522,13 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
                  get_u32(buf + 4), MEDUSA_VERSION);
     else if (N < 1 || N > MEDUSA_MAX_HEADS)
         snprintf(why, sizeof(why), "n_heads %zu out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
-    // the sizes next: a mismatched pair gets its own words, before any size arithmetic
+    // the sizes next: a mismatched pair gets its own words, before the file's size is compared
     else if (get_u32(buf + 12) != (uint32_t)C || get_u32(buf + 16) != (uint32_t)V)
         snprintf(why, sizeof(why), "heads for a model %u wide with %u tokens, but the target "
                  "is %d wide with %d", get_u32(buf + 12), get_u32(buf + 16), C, V);
-    else if (n != MEDUSA_HEADER + 4 * N * per + 8)
+    else if (n != expect)
         snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
-                 N, C, MEDUSA_HEADER + 4 * N * per + 8, n < MEDUSA_HEADER + 4 * N * per + 8 ?
-                 "truncated" : "too long: bytes were appended");
+                 N, C, expect, n < expect ? "truncated" : "too long: bytes were appended");
     // the file's integrity before the pairing: a damaged file must not be blamed on the target
     else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
         snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
@@ -2580,15 +2573,13 @@ int widen_ffn(GPT *g, int H2) {
     weight_sizes(&c, to);
     const float *src = g->params;
     float *dst = wide.params;
-    for (int i = 0; i < N_TENSORS; i++) {
+    for (int i = 0; i < N_TENSORS; src += from[i], dst += to[i], i++) { // tensor i in both blocks
         // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
         // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
         // row of C, the new units' rows after the old. The rest are copied whole, as one row.
         size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
-        src += from[i]; // the next tensor, in both blocks
-        dst += to[i];
     }
     free_gpt(g);
     *g = wide; // the Weights and RunState pointers point into wide's own allocations
@@ -2605,7 +2596,7 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1; // seq[start..]: new text
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
-    float *p = malloc((size_t)V * sizeof(float));
+    float p[256]; // plain decoding's row of V <= 256
     SpecBuffers b;
     Stats ss = {0}, sp = {0};
     Rng r1, r2; // different streams: greedy decoding must not depend on them
@@ -2613,7 +2604,7 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     rng_seed(&r2, 2);
     DecodeOptions os = {.n_new = n_new, .K = K, .rng = &r1, .st = &ss}; // sampler 0: t = 0, greedy
     DecodeOptions op = {.n_new = n_new, .K = K, .rng = &r2, .st = &sp}; // no echo, no trace
-    int same = seq_spec && seq_plain && p && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
+    int same = seq_spec && seq_plain && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
     if (same) { // both decoders from the same prompt; each refills its own cache from scratch
         speculative_generate(g, d, &b, &(Tokens){prompt, n_prompt}, &os, seq_spec);
         generate(g, &(Tokens){prompt, n_prompt}, &op, seq_plain, p);
@@ -2625,30 +2616,28 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
            "refill, alpha %.3f; plain: %ld passes)\n", same ? "PASS" : "FAIL", d->name, label, K,
            n_new, same ? "byte-identical" : "DIFFER", target_passes(&ss), ss.pass[PASS_FOLDED].passes,
            stats_alpha(&ss), target_passes(&sp));
-    void *owned[] = {seq_spec, seq_plain, p};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free(seq_spec);
+    free(seq_plain);
     return same;
 }
 
 // The logits of one T-token pass equal, bit for bit, those of the same tokens fed one
 // at a time: the property that makes verification agree with plain decoding.
 static int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
-    size_t n = (size_t)T * g->config.vocab_size; // T rows of logits
-    float *multi = malloc(n * sizeof(float)), *single = malloc(n * sizeof(float));
-    int same = multi && single;
+    size_t V = (size_t)g->config.vocab_size; // one row of logits
+    float *multi = malloc(T * V * sizeof(float)); // the T rows of the one pass
+    int same = multi != NULL;
     if (same) { // the same T tokens twice from an empty cache: once as one pass, once one by one
         g->state.kv_len = 0;
-        memcpy(multi, forward(g, tokens, T, NULL), n * sizeof(float));
+        memcpy(multi, forward(g, tokens, T, NULL), T * V * sizeof(float));
         g->state.kv_len = 0;
-        for (int t = 0; t < T; t++)
-            memcpy(single + n / T * t, forward(g, tokens + t, 1, NULL), n / T * sizeof(float));
         // memcmp, not a tolerance: greedy equivalence needs every float exactly equal
-        same = memcmp(multi, single, n * sizeof(float)) == 0;
+        for (int t = 0; t < T; t++)
+            same &= memcmp(multi + t * V, forward(g, tokens + t, 1, NULL), V * sizeof(float)) == 0;
     }
     printf("%s logits of one %d-token pass == %d one-token passes, bit for bit\n",
            same ? "PASS" : "FAIL", T, T);
     free(multi);
-    free(single);
     return same;
 }
 
@@ -2730,10 +2719,10 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int lens[] = {0, 0, 0, S, (int)selftest_min_corpus(S), 0};
-    int *tokens = malloc((selftest_min_corpus(S) + 64) * sizeof(int)); // the longest prompt
-    for (int c = 0; tokens && c < 6; c++) {
+    int tokens[64]; // a text prompt, encoded; the corpus's prompts are read where they lie
+    for (int c = 0; c < 6; c++) {
         int n_prompt = texts[c] ? (int)strlen(texts[c]) : lens[c];
-        if (!texts[c]) memcpy(tokens, corpus->tokens, (size_t)n_prompt * sizeof(int));
+        const int *prompt = texts[c] ? tokens : corpus->tokens;
         // a vocabulary without these bytes cannot run the required prompts: one failed case
         int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)n_prompt,
                                         tokens) >= 0;
@@ -2745,11 +2734,11 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
         // every draft, K = 1..8: short and long drafts; 300 tokens is several refills
         for (int d = 0; !cannot && d < n_drafts; d++)
             for (int K = 1; K <= 8 && K < S; K++, cases++)
-                failures += !selftest_greedy_case(g, &drafts[d], labels[c], tokens, n_prompt,
+                failures += !selftest_greedy_case(g, &drafts[d], labels[c], prompt, n_prompt,
                                                   K, 300);
     }
     int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
-    for (int i = 0; tokens && i < 4; i++, cases++)
+    for (int i = 0; i < 4; i++, cases++)
         failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
     // the p/q rule and the residual, on real rows: drafts[0] is the bigram
     double tv = selftest_sampling(g, &drafts[0], corpus->tokens, S, accept_reject);
@@ -2759,9 +2748,7 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     cases++;
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
     printf("selftest: %d of %d cases passed\n", cases - failures, cases);
-    int ran = tokens != NULL; // out of memory for the prompts: count it as a failure
-    free(tokens);
-    return ran ? failures : 1;
+    return failures;
 }
 
 // ----------------------------------------------------------------------------
