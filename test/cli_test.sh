@@ -1017,12 +1017,13 @@ check "resumed from that stop to step 1500 == 1500 steps in one run, byte for by
           cmp -s "$T/ctrlc.bin.state" "$T/straight1500.bin.state"'
 # A second Ctrl-C stops at once: killed by the signal in the middle of the step, no
 # "interrupted" line, and the files are the last good pair, byte for byte. The model is
-# the lecture's with 256 windows a step (on a 100 KB corpus, for a short evaluation),
-# so that a step lasts long enough (about half a second) for the second signal to land
-# inside it; it goes in once the trainer
-# has said it saw the first (two signals sent together would merge into one).
+# the lecture's with 1024 windows a step (on a 100 KB corpus, for a short evaluation),
+# so that a step lasts long enough (about 1.5 s idle) for the second signal to land
+# inside it; it goes in once the trainer has said it saw the first (two signals sent
+# together would merge into one). With 256 windows (0.5 s a step) a loaded machine was
+# slow enough between the two signals for the step to end first, now and then.
 if [[ -z ${SPECDEC_BIN:-} ]]; then # release build only: under ASan one such step takes seconds
-train_until_line "recipe:" --iters 1000000 --batch 256 -i "$T/small_corpus" -o "$T/twice.bin"
+train_until_line "recipe:" --iters 1000000 --batch 1024 -i "$T/small_corpus" -o "$T/twice.bin"
 train_until_line_more() { # wait for PATTERN in the running trainer's stderr (10 s at most)
     local i
     for ((i = 0; i < 200; i++)); do grep -q -- "$1" "$T/err" && return 0; sleep 0.05; done
@@ -1036,7 +1037,7 @@ check "a second SIGINT stops at once: exit $twice_rc (130), no 'interrupted afte
           [[ ! -e $T/twice.bin && ! -e $T/twice.bin.state && -z $(find "$T" -name "twice.bin*.tmp.*") ]]'
 # ... and when a pair was there (one step of the same model and batch), it is left
 # byte for byte
-run_train --iters 1 --batch 256 -i "$T/small_corpus" -o "$T/big.bin"
+run_train --iters 1 --batch 1024 -i "$T/small_corpus" -o "$T/big.bin"
 cp "$T/big.bin" "$T/twice2.bin"; cp "$T/big.bin.state" "$T/twice2.bin.state"
 train_until_line "resuming at step" --resume --iters 1000000 -i "$T/small_corpus" -o "$T/twice2.bin"
 kill -INT "$tpid"
