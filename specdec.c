@@ -1099,7 +1099,7 @@ typedef enum {
 // Where and how a generation's text streams (DecodeOptions.out).
 struct Output {
     FILE *stream;          // where each token is written as it is decided, or NULL
-    unsigned char *source; // NULL, or source[i]: seq[i]'s TokenSource (the prompt's left as is)
+    unsigned char *source; // (length of seq) NULL, or source[i]: seq[i]'s TokenSource
     int color;             // write with one ANSI colour per TokenSource (needs source)
 };
 
@@ -1136,9 +1136,12 @@ static void show_tokens(const DecodeOptions *o, const int *seq, int from, int n,
 // Shows the n tokens a round b (NULL: one target sample) appended at seq[from], by source.
 static void show_round(const DecodeOptions *o, const SpecBuffers *b, const int *seq, int from,
                        int n) {
-    int k = b ? b->drafted : 0, rejected = k > 0 && b->rejected_at >= 0; // a sample drafts none
-    int n_acc = rejected ? b->rejected_at : k; // the drafts that passed
-    TokenSource last = rejected ? FROM_RESAMPLED : k > 0 ? FROM_BONUS : FROM_TARGET;
+    int n_acc = 0; // the drafts that passed: none, for a sample or a round with no guess
+    TokenSource last = FROM_TARGET; // where the last token came from
+    if (b && b->drafted > 0) {
+        n_acc = b->rejected_at >= 0 ? b->rejected_at : b->drafted;
+        last = b->rejected_at >= 0 ? FROM_RESAMPLED : FROM_BONUS;
+    }
     show_tokens(o, seq, from, n_acc, FROM_ACCEPTED);
     if (n > n_acc) show_tokens(o, seq, from + n_acc, 1, last); // the round's last token
 }
@@ -1169,10 +1172,11 @@ static void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
 }
 
 // Prints a round's DRAFT lines: the bigram's chain, the model's passes or lookup's match.
-static void trace_draft(const Draft *d, const Vocab *v, const SpecBuffers *b, const char *current) {
+static void trace_draft(const Draft *d, const Vocab *v, const SpecBuffers *b,
+                        const char *current_vis) {
     int k = b->drafted, cache_before = b->cache_len;
     char vis[8];
-    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", current); // current -> c0 -> ..
+    if (d->kind == DRAFT_BIGRAM) fprintf(stderr, "  DRAFT   %s", current_vis); // current -> c0 ..
     if (d->kind == DRAFT_LOOKUP && k == 0)
         fprintf(stderr, "  DRAFT   lookup: no earlier occurrence of the last %d tokens: "
                 "nothing to guess, so the verify pass is a plain step", LOOKUP_MIN_N);
@@ -1201,9 +1205,9 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
                         int cache_after) {
     const Vocab *v = o->vocab;
     int V = b->V, k = b->drafted, lag = b->lag, cache_before = b->cache_len;
-    char current[8], vis[8]; // current: the verify pass's input, all_tokens[lag] (after the lag)
-    visible_char(current, decode(v, b->all_tokens[lag]));
-    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, current); // counts this round
+    char current_vis[8], vis[8]; // current_token as printed: all_tokens[lag], after the lag
+    visible_char(current_vis, decode(v, b->all_tokens[lag]));
+    fprintf(stderr, "\nround %ld: current_token %s, ", o->st->rounds, current_vis); // this one too
     if (b->restarted) // the cache was full: this round's pass carries the refill
         fprintf(stderr, "cache full (cache_len = block_size), k %d\n  RESTART the window restarts "
                 "from the last %d tokens, where plain decoding refills: the verify pass reruns the "
@@ -1212,7 +1216,7 @@ static void trace_round(const DecodeOptions *o, const Draft *d, const SpecBuffer
     if (b->asked == 0) // current_token takes the last position: no room for a guess
         fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
                 "a guess would need the next\n");
-    else trace_draft(d, v, b, current);
+    else trace_draft(d, v, b, current_vis);
     if (k < b->asked && d->kind != DRAFT_LOOKUP) // --draft-p-min stopped the draft early
         fprintf(stderr, "  (the draft stopped after %d of %d guesses: it gave guess %d less "
                 "than --draft-p-min %g)\n", k, b->asked, k, d->p_min);
@@ -2028,7 +2032,7 @@ typedef struct {
     int in, out;         // its input and output sizes
 } Linear;
 
-// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: the Linear f on the T tokens of a pass.
+// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: the Linear lin on a pass's T tokens.
 //
 // The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read
 // from memory once and used for all T tokens before row i+1 is touched. This is the one
@@ -2039,17 +2043,17 @@ typedef struct {
 // --ffn-width pads the weights past the caches (notes/speed.md measures both).
 // Each out[t][o] adds its terms for i = 0, 1, 2, ... in that order, whatever T is, so a
 // token's output does not depend on the other tokens of the pass.
-void matmul(float *out, const float *in, Linear f, int T) {
+void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
     for (int t = 0; t < T; t++)
-        for (int o = 0; o < f.out; o++) out[(size_t)t * f.out + o] = f.bias ? f.bias[o] : 0.0f;
+        for (int o = 0; o < lin.out; o++) out[(size_t)t * lin.out + o] = lin.bias ? lin.bias[o] : 0.0f;
     // then one weight row at a time, added into every token's outputs
-    for (int i = 0; i < f.in; i++) {
-        const float *w = f.weight + (size_t)i * f.out; // weight row i: read once per pass
+    for (int i = 0; i < lin.in; i++) {
+        const float *w = lin.weight + (size_t)i * lin.out; // weight row i: read once per pass
         for (int t = 0; t < T; t++) {
-            float x = in[(size_t)t * f.in + i];
-            float *y = out + (size_t)t * f.out;
-            for (int o = 0; o < f.out; o++) y[o] += x * w[o]; // i ascending, whatever T is
+            float x = in[(size_t)t * lin.in + i];
+            float *y = out + (size_t)t * lin.out;
+            for (int o = 0; o < lin.out; o++) y[o] += x * w[o]; // i ascending, whatever T is
         }
     }
 }
@@ -2132,23 +2136,26 @@ void embed(float *x, const Weights *w, const int *tokens, const int *positions, 
 void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T, int pos0) {
     int C = c->n_embd, H = c->ffn_width;
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
+    // layer l's six Linears, each {weight, bias, in, out}: `p up` in gdb shows one whole
+    Linear query = {w->query + l * CC, NULL, C, C}; // C -> C, no bias, as key and value
+    Linear key = {w->key + l * CC, NULL, C, C};
+    Linear value = {w->value + l * CC, NULL, C, C};
+    Linear proj = {w->proj_weight + l * CC, w->proj_bias + l * C, C, C};
+    Linear up = {w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H};       // C -> H
+    Linear down = {w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C}; // H -> C
     // attention sub-block: the new keys and values go straight into the cache, rows pos0 ..
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
-    matmul(a->q, a->ln1, (Linear){w->query + l * CC, NULL, C, C}, T);
-    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, (Linear){w->key + l * CC, NULL, C, C}, T);
-    matmul(a->value_cache + (size_t)pos0 * C, a->ln1,
-           (Linear){w->value + l * CC, NULL, C, C}, T);
+    matmul(a->q, a->ln1, query, T);
+    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
+    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
     attention(c, a, T, pos0);
-    matmul(a->attn, a->att_out,
-           (Linear){w->proj_weight + l * CC, w->proj_bias + l * C, C, C}, T);
+    matmul(a->attn, a->att_out, proj, T);
     residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
     // MLP sub-block: Linear(C, H) -> ReLU -> Linear(H, C), H = 4C unless --ffn-width
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
-    matmul(a->hidden, a->ln2,
-           (Linear){w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H}, T);
+    matmul(a->hidden, a->ln2, up, T);
     relu(a->hidden, (size_t)T * H);
-    matmul(a->ffwd, a->hidden,
-           (Linear){w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C}, T);
+    matmul(a->ffwd, a->hidden, down, T);
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
@@ -2198,8 +2205,8 @@ float *forward(GPT *g, const int *tokens, int T, const int *parents) {
     }
     // final LayerNorm and the language-model head
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
-    matmul(s->logits, s->ln_f,
-           (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size}, T);
+    Linear lm_head = {g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size}; // C -> V
+    matmul(s->logits, s->ln_f, lm_head, T);
     // the cache now holds these T positions too; trim_kv_cache may roll some back
     s->kv_len += T;
     return s->logits;
@@ -2233,7 +2240,7 @@ void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden,
     const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
     const float *b = m->b + (size_t)head * C;
     float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
-    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b, one token's Linear
+    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b: one token through the head's Linear
     // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
     for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
     // the target's lm_head, run as forward runs it: a zero head gives its logits, bit for bit
@@ -2276,9 +2283,7 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
     struct stat st; // stat first: a directory opens fine with fopen and only fails later
     FILE *f = NULL; // opened only once stat's answers pass
-    unsigned char *buf = NULL; // the whole file, once read
     int found = stat(path, &st) == 0;
-    size_t n = found ? (size_t)st.st_size : 0; // its size: an empty file still gets a buffer
     if (found && !S_ISREG(st.st_mode))
         fail_with(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
     // refuse a huge file before allocating for it: nothing this program writes or needs is that big
@@ -2288,14 +2293,18 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
     // stat failed, or fopen did after it (no read permission, for instance)
     else if (!found || !(f = fopen(path, "rb")))
         fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
+    if (!f) return NULL;
     // one read of the whole file; a short read means it changed or broke underneath us
-    else if (!(buf = malloc(n ? n : 1)) || fread(buf, 1, n, f) != n || ferror(f)) {
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = malloc(n ? n : 1); // an empty file still gets a buffer
+    int bad = !buf || fread(buf, 1, n, f) != n || ferror(f);
+    fclose(f);
+    if (bad) {
         fail_with(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
         free(buf);
-        buf = NULL;
+        return NULL;
     }
-    if (f) fclose(f);
-    if (buf) *n_out = n;
+    *n_out = n;
     return buf;
 }
 
@@ -2510,7 +2519,9 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
     char why[256] = ""; // the reason alone; empty while every check passes
     int C = target->config.n_embd, V = target->config.vocab_size;
     size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
-    size_t expect = MEDUSA_HEADER + 4 * N * per + 8; // the header, N heads' floats, the checksum
+    // the file's size for N heads: the header, their floats, the checksum (N < 2^32: no
+    // overflow on a 64-bit size_t, and it is compared only once N is checked below)
+    size_t expect = MEDUSA_HEADER + 4 * N * per + 8;
     // every field checked before it is used: each check may rely on the ones above it
     if (n < MEDUSA_HEADER)
         snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
@@ -2573,13 +2584,15 @@ int widen_ffn(GPT *g, int H2) {
     weight_sizes(&c, to);
     const float *src = g->params;
     float *dst = wide.params;
-    for (int i = 0; i < N_TENSORS; src += from[i], dst += to[i], i++) { // tensor i in both blocks
+    for (int i = 0; i < N_TENSORS; i++) {
         // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
         // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
         // row of C, the new units' rows after the old. The rest are copied whole, as one row.
         size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
             memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
+        src += from[i]; // the next tensor, in both blocks
+        dst += to[i];
     }
     free_gpt(g);
     *g = wide; // the Weights and RunState pointers point into wide's own allocations
@@ -2596,7 +2609,7 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1; // seq[start..]: new text
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
-    float p[256]; // plain decoding's row of V <= 256
+    float p[256]; // plain decoding's row (V <= 256, validate_config)
     SpecBuffers b;
     Stats ss = {0}, sp = {0};
     Rng r1, r2; // different streams: greedy decoding must not depend on them
@@ -2719,7 +2732,8 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int lens[] = {0, 0, 0, S, (int)selftest_min_corpus(S), 0};
-    int tokens[64]; // a text prompt, encoded; the corpus's prompts are read where they lie
+    int tokens[64]; // a text prompt, encoded (texts[] are under 64 bytes); the corpus's
+                    // prompts are read where they lie
     for (int c = 0; c < 6; c++) {
         int n_prompt = texts[c] ? (int)strlen(texts[c]) : lens[c];
         const int *prompt = texts[c] ? tokens : corpus->tokens;
@@ -3004,24 +3018,25 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
-// What main loads and checks before it runs an action: the target and what goes with it.
+// What main loads and checks before it runs an action (its ld): the target and its inputs.
 typedef struct {
     GPT g;            // the target (-m), its MLP widened by --ffn-width
     Vocab v;          // its vocabulary
     Corpus corpus;    // -i, encoded with v
     char source[256]; // the "model:" line: the path, and the widening if any
-    int *prompt;      // -p, a token per byte (check_inputs encodes it; the self-test has none)
-    TreeShape shape;  // --tree, parsed once by check_inputs; without it, a chain: depth -k
+    int *prompt;      // (n_prompt) -p, a token per byte (check_inputs encodes it); --selftest: NULL
+    TreeShape shape;  // --tree, parsed once by check_inputs; without it, a chain: depth -k;
+                      // --selftest: zeroed (it brings its own Ks and runs no tree)
 } Loaded;
 
 // Loads the model and the corpus, then widens the MLP for --ffn-width H if H fits the model
-// and memory; l->source receives the model's description, printed once every input is checked.
-int setup_model(const Options *o, Loaded *l, char *err, size_t errlen) {
+// and memory; ld->source receives the model's description, printed once every input is checked.
+int setup_model(const Options *o, Loaded *ld, char *err, size_t errlen) {
     const char *path = o->model_path ? o->model_path : DEFAULT_MODEL;
-    if (load_checkpoint(path, &l->g, &l->v, err, errlen) != 0) return -1;
-    if (load_corpus(&l->corpus, o->corpus_path, &l->v, err, errlen) != 0) return -1;
-    int H = o->ffn_width, H_model = l->g.config.ffn_width;
-    double mb = 8.0 * l->g.config.n_layer * l->g.config.n_embd * H / 1e6; // the MLP's (C, H) pair
+    if (load_checkpoint(path, &ld->g, &ld->v, err, errlen) != 0) return -1;
+    if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
+    int H = o->ffn_width, H_model = ld->g.config.ffn_width;
+    double mb = 8.0 * ld->g.config.n_layer * ld->g.config.n_embd * H / 1e6; // the MLP's (C, H) pair
     double ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
     if (H > 0 && H < H_model) // padding only adds units: a narrower MLP is another model
         return fail_with(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d "
@@ -3029,26 +3044,26 @@ int setup_model(const Options *o, Loaded *l, char *err, size_t errlen) {
     if (H > 0 && ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
         return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half "
                          "of this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
-    if (H > 0 && widen_ffn(&l->g, H) != 0)
+    if (H > 0 && widen_ffn(&ld->g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    snprintf(l->source, sizeof(l->source), "%s", path); // and what the weights became, if widened
-    size_t n = strlen(l->source);
+    snprintf(ld->source, sizeof(ld->source), "%s", path); // and what the weights became, if widened
+    size_t n = strlen(ld->source);
     if (H > 0)
-        snprintf(l->source + n, sizeof(l->source) - n, ", MLP padded with zeros to %d units "
-                 "(%.1f MB of weights)", H, l->g.n_params * 4.0 / 1e6);
+        snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
+                 "(%.1f MB of weights)", H, ld->g.n_params * 4.0 / 1e6);
     return 0;
 }
 
-// Checks what needs the model: V, K, the prompt (encoded into l->prompt), the tree (parsed
-// into l->shape) and the draft's options.
-int check_inputs(const Options *o, Loaded *l, char *err, size_t errlen) {
-    int S = l->g.config.block_size, V = l->v.size, lookup = !strcmp(o->draft, "lookup");
+// Checks what needs the model: V, K, the prompt (encoded into ld->prompt), the tree (parsed
+// into ld->shape) and the draft's options.
+int check_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
+    int S = ld->g.config.block_size, V = ld->v.size, lookup = !strcmp(o->draft, "lookup");
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
-    if (o->run_selftest && l->corpus.n < need)
+    if (o->run_selftest && ld->corpus.n < need)
         return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
                          "corpus, which has %zu; use Tiny Shakespeare (make data)", need,
-                         l->corpus.n);
+                         ld->corpus.n);
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
                          "--top-k 1..%d", o->top_k, V, V);
@@ -3056,15 +3071,15 @@ int check_inputs(const Options *o, Loaded *l, char *err, size_t errlen) {
     if (o->K >= S) // K+1 tokens must fit: K <= S-1
         return fail_with(err, errlen, "-k %d is too large: a verify pass of K+1 tokens must fit "
                          "block_size %d; use -k 1..%d", o->K, S, S - 1);
-    l->prompt = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
-    if (!l->prompt) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
-    if (encode_prompt(&l->v, o->prompt, l->prompt, err, errlen) != 0) return -1;
+    ld->prompt = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
+    if (!ld->prompt) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
+    if (encode_prompt(&ld->v, o->prompt, ld->prompt, err, errlen) != 0) return -1;
     if (lookup && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
                          "and lookup's copies have no chance below 1 to compare; drop "
                          "--draft-p-min, or use --draft bigram or gpt");
-    l->shape = (TreeShape){.depth = o->K}; // no --tree: a chain of K levels (Medusa's check)
-    if (o->tree && parse_tree_shape(o->tree, V, S, &l->shape, err, errlen) != 0) return -1;
+    ld->shape = (TreeShape){.depth = o->K}; // no --tree: a chain of K levels (Medusa's check)
+    if (o->tree && parse_tree_shape(o->tree, V, S, &ld->shape, err, errlen) != 0) return -1;
     if (o->tree && lookup)
         return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
                          "copies one continuation; drop --tree, or use --draft bigram or gpt");
@@ -3087,7 +3102,8 @@ int check_inputs(const Options *o, Loaded *l, char *err, size_t errlen) {
 int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
                 Draft *d, char *err, size_t errlen) {
     int lookup = !strcmp(kind, "lookup");
-    // zeroed besides: free_draft is safe on d from here on
+    // lookup or the bigram (a checkpoint's model becomes DRAFT_GPT below); every other field
+    // zeroed, so free_draft is safe on d from here on
     *d = (Draft){.kind = lookup ? DRAFT_LOOKUP : DRAFT_BIGRAM, .name = kind, .V = v->size};
     if (lookup) return 0; // nothing to build: it drafts from the text itself
     if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
@@ -3168,17 +3184,18 @@ void print_run_header(const Options *o, const Draft *d, const TreeShape *shape, 
 
 // Runs the chosen decoder(s) and prints text to stdout, stats to stderr. Returns 0; 1 out
 // of memory; 2 when stdout failed (a closed pipe, a full disk), where decoding stopped.
-int run_generation(const Options *o, Loaded *l, Draft *d) {
-    GPT *g = &l->g;
+int run_generation(const Options *o, Loaded *ld, Draft *d) {
+    GPT *g = &ld->g;
     int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
-    int K = l->shape.depth, n_prompt = (int)strlen(o->prompt); // --tree: the chain is as deep
-    int start = n_prompt > 0 ? n_prompt : 1, cap = start + o->n_new;
-    int *text[N_RUNS]; // each run's text, prompt + output (refills read it), kept to compare
+    int K = ld->shape.depth; // --tree: the chain beside it is as deep
+    int n_prompt = (int)strlen(o->prompt), start = n_prompt > 0 ? n_prompt : 1;
+    int cap = start + o->n_new; // the prompt (or the start token) and the new tokens
+    int *text[N_RUNS]; // (cap) each run's text, prompt + output (refills read it), to compare
     for (int r = 0; r < N_RUNS; r++) text[r] = malloc((size_t)cap * sizeof(int));
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource (--color), per run
     float *p = malloc((size_t)V * sizeof(float));
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    TreeBuffers tb[2] = {0}; // per run: [RUN_TREE] --tree's, [RUN_CHAIN] a Medusa chain's
+    TreeBuffers tb[N_RUNS] = {0}; // per run: [RUN_TREE] --tree's, [RUN_CHAIN] a Medusa chain's
     // Medusa's heads draft for trees only: its chain is the tree 1,1,..,1 of K levels
     int medusa = d->kind == DRAFT_MEDUSA;
     TreeShape ones = {.depth = K < TREE_MAX_DEPTH ? K : TREE_MAX_DEPTH}; // width has 16 slots
@@ -3187,7 +3204,7 @@ int run_generation(const Options *o, Loaded *l, Draft *d) {
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
     if (!text[RUN_TREE] || !text[RUN_CHAIN] || !text[RUN_PLAIN] || !source || !p ||
         build_spec_buffers(&b, K, V, S) != 0 ||
-        (o->tree && build_tree_buffers(&tb[RUN_TREE], &l->shape, V, S, C) != 0) ||
+        (o->tree && build_tree_buffers(&tb[RUN_TREE], &ld->shape, V, S, C) != 0) ||
         (medusa && build_tree_buffers(&tb[RUN_CHAIN], &ones, V, S, C) != 0))
         goto out;
     rc = 0;
@@ -3198,28 +3215,33 @@ int run_generation(const Options *o, Loaded *l, Draft *d) {
     FILE *stream = o->trace || o->compare ? NULL : stdout;
     Output out = {.stream = stream, .source = source, .color = color};
     Stats st[N_RUNS] = {0};
-    tb[0].greedy = tb[1].greedy = o->temperature == 0.0f; // children: the draft's top ones
+    tb[RUN_TREE].greedy = o->temperature == 0.0f; // a greedy tree's children: the top ones
+    tb[RUN_CHAIN].greedy = tb[RUN_TREE].greedy;
     Rng rng; // seeded afresh before each decoder
     DecodeOptions opt = {.n_new = o->n_new, .K = K, .sampler = {o->temperature, o->top_k,
-                         o->top_p}, .trace = o->trace, .vocab = &l->v, .out = &out, .rng = &rng};
-    print_run_header(o, d, &l->shape, color);
-    // the decoders this command runs: the tree or the chain, the chain beside a tree, plain
-    int wanted[N_RUNS] = {!o->plain && o->tree, !o->plain && (!o->tree || o->compare),
-                          o->plain || o->compare};
-    for (int run = 0, ran = 0; run < N_RUNS; run++) {
+                         o->top_p}, .trace = o->trace, .vocab = &ld->v, .out = &out, .rng = &rng};
+    print_run_header(o, d, &ld->shape, color);
+    // the decoders this command runs: the tree (--tree), the chain (without --tree, or beside
+    // it with --compare), plain decoding (--plain, or beside the others with --compare)
+    int wanted[N_RUNS] = {[RUN_TREE] = !o->plain && o->tree,
+                          [RUN_CHAIN] = !o->plain && (!o->tree || o->compare),
+                          [RUN_PLAIN] = o->plain || o->compare};
+    int ran = 0; // the runs so far: each after the first gets a heading
+    for (int run = 0; run < N_RUNS; run++) {
         if (!wanted[run]) continue;
         int *seq = text[run];
-        if (ran++ > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
-                                                        : "\na chain of K=%d, same seed:\n", K);
+        if (ran > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
+                                                      : "\na chain of K=%d, same seed:\n", K);
+        ran++;
         // stdout carries the prompt and the text; everything else goes to stderr
         if (!o->no_prompt) fputs(o->prompt, stdout);
         rng_seed(&rng, o->seed); // the same seed for each, so greedy texts compare byte for byte
         opt.st = &st[run];
-        const Tokens *start_text = &(Tokens){l->prompt, n_prompt};
+        const Tokens *start_text = &(Tokens){ld->prompt, n_prompt};
         if (run == RUN_PLAIN) generate(g, start_text, &opt, seq, p);
         else if (run == RUN_TREE || medusa) tree_generate(g, d, &tb[run], start_text, &opt, seq);
         else speculative_generate(g, d, &b, start_text, &opt, seq);
-        if (!stream) write_text(stdout, &l->v, seq + start, source + start, o->n_new, color);
+        if (!stream) write_text(stdout, &ld->v, seq + start, source + start, o->n_new, color);
         fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) rc = 2; // main says why
         if (rc == 2) goto out;
@@ -3236,8 +3258,8 @@ int run_generation(const Options *o, Loaded *l, Draft *d) {
     if (o->compare && o->tree) // the tree against the chain of the same depth
         fprintf(stderr, "tree against chain      tokens per verify pass %.3f (tree) and %.3f "
                 "(chain of K=%d); wall time %.3f, %.3f and %.3f ms (tree, chain, plain)\n",
-                tree->rounds ? (double)tree->round_tokens / tree->rounds : 0.0,
-                chain->rounds ? (double)chain->round_tokens / chain->rounds : 0.0, K,
+                ratio(tree->round_tokens, tree->rounds), ratio(chain->round_tokens, chain->rounds),
+                K,
                 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].seconds);
 out:
     free_spec_buffers(&b);
@@ -3252,7 +3274,7 @@ out:
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     Options o;
-    Loaded l = {0}; // zeroed, as the drafts: done: frees them however far loading got
+    Loaded ld = {0}; // zeroed, as are the drafts, so that done: frees however far loading got
     Draft drafts[3] = {0}; // the one --draft names; the self-test takes every kind
     char err[512] = ""; // a refusal's one line; done: prints it if something failed
     int rc = 1; // stays 1 until an action has run and succeeded
@@ -3264,7 +3286,7 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
     // 2. the model and corpus, then the checks that need them
-    if (setup_model(&o, &l, err, sizeof(err)) != 0 || check_inputs(&o, &l, err, sizeof(err)) != 0)
+    if (setup_model(&o, &ld, err, sizeof(err)) != 0 || check_inputs(&o, &ld, err, sizeof(err)) != 0)
         goto done;
     // 3. the draft --draft names; the self-test runs one of each kind (gpt: --draft's model)
     int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") &&
@@ -3272,26 +3294,29 @@ int main(int argc, char **argv) {
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;
+    int S = ld.g.config.block_size;
     for (int i = 0; i < n_drafts; i++) {
-        int medusa = !strcmp(kinds[i], "medusa"), S = l.g.config.block_size; // heads: on g
-        if (medusa ? setup_medusa(&l.g, l.shape.depth, &drafts[i], err, sizeof(err)) != 0
-                   : setup_draft(kinds[i], &l.v, &l.corpus, S, &drafts[i], err, sizeof(err)) != 0)
-            goto done;
+        int failed; // Medusa's heads read the target g itself; other drafts stand beside it
+        if (!strcmp(kinds[i], "medusa"))
+            failed = setup_medusa(&ld.g, ld.shape.depth, &drafts[i], err, sizeof(err));
+        else
+            failed = setup_draft(kinds[i], &ld.v, &ld.corpus, S, &drafts[i], err, sizeof(err));
+        if (failed) goto done;
         drafts[i].p_min = o.draft_p_min; // lookup's copies have no chance to compare
     }
     // 4. every input is good: say what runs, then run it
-    print_config(&l.g, l.source);
-    rc = o.run_selftest ? selftest(&l.g, drafts, n_drafts, &l.v, &l.corpus) != 0 // 1: a failure
-                        : run_generation(&o, &l, &drafts[0]);
+    print_config(&ld.g, ld.source);
+    rc = o.run_selftest ? selftest(&ld.g, drafts, n_drafts, &ld.v, &ld.corpus) != 0 // 1: a failure
+                        : run_generation(&o, &ld, &drafts[0]);
     if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < 3; i++) free_draft(&drafts[i]);
-    free(l.prompt);
-    free_corpus(&l.corpus);
-    free_gpt(&l.g);
+    free(ld.prompt);
+    free_corpus(&ld.corpus);
+    free_gpt(&ld.g);
     return rc == 1 ? 1 : close_stdout();
 }
 #endif

@@ -1915,13 +1915,13 @@ int main(int argc, char **argv) {
     if (o.model_path) np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);
     if (strcmp(o.corpus_path, DEFAULT_CORPUS) && np < (int)sizeof(CMD_PATHS))
         snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -i %s", o.corpus_path);
-    Loaded l; // the model, its vocabulary and the corpus, as ./specdec loads them
+    Loaded ld; // the model, its vocabulary and the corpus, as ./specdec loads them
     Draft drafts[BENCH_MAX_DRAFTS]; // bigram, gpt, lookup, and room for run_bench's ceiling
     int n_drafts = 0;
     memset(drafts, 0, sizeof(drafts));
-    memset(&l, 0, sizeof(l));
+    memset(&ld, 0, sizeof(ld));
     int rc = 1;
-    if (setup_model(&o, &l, err, sizeof(err)) != 0)
+    if (setup_model(&o, &ld, err, sizeof(err)) != 0)
         goto done;
     // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
     N_PROMPT = (int)strlen(PROMPT);
@@ -1930,18 +1930,18 @@ int main(int argc, char **argv) {
                  N_PROMPT);
         goto done;
     }
-    if (encode_prompt(&l.v, PROMPT, PROMPT_TOKENS, err, sizeof(err)) != 0) goto done;
+    if (encode_prompt(&ld.v, PROMPT, PROMPT_TOKENS, err, sizeof(err)) != 0) goto done;
     for (int i = 0; i < TEMPER_N_PROMPTS; i++) {
         int tokens[64];
-        if (encode_prompt(&l.v, TEMPER_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
+        if (encode_prompt(&ld.v, TEMPER_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
     }
-    print_config(&l.g, l.source);
+    print_config(&ld.g, ld.source);
     // the drafts: the bigram first (the tempering section reads its table), then the GPT
     // draft, which is left out with a note when this model cannot take it (no draft.bin, or
     // another vocabulary or block size), then prompt lookup
     static const char *kinds[3] = {"bigram", "gpt", "lookup"};
     for (int i = 0; i < 3; i++) {
-        if (setup_draft(kinds[i], &l.v, &l.corpus, l.g.config.block_size, &drafts[n_drafts], err,
+        if (setup_draft(kinds[i], &ld.v, &ld.corpus, ld.g.config.block_size, &drafts[n_drafts], err,
                         sizeof(err)) == 0) {
             n_drafts++;
             continue;
@@ -1951,12 +1951,12 @@ int main(int argc, char **argv) {
         if (strcmp(kinds[i], "gpt")) goto done;
         fprintf(stderr, "note: the GPT draft is left out: %s\n", err);
     }
-    rc = run_bench(&l.g, drafts, n_drafts, &l.v, csv, svg, err, sizeof(err));
+    rc = run_bench(&ld.g, drafts, n_drafts, &ld.v, csv, svg, err, sizeof(err));
 done:
     if (rc != 0) error_line("%s", err);
     for (int i = 0; i < BENCH_MAX_DRAFTS; i++) free_draft(&drafts[i]);
-    free_corpus(&l.corpus);
-    free_gpt(&l.g);
+    free_corpus(&ld.corpus);
+    free_gpt(&ld.g);
     // the CSV went to stdout: a failed write of it is one line on stderr and exit 1
     return rc == 0 ? close_stdout() : rc;
 }
