@@ -2604,9 +2604,9 @@ int widen_ffn(GPT *g, int H2) {
 // round samples the target exactly
 
 // Greedy speculative vs greedy plain on one prompt and one K: the texts must be equal.
-static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
-                                const int *prompt, int n_prompt, int K, int n_new) {
-    int V = g->config.vocab_size, start = n_prompt > 0 ? n_prompt : 1; // seq[start..]: new text
+static int selftest_greedy_case(GPT *g, Draft *d, const char *label, const Tokens *prompt,
+                                int K, int n_new) {
+    int V = g->config.vocab_size, start = prompt->n > 0 ? prompt->n : 1; // seq[start..]: new text
     int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
     int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
     float p[256]; // plain decoding's row (V <= 256, validate_config)
@@ -2619,8 +2619,8 @@ static int selftest_greedy_case(GPT *g, Draft *d, const char *label,
     DecodeOptions op = {.n_new = n_new, .K = K, .rng = &r2, .st = &sp}; // no echo, no trace
     int same = seq_spec && seq_plain && build_spec_buffers(&b, K, V, g->config.block_size) == 0;
     if (same) { // both decoders from the same prompt; each refills its own cache from scratch
-        speculative_generate(g, d, &b, &(Tokens){prompt, n_prompt}, &os, seq_spec);
-        generate(g, &(Tokens){prompt, n_prompt}, &op, seq_plain, p);
+        speculative_generate(g, d, &b, prompt, &os, seq_spec);
+        generate(g, prompt, &op, seq_plain, p);
         free_spec_buffers(&b);
         same = ss.emitted == n_new && sp.emitted == n_new && // the new text; the prompt is shared
                memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
@@ -2748,8 +2748,8 @@ int selftest(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const Corpus *
         // every draft, K = 1..8: short and long drafts; 300 tokens is several refills
         for (int d = 0; !cannot && d < n_drafts; d++)
             for (int K = 1; K <= 8 && K < S; K++, cases++)
-                failures += !selftest_greedy_case(g, &drafts[d], labels[c], prompt, n_prompt,
-                                                  K, 300);
+                failures += !selftest_greedy_case(g, &drafts[d], labels[c],
+                                                  &(Tokens){prompt, n_prompt}, K, 300);
     }
     int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
     for (int i = 0; i < 4; i++, cases++)
