@@ -2046,7 +2046,8 @@ typedef struct {
 void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
     for (int t = 0; t < T; t++)
-        for (int o = 0; o < lin.out; o++) out[(size_t)t * lin.out + o] = lin.bias ? lin.bias[o] : 0.0f;
+        for (int o = 0; o < lin.out; o++)
+            out[(size_t)t * lin.out + o] = lin.bias ? lin.bias[o] : 0.0f;
     // then one weight row at a time, added into every token's outputs
     for (int i = 0; i < lin.in; i++) {
         const float *w = lin.weight + (size_t)i * lin.out; // weight row i: read once per pass
