@@ -149,7 +149,7 @@ typedef struct {
     float *x_in;    // (S, C)      residual stream entering the block
     float *ln1;     // (S, C)      ln1(x_in): the input of query, key and value
     float *q;       // (S, C)      queries of the T tokens, heads side by side
-    float *att;     // (NH, S, S)  attention weights: head, token of the pass, position
+    float *att;     // (NH, S, S)  attention weights: head, token of the pass, cache slot
     float *att_out; // (S, C)      attention output before proj, heads concatenated
     float *attn;    // (S, C)      proj(att_out): what the attention sub-block adds
     float *x_mid;   // (S, C)      x_in + attn
@@ -168,7 +168,7 @@ typedef struct {
     BlockActs block;    //             one block's buffers, reused by every layer
     float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
     float *logits;      // (S, V)      output: one row per token of the pass
-    float *key_cache;   // (L, S, C)   keys of every cached position, per layer, by position
+    float *key_cache;   // (L, S, C)   keys of every cached token, per layer, by slot
     float *value_cache; // (L, S, C)   values, the same way
     int kv_len;         //             slots 0 .. kv_len-1 of the caches are valid
     // which cached tokens each token follows: a plain cache is one chain, a tree of guesses
@@ -1010,7 +1010,8 @@ typedef struct {
 struct Stats {
     long rounds;          // speculative rounds (one verify pass each)
     long drafted;         // candidates drafted, the sum of k
-    long judged;          // candidates accept_reject decided on: accepted + rejected
+    long judged;          // candidates accept_reject decided on: accepted + rejected (a
+                          // tree's: the positions where a node's children were tried)
     long accepted;        // candidates accepted
     double alpha_sum;     // expected_acceptance summed over the judged; alpha_sum / judged is alpha
     long resampled;       // rounds that ended in a rejection and a residual draw
@@ -1025,6 +1026,7 @@ struct Stats {
     long draft_passes;    // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds; // wall time spent drafting
     double seconds;       // wall time of the whole generation
+    int tree;             // 1: the rounds drafted trees, where the chain's formulas do not hold
 };
 
 // Every forward pass of the target model, whatever its kind.
@@ -1310,18 +1312,23 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s);
         fprintf(stderr, "  rounds                  %ld\n", s->rounds);
-        fprintf(stderr, "  drafted                 %ld   (%.2f a round; judged %ld: the rest "
-                "followed a rejection)\n", s->drafted, ratio(s->drafted, s->rounds), s->judged);
+        fprintf(stderr, "  drafted                 %ld   (%.2f a round; judged %ld: %s)\n",
+                s->drafted, ratio(s->drafted, s->rounds), s->judged,
+                s->tree ? "the positions where a node's children were tried"
+                        : "the rest followed a rejection");
         fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
                 s->accepted, ratio(s->accepted, s->drafted));
         fprintf(stderr, "  alpha                   %.3f   (expected acceptance, the mean of "
-                "sum min(p, q) over the judged candidates)\n", alpha);
+                "sum min(p, q) over the judged %s)\n", alpha, s->tree ? "positions" : "candidates");
         fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
                 s->resampled, s->bonus);
         // vLLM's mean acceptance length: the tokens a verify pass yields, the bonus counted
-        fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length; "
-                "(1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f)\n",
-                ratio(s->round_tokens, s->rounds), K, expected_tokens_per_pass(alpha, K));
+        fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length",
+                ratio(s->round_tokens, s->rounds));
+        if (!s->tree) // a chain's expected length; notes/speed.md works out a tree's
+            fprintf(stderr, "; (1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f", K,
+                    expected_tokens_per_pass(alpha, K));
+        fputs(")\n", stderr);
         // acceptance by position: the rate at which guess i passed among the rounds that
         // judged it, i.e. given that guesses 1 .. i-1 passed (the last slot pools the rest)
         fprintf(stderr, "  acceptance by position ");
@@ -1400,7 +1407,10 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
         fprintf(stderr, "  full model           %6.3fx: a token cost %.3f one-token passes "
                 "against %.3f (every pass that ran, at its c(T))\n", plain_cost / spec_cost,
                 spec_cost, plain_cost);
-        if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
+        if (spec->tree) { // its passes hold a tree's nodes, not K+1 tokens of a chain
+            fputs("  papers' formula      (a chain's: notes/speed.md works out a tree's)\n",
+                  stderr);
+        } else if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
             fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
         } else {
             double textbook = predicted_speedup(stats_alpha(spec), K, c_verify, c_draft);
@@ -1428,9 +1438,10 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
 // when one child is rejected a sibling may still pass. The whole tree goes through the target
 // in ONE pass, each node at position cache_len + depth, attending to the cache and its own
 // ancestors only (forward's parents; the mask in attention). Accept/reject then walks down
-// from current_token, trying each node's children in order (judge_children), and the path
-// that passed keeps its rows of the KV cache (compact_kv_cache). `--tree 3,2,1,1` gives the
-// children per node at each depth; `--tree 1,1,1,1` is the chain of K = 4.
+// from current_token, trying each node's children in order against Q, the row each was
+// really drawn from (judge_children), and the path that passed keeps its rows of the KV
+// cache (compact_kv_cache). `--tree 3,2,1,1` gives the children per node at each depth;
+// `--tree 1,1,1,1` is the chain of K = 4.
 
 #define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have
 
@@ -1450,7 +1461,7 @@ typedef struct {
 // breadth-first order (a parent's row before its children's, so one pass runs them in row
 // order, and a node's children sit in consecutive rows). One buffer per role: `p *tb`.
 typedef struct {
-    TreeShape shape;  //           what the run asked for (a round may get less: room, text)
+    TreeShape shape;  //           what the run asked for (a round may get less: room, limit)
     int max_rows;     // N+1       the root and the nodes of a full tree
     int V;            //           vocabulary size
     int rows;         //           this round's rows: the root and its guesses
@@ -1459,7 +1470,8 @@ typedef struct {
     int *depth;       // (N+1)     0 at the root, 1 for its children, ...
     int *first_child; // (N+1)     the row of its first child; the others follow it
     int *n_children;  // (N+1)     its children: 0 for a leaf
-    float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn from
+    float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn
+                      //           from (at t = 0: ranked by, its top ones)
     float *p;         // (N+1, V)  p[r] = the target's served row after row r's token
     double *chance;   // (N+1)     the chance row r had to pass: min(1, p/Q) against the (p, Q)
                       //           it faced, after its earlier siblings' rejections
@@ -1474,10 +1486,12 @@ typedef struct {
     int *all_tokens;  // (S)       the verify pass's input: the lag tokens, then every row
     int *slots;       // (S)       the cache slot each of those tokens follows (forward's parents)
     int *draft_slots; // (S)       the same for a model draft's pass over one level of rows
-    float *hidden;    // (C)       the target's hidden row that current_token was drawn from
+    float *hidden;    // (C)       ln_f's output row (the hidden state) whose p current_token
+                      //           was drawn from: Medusa's heads read it
     int greedy;       //           t = 0: children are the draft's top ones, each judged as a
                       //           sure guess (Q one-hot); else drawn from q without replacement
     int cache_len;    //           current_token's slot
+    int restarted;    //           the cache was full: this round restarted the window
     int lag;          //           tokens before current_token the pass reran (a restart)
     int draft_ran;    //           rows 0 .. draft_ran-1 are in a model draft's cache, by row
     int room;         //           rows that fit this round: the cache's free slots from
@@ -1515,7 +1529,8 @@ static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
 static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
                             const Sampler *s) {
     int V = tb->V, hi = tb->rows;
-    Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1
+    Sampler t1 = {1.0f, 0, 0.0f}; // at t = 0 the tree ranks the draft's own row at t = 1:
+                                  // a served, one-hot q would leave room for one child only
     const Sampler *served = tb->greedy ? &t1 : s;
     if (d->kind == DRAFT_MEDUSA) { // one head per level, on the row current_token came from
         float logits[256];
@@ -1629,7 +1644,7 @@ static void start_node(TreeBuffers *tb, int r) {
 }
 
 // The chance that child c passes: min(1, p(x)/Q(x)) for its token x, against the (p, Q) it
-// faces. A greedy tree's child is a sure guess: its Q is one-hot at x.
+// faces. A greedy tree's child is a sure guess: Q_work becomes one-hot at x first.
 static double child_chance(TreeBuffers *tb, int c) {
     int x = tb->token[c];
     if (tb->greedy)
@@ -1648,9 +1663,9 @@ static void reject_child(TreeBuffers *tb, int c) {
 // The exact rule at one node (row r): its children are tried in order, each passing with
 // child_chance; a failure updates (p, Q) for the next (reject_child). Returns the accepted
 // child's row, or -1 when all failed, with *token drawn from the p left over. Why it is
-// exact: each child faces a (p, Q) for which the chain's identity holds, so "this child,
-// else a draw from the p left over" emits that p; by induction over the siblings, the
-// node's own p (notes/math.md, section 11).
+// exact: each child faces a (p, Q) for which accept_reject's identity holds (min(p, Q)
+// kept plus max(0, p - Q) redrawn is p), so "this child, else a draw from what is left"
+// emits that p; by induction over the siblings, the node's own p (notes/math.md, section 11).
 static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
     start_node(tb, r);
     for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++) {
@@ -1696,7 +1711,7 @@ static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
 static void move_cache_row(GPT *g, int from, int to) {
     RunState *s = &g->state;
     size_t C = g->config.n_embd, S = g->config.block_size, row = C * sizeof(float);
-    for (int l = 0; l < g->config.n_layer; l++) { // memmove: the first guess's row stays put
+    for (int l = 0; l < g->config.n_layer; l++) { // memmove: from may be to (a row in place)
         memmove(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, row);
         memmove(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C, row);
     }
@@ -1704,11 +1719,12 @@ static void move_cache_row(GPT *g, int from, int to) {
     s->position[to] = s->position[from]; // cache_len + depth == to: the position it was run at
 }
 
-// Phase 4 for a tree: the accepted path's rows (m guesses) move into the slots right after
-// current_token, in order, and the cache keeps current_token and them: trim_kv_cache's
-// invariant. A node's keys depend on its position and ancestors only, both unchanged by the
-// move. A model draft keeps the path's rows it ran. Moving slot path[d] down to cache_len + d
-// never overwrites a row still to be moved: those sit in later slots.
+// Phase 4 for a tree: the rows of the path's first m guesses (every token the round emits
+// but its last, as in a chain) move into the slots right after current_token, in order, and
+// the cache keeps current_token and them: trim_kv_cache's invariant. A node's keys depend
+// on its position and ancestors only, both unchanged by the move. A model draft keeps the
+// path's rows it ran. Moving slot path[d] down to cache_len + d never overwrites a row
+// still to be moved: those sit in later slots.
 static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
     for (int d = 1; d <= m; d++) move_cache_row(g, tb->cache_len + tb->path[d], tb->cache_len + d);
     roll_back_cache(g, tb->cache_len + 1 + m);
@@ -1727,7 +1743,7 @@ static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
 static void count_tree_round(Stats *st, const Draft *d, const TreeBuffers *tb, int n,
                              double draft_seconds, double verify_seconds) {
     int nodes = tb->rows - 1;
-    PassKind kind = tb->lag > 0 ? PASS_FOLDED : nodes > 0 ? PASS_VERIFY : PASS_STEP;
+    PassKind kind = tb->restarted ? PASS_FOLDED : nodes > 0 ? PASS_VERIFY : PASS_STEP;
     count_pass(st, kind, tb->lag + tb->rows, verify_seconds);
     st->draft_seconds += draft_seconds;
     if (d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
@@ -1775,20 +1791,25 @@ static void trace_tree(const DecodeOptions *o, const TreeBuffers *tb, int n) {
     visible_char(vis, decode(o->vocab, tb->token[0]));
     fprintf(stderr, "\ntree round %ld: current_token %s at slot %d, %d guesses in %d level%s\n",
             o->st->rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
-    if (tb->lag > 0) // the cache was full: the pass reruns the window first
+    if (tb->restarted) // the cache was full: the pass reruns the window first
         fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
-    fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its ancestors "
-            "only\n  ACCEPT/REJECT children in order, each when u < chance = min(1, p/Q); q and p "
-            "are the rows' own, and a later sibling faces p and Q after the earlier ones\n",
-            tb->lag + tb->rows);
+    if (tb->rows > 1) // else current_token sits in the last slot: RESULT says a plain step
+        fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its "
+                "ancestors only\n  ACCEPT/REJECT children in order, each when u < chance = "
+                "min(1, p/Q); q and p are the rows' own, and a later sibling faces p and Q after "
+                "the earlier ones\n", tb->lag + tb->rows);
     trace_node(tb, o->vocab, 0);
     int drew = tb->n_children[tb->path[tb->passed]] > 0; // the last node's children all failed
     fprintf(stderr, "  RESULT  %d passed, then %s: %d token%s from 1 target pass\n", tb->passed,
             n == tb->passed ? "nothing more (every token wanted is there)"
+            : tb->rows == 1 ? "a plain step from p (no slot for a guess)"
             : drew ? "a draw from the p left over" : "a bonus from the leaf's p",
             n, n == 1 ? "" : "s");
-    fprintf(stderr, "  TRIM    the path's rows move to slots %d..%d; cache_len -> %d\n",
-            tb->cache_len + 1, tb->cache_len + tb->passed, tb->cache_len + 1 + tb->passed);
+    if (n > 1) // the tokens emitted but the last are cached: compact_kv_cache's m
+        fprintf(stderr, "  TRIM    the path's rows move to slots %d..%d; cache_len -> %d\n",
+                tb->cache_len + 1, tb->cache_len + n - 1, tb->cache_len + n);
+    else
+        fprintf(stderr, "  TRIM    no row to move; cache_len -> %d\n", tb->cache_len + 1);
 }
 
 // Allocates the buffers of a tree of this shape for a target of block_size S and width C.
@@ -1834,7 +1855,8 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
                       const DecodeOptions *o) {
     int S = g->config.block_size, C = g->config.n_embd;
     // 0. CONTEXT, as speculative_round: a full cache restarts, and the pass reruns the window
-    tb->lag = g->state.kv_len == S ? restart_cache(g, d) : 0;
+    tb->restarted = g->state.kv_len == S;
+    tb->lag = tb->restarted ? restart_cache(g, d) : 0;
     tb->cache_len = g->state.kv_len + tb->lag; // current_token's slot
     int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
     tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
@@ -1848,7 +1870,7 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
     // the hidden row of the node whose p gave the last token: Medusa guesses from it
     const float *h = g->state.ln_f + (size_t)(tb->lag + tb->path[tb->passed]) * C;
     memcpy(tb->hidden, h, (size_t)C * sizeof(float));
-    compact_kv_cache(g, draft_model, tb, tb->passed); // 4. TRIM: the path's rows into place
+    compact_kv_cache(g, draft_model, tb, n - 1); // 4. TRIM: the path's rows into place
     count_tree_round(o->st, d, tb, n, t1 - t0, t2 - t1);
     if (o->trace) trace_tree(o, tb, n);
     return n;
@@ -1882,6 +1904,7 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
         n_seq += n;
     }
     finish_stats(o->st, n_seq - first, t0);
+    o->st->tree = 1; // print_stats and print_comparison leave out the chain's formulas
 }
 
 // ----------------------------------------------------------------------------
@@ -2121,7 +2144,7 @@ void residual_add(float *out, const float *x, const float *y, size_t n) {
 
 // x[t] = token_embedding[tokens[t]] + position_embedding[positions[t]].
 void embed(float *x, const Weights *w, const int *tokens, const int *positions, int T, int C) {
-    // the position is absolute: a token verified at cache position 20 gets row 20
+    // the position is absolute: slot 20 of a chain gets row 20 (a tree node: cache_len + depth)
     for (int t = 0; t < T; t++) {
         const float *te = w->token_embedding + (size_t)tokens[t] * C;
         const float *pe = w->position_embedding + (size_t)positions[t] * C;
@@ -2224,13 +2247,13 @@ float *forward(GPT *g, const int *tokens, int T, const int *parents) {
 // target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
 // "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
 
-// The Medusa heads of one target: N small residual blocks on its hidden row.
+// The Medusa heads of one target: n_heads small residual blocks on its hidden row.
 struct MedusaHeads {
-    int n_heads; // N, the heads: head i guesses i+2 tokens past h's  e.g. 4
+    int n_heads; // the heads: head i guesses i+2 tokens past h's     e.g. 4
     int C;       // the target's n_embd: the row each head reads      e.g. 64
     int V;       // the target's vocab_size: each head's logits       e.g. 65
-    float *w;    // (N, C, C) head i's W, stored (in, out) like every Linear; owns w and b
-    float *b;    // (N, C)    head i's bias, inside w's allocation, after the N matrices
+    float *w;    // (n_heads, C, C) head i's W, stored (in, out) like every Linear; owns b
+    float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
 };
 
 // Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
@@ -2495,7 +2518,7 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
 #define MEDUSA_MAGIC "SPDM"
 #define MEDUSA_VERSION 1
 #define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
-#define MEDUSA_MAX_HEADS 64
+#define MEDUSA_MAX_HEADS TREE_MAX_DEPTH // a head per tree level, and a tree has at most 16
 
 // A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
 uint64_t target_fingerprint(const GPT *g) {

@@ -342,7 +342,7 @@ mh_variant() {
 }
 mh_variant mh_version  4 '\002'
 mh_variant mh_heads0   8 '\000'
-mh_variant mh_heads65  8 '\101'
+mh_variant mh_heads17  8 '\021'
 mh_variant mh_heads3   8 '\003'
 mh_variant mh_embd16  12 '\020'
 mh_variant mh_vocab64 16 '\100'
@@ -600,6 +600,19 @@ compare_check() {
 compare_check "--compare --draft gpt -t 0 -n 1000" --draft gpt -t 0 -n 1000
 check "... and its greedy outputs are byte-identical" eval 'err_has "greedy outputs are byte-identical"'
 compare_check "--compare -t 1 -n 1000 (bigram)" -t 1 -n 1000
+# a tree's stats leave out the chain's formulas, (1 - alpha^(K+1)) / (1 - alpha) and the
+# papers' E/(c(K+1) + K c_draft): a tree's passes hold its nodes, not K+1 tokens of a chain
+run --tree 3,2,1,1 --draft gpt -t 1 --compare -n 200
+sed -n '/^tree decoding$/,/^$/p' "$T/err" >"$T/tree_stats"
+sed -n '/^speculative decoding$/,/^$/p' "$T/err" >"$T/chain_stats"
+papers_tree="  papers' formula      (a chain's: notes/speed.md works out a tree's)"
+check "--tree 3,2,1,1 --draft gpt -t 1 --compare: exit 0; the tree's stats count judged positions and give tokens per verify pass without the chain's formula, which the chain beside it keeps; the papers' formula is left to notes/speed.md; the tree is weighed against the chain" \
+    eval '[[ $rc == 0 ]] &&
+          grep -qE "^  tokens per verify pass  [0-9.]+   \(the mean acceptance length\)$" "$T/tree_stats" &&
+          grep -qF "judged" "$T/tree_stats" && grep -qF "the positions where a node" "$T/tree_stats" &&
+          grep -qF "(1 - alpha^(K+1)) / (1 - alpha) at K=4: " "$T/chain_stats" &&
+          err_has "$papers_tree" &&
+          err_has "tree against chain      tokens per verify pass "'
 
 run --trace -n 30
 check "--trace -n 30 exits 0" eval '[[ $rc == 0 ]]'

@@ -28,12 +28,16 @@
  * mutant BREAK_TREE_MASK: s|^        for (int a = slot; a >= 0; a = s->parent\[a\]) row\[a\] = 1;|        for (int a = slot; a >= 0; a--) row[a] = 1;|
  * broken build: -DBREAK_TREE_COMPACT
  * mutant BREAK_TREE_COMPACT: s|move_cache_row(g, tb->cache_len + tb->path\[d\], tb->cache_len + d)|move_cache_row(g, tb->cache_len + d, tb->cache_len + d)|
+ * broken build: -DBREAK_TREE_LAST
+ * mutant BREAK_TREE_LAST: s|^    compact_kv_cache(g, draft_model, tb, n - 1); // 4\.|    compact_kv_cache(g, draft_model, tb, tb->passed); // 4.|
  *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
  *                       but judged as if drawn with it): the enumeration (1) must fail.
  *   BREAK_TREE_MASK     every token of the pass sees every earlier slot, siblings too: the
  *                       masked pass (2) must fail.
  *   BREAK_TREE_COMPACT  the rows kept after a round are the first ones, not the path's: the
  *                       cache check (3) must fail.
+ *   BREAK_TREE_LAST     a last round that passes to the tokens wanted (no bonus) keeps every
+ *                       guess that passed, its last token too: the cache check (3) must fail.
  */
 #define TESTING
 #ifndef SPECDEC_C
@@ -52,6 +56,8 @@
 #define BUG "BREAK_TREE_MASK"
 #elif defined(BREAK_TREE_COMPACT)
 #define BUG "BREAK_TREE_COMPACT"
+#elif defined(BREAK_TREE_LAST)
+#define BUG "BREAK_TREE_LAST"
 #else
 #define BUG ""
 #endif
@@ -293,15 +299,18 @@ static void test_cache_after_rounds(Fixture *fx) {
     rng_seed(&rng, 7);
     DecodeOptions o = {.sampler = {1.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab, .rng = &rng,
                        .st = &st};
-    int seq[600], n_seq = 20, rounds = 0, bad = 0, bad_draft = 0, moved = 0;
+    int seq[600], n_seq = 20, rounds = 0, bad = 0, bad_draft = 0, moved = 0, lasts = 0;
     memcpy(seq, fx->corpus.tokens + 9000, (size_t)n_seq * sizeof(int));
     g->state.kv_len = 0;
     forward(g, seq, n_seq - 1, NULL); // the cache holds every token before current_token
     fx->gpt.model.state.kv_len = 0;
     while (n_seq < (SANITIZED ? 80 : 400)) {
-        tb.limit = 1000;
+        // tokens still wanted: 1 to 5 in turn, so that some rounds are a generation's last,
+        // where a path that passes to the limit gets no bonus and its last token is not cached
+        tb.limit = 1 + rounds % 5;
         int n = tree_round(g, &fx->gpt, &tb, &(Tokens){seq, n_seq}, &o);
         moved += tb.passed > 0 && tb.path[tb.passed] != tb.passed; // a path off the first rows
+        lasts += n == tb.passed; // a last round: every token wanted passed, no bonus
         memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
         n_seq += n;
         rounds++;
@@ -312,9 +321,12 @@ static void test_cache_after_rounds(Fixture *fx) {
     }
     char what[300];
     snprintf(what, sizeof(what), "after each of %d tree rounds (3,2,1,1, gpt draft, t = 1; %d "
-             "kept a path off the first rows), the target's cache equals a recompute of the "
-             "text in %d and the draft's in %d", rounds, moved, rounds - bad, rounds - bad_draft);
-    expect("BREAK_TREE_COMPACT", bad == 0 && bad_draft == 0 && moved > 0, what);
+             "kept a path off the first rows, %d ended at the tokens wanted with no bonus), the "
+             "target's cache equals a recompute of the text in %d and the draft's in %d", rounds,
+             moved, lasts, rounds - bad, rounds - bad_draft);
+    // both compaction bugs must fail this check: the wrong rows kept, or one row too many
+    const char *catches = strcmp(BUG, "BREAK_TREE_LAST") ? "BREAK_TREE_COMPACT" : BUG;
+    expect(catches, bad == 0 && bad_draft == 0 && moved > 0 && lasts > 0, what);
     free_tree_buffers(&tb);
     free_gpt(&fresh);
     free_gpt(&fresh_draft);
