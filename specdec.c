@@ -171,8 +171,7 @@ typedef struct {
     float *key_cache;   // (L, S, C)   keys of every cached token, per layer, by slot
     float *value_cache; // (L, S, C)   values, the same way
     int kv_len;         //             slots 0 .. kv_len-1 of the caches are valid
-    // which cached tokens each token follows: a plain cache is one chain, a tree of guesses
-    // (beyond the blog) is not
+    // which cached tokens each token follows: one chain, or a tree of guesses (beyond the blog)
     int *parent;        // (S)         parent[s] = the slot of the token before slot s's: s - 1
                         //             in a chain, -1 at slot 0
     int *position;      // (S)         position[s] = its position in the window, the count of
@@ -187,6 +186,7 @@ typedef struct {
     Weights w; // named views into params: owns no memory of its own
     float *params;   // (P) all parameters, in checkpoint order
     size_t n_params; // P, 209,729 for the shipped model
+    uint64_t padded_from; // 0, or target_fingerprint of the weights --ffn-width padded
     RunState state; // one sequence's activations and cache: batch size 1
 } GPT;
 
@@ -1316,8 +1316,9 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
                 s->drafted, ratio(s->drafted, s->rounds), s->judged,
                 s->tree ? "the positions where a node's children were tried"
                         : "the rest followed a rejection");
-        fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
-                s->accepted, ratio(s->accepted, s->drafted));
+        fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/%s)\n",
+                s->accepted, ratio(s->accepted, s->tree ? s->judged : s->drafted),
+                s->tree ? "judged: a tree drafts siblings that cannot all pass" : "drafted");
         fprintf(stderr, "  alpha                   %.3f   (expected acceptance, the mean of "
                 "sum min(p, q) over the judged %s)\n", alpha, s->tree ? "positions" : "candidates");
         fprintf(stderr, "  rounds ending           %ld in a resample, %ld in a bonus\n",
@@ -1325,7 +1326,7 @@ void print_stats(const char *title, const Stats *s, int speculative, int K) {
         // vLLM's mean acceptance length: the tokens a verify pass yields, the bonus counted
         fprintf(stderr, "  tokens per verify pass  %.3f   (the mean acceptance length",
                 ratio(s->round_tokens, s->rounds));
-        if (!s->tree) // a chain's expected length; notes/speed.md works out a tree's
+        if (!s->tree) // a chain's expected length; notes/speed.md measures a tree's
             fprintf(stderr, "; (1 - alpha^(K+1)) / (1 - alpha) at K=%d: %.3f", K,
                     expected_tokens_per_pass(alpha, K));
         fputs(")\n", stderr);
@@ -1408,8 +1409,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int K, int greedy, 
                 "against %.3f (every pass that ran, at its c(T))\n", plain_cost / spec_cost,
                 spec_cost, plain_cost);
         if (spec->tree) { // its passes hold a tree's nodes, not K+1 tokens of a chain
-            fputs("  papers' formula      (a chain's: notes/speed.md works out a tree's)\n",
-                  stderr);
+            fputs("  papers' formula      (a chain's: notes/speed.md measures a tree's)\n", stderr);
         } else if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
             fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
         } else {
@@ -1900,11 +1900,14 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
         show_tokens(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
         int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
-        if (n > tb->passed) show_tokens(o, seq, n_seq + tb->passed, 1, drew ? FROM_RESAMPLED : FROM_BONUS);
+        TokenSource last = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;
+        if (n > tb->passed) show_tokens(o, seq, n_seq + tb->passed, 1, last); // no guess: a sample
         n_seq += n;
     }
     finish_stats(o->st, n_seq - first, t0);
-    o->st->tree = 1; // print_stats and print_comparison leave out the chain's formulas
+    // a tree with a level of two children or more: print_stats and print_comparison leave
+    // out the chain's formulas (a tree of single children, Medusa's chain, is a chain)
+    o->st->tree = tb->shape.nodes > tb->shape.depth;
 }
 
 // ----------------------------------------------------------------------------
@@ -2522,6 +2525,7 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
 
 // A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
 uint64_t target_fingerprint(const GPT *g) {
+    if (g->padded_from) return g->padded_from; // the zeros change no hidden row, no logit
     uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
     for (size_t i = 0; i < g->n_params; i++) {
         uint32_t bits;
@@ -2535,7 +2539,8 @@ uint64_t target_fingerprint(const GPT *g) {
 // Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
 int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
     static const char fix[] = "train heads for this model: 'make train-medusa', or "
-                              "'tinyshakespeare/train medusa -m MODEL -o PATH'";
+                              "'tinyshakespeare/train medusa -m MODEL "
+                              "-o tinyshakespeare/medusa.bin'";
     memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
     size_t n = 0;
     unsigned char *buf = read_file(path, &n, "medusa heads", fix, err, errlen);
@@ -2618,6 +2623,7 @@ int widen_ffn(GPT *g, int H2) {
         src += from[i]; // the next tensor, in both blocks
         dst += to[i];
     }
+    wide.padded_from = target_fingerprint(g); // the heads trained on g fit wide as well
     free_gpt(g);
     *g = wide; // the Weights and RunState pointers point into wide's own allocations
     return 0;
@@ -2943,7 +2949,7 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
         char *end;
         errno = 0;
         long w = strtol(s, &end, 10);
-        if (end == s || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
+        if (!isdigit((unsigned char)*s) || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
             return fail_with(err, errlen, "--tree '%s': each width must be a whole number 1..%d, "
                              "comma-separated, e.g. --tree 3,2,1,1", text, V);
         if (shape->depth == TREE_MAX_DEPTH)
@@ -2964,8 +2970,9 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     // defaults: the blog's prompt, K = 4, t = 1, a fixed seed so a run can be repeated
+    // (K 0: no -k given; it becomes 4 below, once --tree has had its say)
     *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .n_new = 200,
-                   .K = 4, .temperature = 1.0f, .seed = 42, .color = -1, .draft = "bigram"};
+                   .temperature = 1.0f, .seed = 42, .color = -1, .draft = "bigram"};
     // every option; what needs the model is checked later: --ffn-width in setup_model,
     // -k < block_size, --top-k <= V and the prompt's bytes in check_inputs
     const OptionSpec options[] = {
@@ -3017,9 +3024,17 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     if (o->plain && o->trace) // plain decoding has no rounds to trace
         return fail_with(err, errlen, "--trace shows the rounds of speculative decoding; drop "
                          "--plain to see them");
-    if (o->run_selftest && (o->trace || o->compare || o->plain)) // one action per run
-        return fail_with(err, errlen, "--selftest and generation (--trace, --compare, --plain) "
-                         "are separate actions; give one per run");
+    if (o->run_selftest && (o->trace || o->compare || o->plain || o->tree)) // one action a run
+        return fail_with(err, errlen, "--selftest and generation (--trace, --compare, --plain, "
+                         "--tree) are separate actions; give one per run");
+    if (o->run_selftest && !strcmp(o->draft, "medusa")) // its chains are drafted guess by guess
+        return fail_with(err, errlen, "--selftest checks the chain's drafts (bigram, lookup, a "
+                         "model); medusa's heads draft trees, which test/test_tree checks");
+    if (o->tree && o->K) // the tree's levels are its K, for the chain beside it too
+        return fail_with(err, errlen, "-k %d sets a chain's length, and --tree %s a tree's "
+                         "levels (--compare's chain beside it takes that depth); drop -k",
+                         o->K, o->tree);
+    o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
 }
 
@@ -3222,7 +3237,7 @@ int run_generation(const Options *o, Loaded *ld, Draft *d) {
     TreeBuffers tb[N_RUNS] = {0}; // per run: [RUN_TREE] --tree's, [RUN_CHAIN] a Medusa chain's
     // Medusa's heads draft for trees only: its chain is the tree 1,1,..,1 of K levels
     int medusa = d->kind == DRAFT_MEDUSA;
-    TreeShape ones = {.depth = K < TREE_MAX_DEPTH ? K : TREE_MAX_DEPTH}; // width has 16 slots
+    TreeShape ones = {.depth = K < TREE_MAX_DEPTH ? K : TREE_MAX_DEPTH}; // medusa: K <= 16 heads
     for (int i = 0; i < ones.depth; i++) ones.width[i] = 1;
     ones.nodes = ones.depth;
     int rc = 1; // 1 until every buffer exists; then 0, or 2 once stdout fails
@@ -3313,8 +3328,7 @@ int main(int argc, char **argv) {
     if (setup_model(&o, &ld, err, sizeof(err)) != 0 || check_inputs(&o, &ld, err, sizeof(err)) != 0)
         goto done;
     // 3. the draft --draft names; the self-test runs one of each kind (gpt: --draft's model)
-    int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") &&
-                      strcmp(o.draft, "medusa"); // the self-test's chains take no heads
+    int named_model = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup"); // medusa: refused
     const char *every_kind[3] = {"bigram", "lookup", named_model ? o.draft : "gpt"};
     const char **kinds = o.run_selftest ? every_kind : &o.draft;
     int n_drafts = o.run_selftest ? 3 : 1;

@@ -11,9 +11,9 @@
 #      `a = 1; b = 2;` and `if (x) { y = 1; continue; }` count, while
 #      `for (i = 0; i < n; i++) s += x[i];` does not. A FAIL lists the lines as
 #      specdec.c:N: text; `bash test/style_test.sh --list` lists every one of them.
-#   2. length: at most 3,346 lines (wc -l). The budget of issue 24 is 2,950 (issue 23's
+#   2. length: at most 3,360 lines (wc -l). The budget of issue 24 is 2,950 (issue 23's
 #      2,550, issue 26's 40, then the sections beyond the blog: the tree of guesses, Medusa
-#      heads); the file is 396 lines over it (notes/testing.md says where they went),
+#      heads); the file is 410 lines over it (notes/testing.md says where they went),
 #      and this limit holds it there: it may shrink, and grow only for a bug fix;
 #   3. comments: at least 35% of the lines carry one, counted as test/readme_test.sh
 #      counts them (a line with //, /* or a leading *), the share rounded down;
@@ -31,7 +31,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 FILE=${STYLE_FILE:-specdec.c}
 MAX_CRAMMED=20
-MAX_LINES=3346
+MAX_LINES=3360
 MIN_COMMENT_SHARE=35
 DRAFT_BEFORE=500
 

@@ -18,6 +18,10 @@
  *      byte, for a sweep of shapes and both model-free and model drafts.
  *   5. Chi-square, end to end: the first two tokens of tree decoding (t = 1) against their
  *      exact distribution from the target.
+ *   6. Medusa's row: after every tree round at t = 0, the hidden row its heads will read
+ *      next (tb.hidden) is the one whose p gave the round's last token: lm_head on it has
+ *      that token as its argmax. Greedy equivalence (4) cannot see a wrong row: the text is
+ *      exact whatever the heads guess.
  *
  * Broken builds: each compiles a copy of specdec.c with one line changed (the "mutant"
  * line: a sed edit that test/run_tests.sh applies, and checks it changed exactly one line),
@@ -30,6 +34,8 @@
  * mutant BREAK_TREE_COMPACT: s|move_cache_row(g, tb->cache_len + tb->path\[d\], tb->cache_len + d)|move_cache_row(g, tb->cache_len + d, tb->cache_len + d)|
  * broken build: -DBREAK_TREE_LAST
  * mutant BREAK_TREE_LAST: s|^    compact_kv_cache(g, draft_model, tb, n - 1); // 4\.|    compact_kv_cache(g, draft_model, tb, tb->passed); // 4.|
+ * broken build: -DBREAK_TREE_HIDDEN
+ * mutant BREAK_TREE_HIDDEN: s|(size_t)(tb->lag + tb->path\[tb->passed\]) \* C;|(size_t)(tb->lag) * C;|
  *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
  *                       but judged as if drawn with it): the enumeration (1) must fail.
  *   BREAK_TREE_MASK     every token of the pass sees every earlier slot, siblings too: the
@@ -38,6 +44,8 @@
  *                       cache check (3) must fail.
  *   BREAK_TREE_LAST     a last round that passes to the tokens wanted (no bonus) keeps every
  *                       guess that passed, its last token too: the cache check (3) must fail.
+ *   BREAK_TREE_HIDDEN   Medusa reads current_token's row, not the row of the node whose p
+ *                       gave the last token: the row check (6) must fail.
  */
 #define TESTING
 #ifndef SPECDEC_C
@@ -58,6 +66,8 @@
 #define BUG "BREAK_TREE_COMPACT"
 #elif defined(BREAK_TREE_LAST)
 #define BUG "BREAK_TREE_LAST"
+#elif defined(BREAK_TREE_HIDDEN)
+#define BUG "BREAK_TREE_HIDDEN"
 #else
 #define BUG ""
 #endif
@@ -383,6 +393,45 @@ static void test_greedy(Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
+// 6. The hidden row Medusa's heads read
+
+static void test_medusa_row(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = fx->vocab.size, S = g->config.block_size, C = g->config.n_embd;
+    TreeShape shape = {4, {3, 2, 1, 1}, 21};
+    TreeBuffers tb;
+    build_tree_buffers(&tb, &shape, V, S, C);
+    tb.greedy = 1;
+    Stats st = {0};
+    Rng rng;
+    rng_seed(&rng, 5);
+    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab, .rng = &rng,
+                       .st = &st};
+    int seq[600], n_seq = 20, rounds = 0, right = 0, longer = 0;
+    memcpy(seq, fx->corpus.tokens + 20000, (size_t)n_seq * sizeof(int));
+    g->state.kv_len = 0;
+    forward(g, seq, n_seq - 1, NULL); // the cache holds every token before current_token
+    memcpy(tb.hidden, g->state.ln_f + (size_t)(n_seq - 2) * C, (size_t)C * sizeof(float));
+    while (n_seq < (SANITIZED ? 80 : 400)) {
+        tb.limit = 1000;
+        int n = tree_round(g, &fx->medusa, &tb, &(Tokens){seq, n_seq}, &o);
+        memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
+        n_seq += n;
+        float logits[256];
+        matmul(logits, tb.hidden, (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, 1);
+        right += argmax(logits, V) == seq[n_seq - 1]; // t = 0: the row's argmax was emitted
+        longer += n > 1; // rounds where current_token's own row would be the wrong one
+        rounds++;
+    }
+    char what[300];
+    snprintf(what, sizeof(what), "Medusa's heads read the row whose p gave each round's last "
+             "token: lm_head on tb.hidden gives that token in %d of %d greedy rounds (3,2,1,1; "
+             "%d emitted more than one token)", right, rounds, longer);
+    expect("BREAK_TREE_HIDDEN", right == rounds && longer > 0, what);
+    free_tree_buffers(&tb);
+}
+
+// ----------------------------------------------------------------------------
 // 5. Chi-square, end to end
 
 // The chi-square statistic of counts against expected counts, cells below 5 pooled; *df
@@ -482,6 +531,7 @@ int main(void) {
     printf("(enumeration: %.1f s)\n", now_seconds() - t0);
     test_masked_pass(&fx);
     test_cache_after_rounds(&fx);
+    test_medusa_row(&fx);
     t0 = now_seconds();
     test_greedy(&fx);
     printf("(greedy: %.1f s)\n", now_seconds() - t0);
