@@ -605,7 +605,7 @@ compare_check "--compare -t 1 -n 1000 (bigram)" -t 1 -n 1000
 run --tree 3,2,1,1 --draft gpt -t 1 --compare -n 200
 sed -n '/^tree decoding$/,/^$/p' "$T/err" >"$T/tree_stats"
 sed -n '/^speculative decoding$/,/^$/p' "$T/err" >"$T/chain_stats"
-papers_tree="  papers' formula      (a chain's: notes/speed.md works out a tree's)"
+papers_tree="  papers' formula      (a chain's: notes/speed.md measures a tree's)"
 check "--tree 3,2,1,1 --draft gpt -t 1 --compare: exit 0; the tree's stats count judged positions and give tokens per verify pass without the chain's formula, which the chain beside it keeps; the papers' formula is left to notes/speed.md; the tree is weighed against the chain" \
     eval '[[ $rc == 0 ]] &&
           grep -qE "^  tokens per verify pass  [0-9.]+   \(the mean acceptance length\)$" "$T/tree_stats" &&
@@ -613,6 +613,12 @@ check "--tree 3,2,1,1 --draft gpt -t 1 --compare: exit 0; the tree's stats count
           grep -qF "(1 - alpha^(K+1)) / (1 - alpha) at K=4: " "$T/chain_stats" &&
           err_has "$papers_tree" &&
           err_has "tree against chain      tokens per verify pass "'
+# Medusa's heads fit the target padded with zeros (--ffn-width): the same hidden rows
+run --draft medusa -t 0 -n 60
+cp "$T/out" "$T/medusa_text"
+run --draft medusa -t 0 -n 60 --ffn-width 512
+check "--draft medusa --ffn-width 512 -t 0: exit 0 and the unpadded target's text, byte for byte (the padded model keeps the fingerprint its heads were trained on)" \
+    eval '[[ $rc == 0 ]] && cmp -s "$T/out" "$T/medusa_text"'
 
 run --trace -n 30
 check "--trace -n 30 exits 0" eval '[[ $rc == 0 ]]'
