@@ -1,0 +1,1698 @@
+/*
+ * beyond.c: what the papers and the serving engines add to specdec.c's lesson.
+ *
+ * What this is
+ *   specdec.c is the blog's lesson alone: a bigram draft, a chain of K guesses, one verify
+ *   pass, accept/reject, trim. This file includes it whole and goes on where the blog stops:
+ *     - drafts that know more than one character: a small GPT of the target's family with a
+ *       KV cache of its own (Leviathan et al. 2023, Chen et al. 2023), prompt lookup (copy
+ *       what followed an earlier occurrence of the text's ending), and Medusa heads on the
+ *       target's own hidden row (Cai et al. 2024);
+ *     - the served distribution: top-k and top-p, cut alike on the target and the draft;
+ *     - --draft-p-min: a draft that stops guessing when it is unsure;
+ *     - a tree of guesses (SpecInfer, Medusa, EAGLE): several children per node, verified
+ *       in ONE masked target pass, judged child by child with an exact rule;
+ *     - the refill of a full cache folded into the round's verify pass;
+ *     - --ffn-width: the same model padded with zeros, to see where memory bandwidth bites;
+ *     - colours by where each character came from, where the time went, and the speed models.
+ *   It has ONE loop, tree_generate: a chain of K guesses is a tree of width 1, and plain
+ *   decoding a tree of no guesses. It reuses specdec.c's draft table, sampling, model,
+ *   cache rollback, loading, trace and stats; its one copy is the masked forward pass.
+ *
+ * Build, run
+ *   make beyond && ./beyond --tree 3,2,1,1 --draft gpt -t 1 --compare
+ *   ./beyond --draft lookup --trace -n 40     # a chain, drawn as a tree of one child a level
+ *   ./beyond --selftest                       # greedy equivalence of every draft and shape
+ *
+ * Map: the idea, the paper or engine, and where it is here (sections in this order)
+ *   top-k, top-p on both sides   serving engines        apply_top_k_top_p()  The served distribution
+ *   a small GPT as the draft     Leviathan, Chen 2023   tree_draft_rows()    The drafts
+ *   prompt lookup                serving engines        lookup_match()
+ *   Medusa heads                 Cai et al. 2024        medusa_logits()
+ *   a tree of guesses            SpecInfer, EAGLE       draft_tree()         A tree of guesses
+ *   one masked pass              SpecInfer              tree_forward()       (a copy of forward)
+ *   the exact rule, child by child                      judge_children()
+ *   the path's rows kept                                compact_kv_cache()
+ *   the one loop                                        tree_generate()
+ *   where the time went, c(T)                           print_time_table()   Stats and speed
+ *   padded weights               --ffn-width            widen_ffn()          Loading
+ *
+ * Size letters are specdec.c's, and: N the guesses of a whole tree shape (21 for 3,2,1,1),
+ * D its levels (4); a chain of K is the shape 1,1,..,1 (N = D = K).
+ */
+
+#ifndef TESTING
+#define BEYOND_MAIN // this build is ./beyond: specdec.c's main is left out, ours is in
+#define TESTING
+#endif
+#ifndef SPECDEC_C
+#define SPECDEC_C "specdec.c" // a test's mutant build includes an edited copy instead
+#endif
+#include SPECDEC_C
+#include <unistd.h> // isatty, for --color's default; sysconf, for --ffn-width's check
+
+// ----------------------------------------------------------------------------
+// The served distribution: temperature, then top-k and top-p, on both sides
+//
+// The blog samples from softmax(logits / t). Serving engines also cut the row: top-k keeps
+// the k most likely tokens, top-p the fewest whose mass reaches p. The target's p must be
+// the served row, or the output follows some other distribution; the draft's q must be the
+// row its guess was really drawn from. Both sides are cut alike, so that q stays close to
+// p (a guess the target's top-k removed could only be rejected; notes/math.md, section 8).
+
+// What a token is really sampled from.
+typedef struct {
+    float temperature; // softmax(logits / t), the draft's row tempered alike; 0 = greedy
+    int top_k;         // then keep the top_k most likely tokens; 0 = off
+    float top_p;       // then keep the fewest most likely tokens whose mass reaches top_p;
+                       // 0 (or 1) = off
+} Sampler;
+
+// Keeps the most likely entries of a probability row and renormalises it: first the top_k
+// (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
+// in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
+void apply_top_k_top_p(float *p, int V, const Sampler *s) {
+    int use_k = s->top_k > 0 && s->top_k < V;
+    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
+    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
+    int order[256]; // V <= 256 (validate_config)
+    for (int i = 0; i < V; i++) {
+        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
+        for (int j = 0; j < V; j++)
+            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
+        order[rank] = i;
+    }
+    // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
+    int keep = use_k ? s->top_k : V;
+    double top_k_mass = 0.0;
+    for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
+    // walk down the ranking until top-p's share of that mass is reached
+    double mass = 0.0; // of the tokens kept so far
+    int kept = 0;
+    while (kept < keep) {
+        mass += p[order[kept]];
+        kept++;
+        if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
+    }
+    // zero everything past the cut, then rescale the kept tokens to sum to 1
+    for (int r = kept; r < V; r++) p[order[r]] = 0.0f;
+    for (int r = 0; r < kept; r++) p[order[r]] = (float)(p[order[r]] / mass);
+}
+
+// p = the served distribution of a row of logits (the target's, or a model draft's).
+void served_probs(float *p, const float *logits, int V, const Sampler *s) {
+    tempered_softmax(p, logits, V, s->temperature);
+    apply_top_k_top_p(p, V, s);
+}
+
+// q = the bigram's row after token, served like the target's: tempered, then cut.
+void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
+    bigram_probs(q, d, token, s->temperature);
+    apply_top_k_top_p(q, d->V, s);
+}
+
+// ----------------------------------------------------------------------------
+// The drafts: the bigram table, a small GPT, prompt lookup, Medusa heads
+//
+// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
+// draft with a smaller transformer of the target's family, which keeps a KV cache of its
+// own; serving engines also offer prompt lookup, which copies what followed the last earlier
+// occurrence of the text's ending; Medusa (Cai et al. 2024) reads the target's own hidden
+// row with small extra heads. Accept/reject does not care which: any q is exact
+// (notes/math.md). Each draft gives, for a node of the tree, the row its children come from.
+
+// Which draft proposes the guesses (--draft).
+typedef enum {
+    DRAFT_BIGRAM, // the blog's table (the default)
+    DRAFT_GPT,    // a small GPT distilled from the target (make train-draft), with its own KV cache
+    DRAFT_LOOKUP, // prompt lookup: copies earlier text; q is one-hot at each guess
+    DRAFT_MEDUSA  // Medusa heads on the target's hidden row
+} DraftKind;
+
+// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
+// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
+// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
+// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
+// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
+// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
+// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
+typedef struct {
+    int n_heads; // the heads: head i guesses i+2 tokens past h's     e.g. 4
+    int C;       // the target's n_embd: the row each head reads      e.g. 64
+    int V;       // the target's vocab_size: each head's logits       e.g. 65
+    float *w;    // (n_heads, C, C) head i's W, stored (in, out) like every Linear; owns b
+    float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
+} MedusaHeads;
+
+// A draft: its kind, and what that kind needs.
+typedef struct {
+    DraftKind kind;
+    const char *name;    // for the trace and the stats, e.g. "bigram"
+    int V;               // vocabulary size, the target's
+    BigramDraft bigram;  // DRAFT_BIGRAM: the table
+    GPT model;           // DRAFT_GPT: its weights and its own KV cache (model.state)
+    int match_n;         // DRAFT_LOOKUP: the n-gram length the round matched (0: none)
+    int match_end;       //   and the index in the text where that earlier occurrence ended
+    MedusaHeads *medusa; // DRAFT_MEDUSA: the heads, and the target whose hidden
+    const GPT *target;   //   rows they read and whose lm_head they share
+    float p_min;         // --draft-p-min: a guess the draft itself gives less than this
+                         // chance (at t = 1, unfiltered) is its chain's last; 0 = off
+} Draft;
+
+// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
+// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
+// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
+// only, so that a round's search costs the same however long the text grows.
+#define LOOKUP_MAX_N 8
+#define LOOKUP_MIN_N 2
+#define LOOKUP_WINDOW 1024
+
+// Prompt lookup: finds the most recent earlier occurrence of the text's last n tokens
+// (prompt and generated text together), longest n first, into d->match_n and d->match_end;
+// match_n = 0 when nothing matched. Its guesses are then the tokens that followed it.
+void lookup_match(Draft *d, const Tokens *text) {
+    d->match_n = 0;
+    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
+        if (n > text->n - 1) continue; // too short a text for an earlier occurrence this long
+        const int *tail = text->tok + text->n - n; // the last n tokens, current_token last
+        // end = the index of an earlier occurrence's last token, newest first; it must have
+        // a next token to propose, so end <= text->n - 2
+        for (int end = text->n - 2; end >= n - 1 && end >= text->n - 1 - LOOKUP_WINDOW; end--) {
+            if (memcmp(text->tok + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
+            d->match_n = n; // a match: its continuation is text[end+1 ..]
+            d->match_end = end;
+            return;
+        }
+    }
+}
+
+// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
+// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits) {
+    int C = m->C, V = m->V;
+    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
+    const float *b = m->b + (size_t)head * C;
+    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
+    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b: one token through the head's Linear
+    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
+    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
+    // the target's lm_head, run as forward runs it: a zero head gives its logits, bit for bit
+    matmul(logits, u, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, 1);
+}
+
+// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
+void free_medusa(MedusaHeads *m) {
+    free(m->w); // b points into the same allocation
+    memset(m, 0, sizeof(*m));
+}
+
+// Empties a model draft's cache whenever the target's is filled again from position 0
+// (the prefill, and the restart of a full cache): its next pass catches up on the same
+// window, so both caches restart at the same index of the text.
+void restart_draft_cache(Draft *d) {
+    if (d->kind == DRAFT_GPT) d->model.state.cache_len = 0;
+}
+
+// ----------------------------------------------------------------------------
+// A tree of guesses, verified in one pass: the one loop
+//
+// A chain stakes each position on one guess: its first rejection ends the round. SpecInfer
+// (Miao et al. 2024, arXiv:2305.09781), Medusa (Cai et al. 2024, arXiv:2401.10774) and EAGLE
+// (Li et al. 2024, arXiv:2401.15077) draft a tree instead: several children per node, so that
+// when one child is rejected a sibling may still pass. The whole tree goes through the target
+// in ONE pass, each node at position cache_len + depth, attending to the cache and its own
+// ancestors only (tree_forward's mask). Accept/reject then walks down from current_token,
+// trying each node's children in order against Q, the row each was really drawn from
+// (judge_children), and the path that passed keeps its rows of the KV cache
+// (compact_kv_cache). `--tree 3,2,1,1` gives the children per node at each depth; the tree
+// 1,1,1,1 is specdec.c's chain of K = 4, and the tree of no levels is plain decoding.
+
+#define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have, and Medusa heads a file
+#define MAX_LEVELS 64     // the most levels any shape holds: a chain of -k up to 64
+
+// The shape of the trees a run drafts: width[d] children per node of depth d (current_token,
+// the root, has depth 0). The rows of a tree are its nodes in breadth-first order.
+typedef struct {
+    int depth;                 // D: levels of guesses, e.g. 4 (0: plain decoding)
+    int width[MAX_LEVELS];     // children per node at each level, e.g. {3, 2, 1, 1}
+    int nodes;                 // the guesses of a whole tree: 3 + 3*2 + 6*1 + 6*1 = 21
+} TreeShape;
+
+// One round's tree, row by row: row 0 is current_token, rows 1 .. rows-1 the guesses in
+// breadth-first order (a parent's row before its children's, so one pass runs them in row
+// order, and a node's children sit in consecutive rows). One buffer per role: `p *tb`.
+typedef struct {
+    TreeShape shape;  //           what the run asked for (a round may get less: room, limit)
+    int max_rows;     // N+1       the root and the nodes of a full tree
+    int V;            //           vocabulary size
+    int rows;         //           this round's rows: the root and its guesses
+    int *token;       // (N+1)     row r's token: current_token at row 0
+    int *parent;      // (N+1)     the row of its parent; -1 at the root
+    int *depth;       // (N+1)     0 at the root, 1 for its children, ...
+    int *first_child; // (N+1)     the row of its first child; the others follow it
+    int *n_children;  // (N+1)     its children: 0 for a leaf
+    float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn
+                      //           from (when `top` is set: ranked by, its top ones)
+    float *own;       // (N+1, V)  the draft's own row at t = 1, unfiltered: --draft-p-min's
+    float *p;         // (N+1, V)  p[r] = the target's served row after row r's token
+    double *chance;   // (N+1)     the chance row r had to pass: min(1, p/Q) against the (p, Q)
+                      //           it faced, after its earlier siblings' rejections
+    double *u;        // (N+1)     the uniform that judged row r: it passed when u < chance
+    char *verdict;    // (N+1)     'A' accepted, 'R' rejected, '.' never judged
+    double *p_work;   // (V)       the p the next child is judged against: after each rejected
+                      //           sibling, norm(max(p - Q, 0)) of the one before
+    double *Q_work;   // (V)       the Q that child was drawn from: q without its earlier siblings
+    int *path;        // (D+1)     rows of the accepted path: path[0] = 0, then one per depth
+    int *accepted;    // (D+1)     tokens the round emits: the path's guesses, then one more
+                      //           (none when the path already gives every token wanted)
+    int *all_tokens;  // (S)       a pass's input: the restart's tokens, then its rows
+    int *positions;   // (S)       each of those tokens' position: cache_len + depth for a row
+    unsigned char *sees; // (S, S) the pass's mask: sees[t][s] = 1 when its token t attends
+                      //           to cache slot s (the context, and t's own ancestors)
+    float *hidden;    // (C)       ln_f's output row (the hidden state) whose p current_token
+                      //           was drawn from: Medusa's heads read it
+    int top;          //           children are the draft's top ones, each judged as a sure
+                      //           guess (Q one-hot): greedy (t = 0), or lookup's certain copy;
+                      //           else drawn from q without replacement
+    int cache_len;    //           current_token's slot
+    int restarted;    //           the cache was full: this round restarted the window
+    int lag;          //           tokens before current_token the pass reran (a restart)
+    int draft_ran;    //           rows 0 .. draft_ran-1 are in a model draft's cache, by row
+    int room;         //           rows that fit this round: the cache's free slots from
+                      //           current_token's on, at most max_rows
+    int limit;        //           the deepest the path may go: the tokens still wanted
+    int stopped;      //           1 when --draft-p-min ended the chain early this round
+    int passed;       //           m: the guesses on the accepted path
+} TreeBuffers;
+
+// Draws up to `want` children of row r from the row q[r], appending them as new rows, and
+// never more rows than `room`. Without replacement: each next child is drawn from q with
+// the earlier ones removed, so siblings differ. With tb->top they are q's top ones instead.
+static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
+    int V = tb->V;
+    float left[256]; // q without the children drawn so far (V <= 256)
+    memcpy(left, tb->q + (size_t)r * V, (size_t)V * sizeof(float));
+    tb->first_child[r] = tb->rows;
+    tb->n_children[r] = 0;
+    for (int i = 0; i < want && tb->rows < room; i++) {
+        int x = tb->top ? argmax(left, V) : sample_from(left, V, rng_uniform(rng));
+        if (x < 0 || left[x] <= 0.0f) break; // q has no more tokens to give
+        left[x] = 0.0f; // drawn: not again
+        int c = tb->rows++; // the child's row, after every row so far: breadth-first
+        tb->token[c] = x;
+        tb->parent[c] = r;
+        tb->depth[c] = tb->depth[r] + 1;
+        tb->n_children[c] = 0;
+        tb->verdict[c] = '.';
+        tb->n_children[r]++;
+    }
+}
+
+// The mask and positions of rows lo .. hi-1 for a pass that runs them at slots
+// cache_len + lo .., into tb->positions and tb->sees from index `at`: each row sits at
+// cache_len + its depth and sees the context (slots 0 .. cache_len, current_token's
+// included) and its own ancestors' slots, found by walking the parent rows up.
+static void mask_rows(TreeBuffers *tb, int lo, int hi, int at, int S) {
+    for (int r = lo; r < hi; r++) {
+        unsigned char *row = tb->sees + (size_t)(at + r - lo) * S;
+        tb->positions[at + r - lo] = tb->cache_len + tb->depth[r];
+        memset(row, 0, (size_t)S);
+        memset(row, 1, (size_t)tb->cache_len + 1); // the context and current_token
+        for (int a = r; a > 0; a = tb->parent[a]) row[tb->cache_len + a] = 1; // ancestors
+    }
+}
+
+// The masked pass: tree_forward is specdec.c's forward, copied, with one change: each token
+// of the pass comes with its own position and its own row of the mask, so that a tree's
+// nodes, side by side in the cache, each see only the context and their own ancestors. It
+// reuses every layer of the model (embed, layernorm, matmul, relu, residual_add) and copies
+// only attention (the mask) and the two functions around it.
+
+// specdec.c's attention, copied, with a mask: token t of the pass (slot pos0 + t) attends to
+// the slots sees[t] marks. A slot it may not see scores -inf, which the softmax turns into a
+// weight of exactly 0, and adds nothing to the output: a chain's mask marks every slot up to
+// its own, and then the sums are the causal pass's, in the same order, bit for bit.
+static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
+                           const unsigned char *sees) {
+    int C = c->n_embd, NH = c->n_head, S = c->block_size, HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < T; t++) {
+            int n = pos0 + t + 1; // a token's ancestors all sit in earlier slots than its own
+            const unsigned char *row = sees + (size_t)t * S; // (S) its row of the mask
+            const float *qh = a->q + (size_t)t * C + h * HS;
+            float *w = a->att + ((size_t)h * S + t) * S;
+            for (int s = 0; s < n; s++) {
+                const float *kh = a->key_cache + (size_t)s * C + h * HS;
+                float score = 0.0f;
+                for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
+                w[s] = row[s] ? score * scale : -INFINITY;
+            }
+            softmax(w, n); // a masked slot adds exp(-inf) = 0 to the sum: the sum is unchanged
+            for (int s = n; s < S; s++) w[s] = 0.0f;
+            float *oh = a->att_out + (size_t)t * C + h * HS;
+            for (int i = 0; i < HS; i++) oh[i] = 0.0f;
+            for (int s = 0; s < n; s++) {
+                if (!row[s]) continue; // not an ancestor: it adds nothing, not even a 0
+                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) oh[i] += w[s] * vh[i];
+            }
+        }
+}
+
+// specdec.c's block_forward, copied, with tree_attention in place of attention.
+static void tree_block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T,
+                               int pos0, const unsigned char *sees) {
+    int C = c->n_embd, H = c->ffn_width;
+    size_t CC = (size_t)C * C, CH = (size_t)C * H;
+    Linear query = {w->query + l * CC, NULL, C, C};
+    Linear key = {w->key + l * CC, NULL, C, C};
+    Linear value = {w->value + l * CC, NULL, C, C};
+    Linear proj = {w->proj_weight + l * CC, w->proj_bias + l * C, C, C};
+    Linear up = {w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H};
+    Linear down = {w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C};
+    layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
+    matmul(a->q, a->ln1, query, T);
+    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
+    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
+    tree_attention(c, a, T, pos0, sees);
+    matmul(a->attn, a->att_out, proj, T);
+    residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
+    layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
+    matmul(a->hidden, a->ln2, up, T);
+    relu(a->hidden, (size_t)T * H);
+    matmul(a->ffwd, a->hidden, down, T);
+    residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
+}
+
+// specdec.c's forward, copied, for a pass whose T tokens sit at slots cache_len .. and at
+// the given positions, each attending to the slots its row of sees (T, S) marks.
+float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
+                    const unsigned char *sees) {
+    const Config *c = &g->config;
+    RunState *s = &g->state;
+    int C = c->n_embd, pos0 = s->cache_len;
+    check_pass_fits(g, T);
+    for (int t = 0; t < T; t++) // a node's position is cache_len + depth, not its slot
+        embed(s->x + (size_t)t * C, &g->w, tokens + t, 1, positions[t], C);
+    size_t layer = (size_t)c->block_size * C;
+    for (int l = 0; l < c->n_layer; l++) {
+        s->block.key_cache = s->key_cache + l * layer;
+        s->block.value_cache = s->value_cache + l * layer;
+        tree_block_forward(c, &g->w, l, &s->block, T, pos0, sees);
+    }
+    layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
+    Linear lm_head = {g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size};
+    matmul(s->logits, s->ln_f, lm_head, T);
+    s->cache_len += T;
+    return s->logits;
+}
+
+// The draft's rows after rows lo .. tb->rows-1 (one level): q, what the children are drawn
+// from (served, or the draft's own row when tb->top ranks it), and own, the row at t = 1
+// unfiltered. The bigram: a table row per node. Lookup: one-hot at the token its match
+// continues with at this depth, or an empty row (no child) where the text runs out. Medusa:
+// the level's head on the row current_token came from. The model draft: one masked pass
+// over the level, each row attending to its own ancestors in the draft's cache, as the
+// target's pass will (the root's pass first catches up on the tokens the draft lags).
+static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
+                            const Sampler *s) {
+    int V = tb->V, hi = tb->rows;
+    const float *logits = NULL; // the model draft's or Medusa's rows, when it has them
+    float medusa_row[256];
+    if (d->kind == DRAFT_MEDUSA) { // one head per level, on the row current_token came from
+        medusa_logits(d->medusa, d->target, tb->hidden, tb->depth[lo], medusa_row);
+        logits = medusa_row;
+    }
+    if (d->kind == DRAFT_GPT && lo == 0) { // catch up on the tokens the draft lags, then current
+        int lag = tb->cache_len - d->model.state.cache_len;
+        logits = forward(&d->model, text->tok + text->n - 1 - lag, lag + 1) + (size_t)lag * V;
+    } else if (d->kind == DRAFT_GPT) { // one masked pass over the level
+        mask_rows(tb, lo, hi, 0, d->model.config.block_size);
+        logits = tree_forward(&d->model, tb->token + lo, hi - lo, tb->positions, tb->sees);
+    }
+    for (int r = lo; r < hi; r++) {
+        float *q = tb->q + (size_t)r * V, *own = tb->own + (size_t)r * V;
+        if (d->kind == DRAFT_BIGRAM) {
+            bigram_probs(own, &d->bigram, tb->token[r], 1.0f);
+            bigram_served_probs(q, &d->bigram, tb->token[r], s);
+        } else if (d->kind == DRAFT_LOOKUP) { // text[match_end + depth + 1], if it exists
+            int at = d->match_end + 1 + tb->depth[r];
+            memset(own, 0, (size_t)V * sizeof(float));
+            if (d->match_n > 0 && at < text->n) own[text->tok[at]] = 1.0f;
+            memcpy(q, own, (size_t)V * sizeof(float));
+        } else { // a row of logits: Medusa's one for the level, or the model's own per row
+            const float *row = d->kind == DRAFT_MEDUSA ? logits : logits + (size_t)(r - lo) * V;
+            tempered_softmax(own, row, V, 1.0f);
+            served_probs(q, row, V, s);
+        }
+        if (tb->top) memcpy(q, own, (size_t)V * sizeof(float)); // ranked by the draft's own row
+    }
+    if (d->kind == DRAFT_GPT) tb->draft_ran = hi; // rows 0 .. hi-1 sit in its cache, by row
+}
+
+// Phase 1 for a tree: grows it level by level from current_token, width[level] children per
+// node, while the window has room (slots up to S-1) and the path could still be used. A
+// chain (width 1) also stops after a guess the draft itself gives less than --draft-p-min.
+static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s,
+                       Rng *rng) {
+    int room = tb->room; // rows that fit: tree_round counts the cache's free slots
+    tb->rows = 1; // the root, current_token
+    tb->token[0] = text->tok[text->n - 1];
+    tb->parent[0] = -1;
+    tb->depth[0] = 0;
+    tb->n_children[0] = 0;
+    tb->draft_ran = 0;
+    tb->stopped = 0;
+    if (!d) return; // plain decoding: the root alone, a one-token step
+    if (d->kind == DRAFT_LOOKUP) lookup_match(d, text); // one match a round, read level by level
+    int lo = 0; // the first row of the level being grown
+    for (int level = 0; level < tb->shape.depth && level < tb->limit; level++) {
+        int hi = tb->rows;
+        if (hi >= room) break; // no slot left for a child
+        tree_draft_rows(d, tb, text, lo, s); // the draft's row after each node
+        for (int r = lo; r < hi; r++) add_children(tb, r, tb->shape.width[level], room, rng);
+        if (tb->rows == hi) break; // no child was added: the tree is done
+        int last = tb->rows - 1; // a chain's one new guess, and its own chance
+        float own = tb->own[(size_t)tb->parent[last] * tb->V + tb->token[last]];
+        tb->stopped = own < d->p_min; // --draft-p-min: unsure, so stop after this guess
+        if (tb->stopped) break;
+        lo = hi;
+    }
+}
+
+// Phase 2 for a tree: ONE target pass over current_token and every row (after the tokens a
+// restart reruns, a chain from slot 0), each row attending to the context and its own
+// ancestors; p[r] = the served row after row r.
+static void verify_tree(GPT *g, TreeBuffers *tb, const int *current, const Sampler *s) {
+    int V = tb->V, lag = tb->lag, S = g->config.block_size, first = g->state.cache_len;
+    for (int i = 0; i < lag; i++) { // the rerun window: each token sees every slot up to its own
+        unsigned char *row = tb->sees + (size_t)i * S;
+        tb->all_tokens[i] = current[i - lag];
+        tb->positions[i] = first + i;
+        memset(row, 0, (size_t)S);
+        memset(row, 1, (size_t)(first + i + 1));
+    }
+    for (int r = 0; r < tb->rows; r++) tb->all_tokens[lag + r] = tb->token[r];
+    mask_rows(tb, 0, tb->rows, lag, S); // current_token and the guesses
+    const float *logits = tree_forward(g, tb->all_tokens, lag + tb->rows, tb->positions, tb->sees);
+    for (int r = 0; r < tb->rows; r++)
+        served_probs(tb->p + (size_t)r * V, logits + (size_t)(lag + r) * V, V, s);
+}
+
+// p := norm(max(p - Q, 0)), in place, in double: what is left of p for the next sibling
+// once a child drawn from Q was rejected. Unchanged if nothing is left (p == Q).
+static void subtract_and_normalise(double *p, const double *Q, int V) {
+    double mass = 0.0;
+    for (int x = 0; x < V; x++) mass += fmax(0.0, p[x] - Q[x]);
+    if (mass <= 0.0) return; // p == Q up to rounding: the next child faces p itself
+    for (int x = 0; x < V; x++) p[x] = fmax(0.0, p[x] - Q[x]) / mass;
+}
+
+// Q := Q without token x, renormalised: the row the next sibling was drawn from, when the
+// children are drawn without replacement.
+static void remove_token(double *Q, int x, int V) {
+    Q[x] = 0.0;
+    double mass = 0.0; // summed, not 1 - Q[x]: the shares the next draw really has
+    for (int y = 0; y < V; y++) mass += Q[y];
+    for (int y = 0; y < V; y++) Q[y] = mass > 0.0 ? Q[y] / mass : 0.0;
+}
+
+// A draw from a double row of weights with one uniform (inverse CDF, as sample_from).
+static int sample_double(const double *w, int V, double u) {
+    double total = 0.0, cdf = 0.0;
+    int last = -1;
+    for (int x = 0; x < V; x++) total += w[x];
+    for (int x = 0; x < V; x++) {
+        if (w[x] <= 0.0) continue; // weight 0: never drawn
+        cdf += w[x];
+        last = x;
+        if (u * total < cdf) return x;
+    }
+    return last;
+}
+
+// Loads row r's p and q into the working rows, in double and normalised (a float row sums
+// to 1 +- 1e-7, and the draws use its true shares): the (p, Q) its first child faces.
+static void start_node(TreeBuffers *tb, int r) {
+    int V = tb->V;
+    double p_sum = 0.0, q_sum = 0.0;
+    for (int x = 0; x < V; x++) {
+        p_sum += tb->p[(size_t)r * V + x];
+        q_sum += tb->q[(size_t)r * V + x];
+    }
+    for (int x = 0; x < V; x++) {
+        tb->p_work[x] = tb->p[(size_t)r * V + x] / p_sum;
+        tb->Q_work[x] = tb->q[(size_t)r * V + x] / q_sum;
+    }
+}
+
+// The chance that child c passes: min(1, p(x)/Q(x)) for its token x, against the (p, Q) it
+// faces. A top child is a sure guess: Q_work becomes one-hot at x first.
+static double child_chance(TreeBuffers *tb, int c) {
+    int x = tb->token[c];
+    if (tb->top)
+        for (int y = 0; y < tb->V; y++) tb->Q_work[y] = y == x;
+    return fmin(1.0, tb->p_work[x] / tb->Q_work[x]); // Q(x) > 0: x was drawn from Q
+}
+
+// After child c failed: p := norm(max(p - Q, 0)), what the next sibling is judged against
+// (p(x) < Q(x) for a failed x, so x gets 0), and Q := Q without x, the row the next sibling
+// was really drawn from (without replacement; a top child's Q is child_chance's one-hot).
+static void reject_child(TreeBuffers *tb, int c) {
+    subtract_and_normalise(tb->p_work, tb->Q_work, tb->V);
+    if (!tb->top) remove_token(tb->Q_work, tb->token[c], tb->V);
+}
+
+// The exact rule at one node (row r): its children are tried in order, each passing with
+// child_chance; a failure updates (p, Q) for the next (reject_child). Returns the accepted
+// child's row, or -1 when all failed, with *token drawn from the p left over. Why it is
+// exact: each child faces a (p, Q) for which accept_reject's identity holds (min(p, Q)
+// kept plus max(0, p - Q) redrawn is p), so "this child, else a draw from what is left"
+// emits that p; by induction over the siblings, the node's own p (notes/math.md, section 11).
+// With one child it is specdec.c's accept_reject at one position.
+static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
+    start_node(tb, r);
+    for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++) {
+        tb->chance[c] = child_chance(tb, c);
+        tb->u[c] = rng_uniform(rng);
+        if (tb->u[c] < tb->chance[c]) {
+            tb->verdict[c] = 'A';
+            return c;
+        }
+        tb->verdict[c] = 'R';
+        reject_child(tb, c);
+    }
+    *token = sample_double(tb->p_work, tb->V, rng_uniform(rng)); // from what is left of p
+    return -1;
+}
+
+// Phase 3 for a tree: walks down from current_token, judging each node's children, until a
+// node's children all fail (a draw from its leftover p ends the round) or a leaf passes
+// (a bonus from its p, unless the path already gives every token still wanted). Writes the
+// tokens to tb->accepted and the path to tb->path; returns how many tokens: 1 .. depth+1.
+static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
+    int r = 0, m = 0; // the node reached, and the guesses accepted on the way
+    tb->path[0] = 0;
+    tb->passed = 0;
+    while (tb->n_children[r] > 0) {
+        int token = -1; // set by judge_children when every child fails
+        int c = judge_children(tb, r, rng, &token);
+        if (c < 0) { // every child failed: the leftover draw is the round's last token
+            tb->accepted[m] = token;
+            return m + 1;
+        }
+        tb->accepted[m++] = tb->token[c];
+        tb->path[m] = c;
+        tb->passed = m;
+        r = c;
+    }
+    if (m == tb->limit) return m; // the last round: no bonus past the tokens wanted
+    tb->accepted[m] = sample_from(tb->p + (size_t)r * tb->V, tb->V, rng_uniform(rng));
+    return m + 1; // a leaf passed (or the root had no child): its p came with the pass
+}
+
+// Copies cache slot `from` to slot `to` in every layer.
+static void move_cache_row(GPT *g, int from, int to) {
+    RunState *s = &g->state;
+    size_t C = g->config.n_embd, S = g->config.block_size, row = C * sizeof(float);
+    for (int l = 0; l < g->config.n_layer; l++) { // memmove: from may be to (a row in place)
+        memmove(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, row);
+        memmove(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C, row);
+    }
+}
+
+// Phase 4 for a tree: the rows of the path's first m guesses (every token the round emits
+// but its last, as in a chain) move into the slots right after current_token, in order, and
+// the cache keeps current_token and them: trim_kv_cache's invariant. A node's keys depend
+// on its position and ancestors only, both unchanged by the move. A model draft keeps the
+// path's rows it ran. Moving slot path[d] down to cache_len + d never overwrites a row
+// still to be moved: those sit in later slots.
+static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
+    for (int d = 1; d <= m; d++) move_cache_row(g, tb->cache_len + tb->path[d], tb->cache_len + d);
+    roll_back_cache(g, tb->cache_len + 1 + m);
+    if (!draft) return;
+    int kept = 0; // the path's rows the draft ran: a prefix of the path
+    while (kept < m && tb->path[kept + 1] < tb->draft_ran) {
+        kept++;
+        move_cache_row(draft, tb->cache_len + tb->path[kept], tb->cache_len + kept);
+    }
+    if (draft->state.cache_len > tb->cache_len + 1 + kept)
+        roll_back_cache(draft, tb->cache_len + 1 + kept);
+}
+
+// Allocates the buffers of a tree of this shape for a target of block_size S and width C.
+int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, int C) {
+    *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
+    size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
+    tb->token = calloc(N, sizeof(int));
+    tb->parent = calloc(N, sizeof(int));
+    tb->depth = calloc(N, sizeof(int));
+    tb->first_child = calloc(N, sizeof(int));
+    tb->n_children = calloc(N, sizeof(int));
+    tb->q = calloc(N * V, sizeof(float));
+    tb->own = calloc(N * V, sizeof(float));
+    tb->p = calloc(N * V, sizeof(float));
+    tb->chance = calloc(N, sizeof(double));
+    tb->u = calloc(N, sizeof(double));
+    tb->verdict = calloc(N, 1);
+    tb->p_work = calloc((size_t)V, sizeof(double));
+    tb->Q_work = calloc((size_t)V, sizeof(double));
+    tb->path = calloc(D, sizeof(int));
+    tb->accepted = calloc(D, sizeof(int));
+    tb->all_tokens = calloc((size_t)S, sizeof(int));
+    tb->positions = calloc((size_t)S, sizeof(int));
+    tb->sees = calloc((size_t)S * S, 1);
+    tb->hidden = calloc((size_t)C, sizeof(float));
+    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children && tb->q &&
+            tb->own && tb->p && tb->chance && tb->u && tb->verdict && tb->p_work && tb->Q_work &&
+            tb->path && tb->accepted && tb->all_tokens && tb->positions && tb->sees &&
+            tb->hidden) ? 0 : -1;
+}
+
+// Frees what build_tree_buffers allocated.
+void free_tree_buffers(TreeBuffers *tb) {
+    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->q,
+                     tb->own, tb->p, tb->chance, tb->u, tb->verdict, tb->p_work, tb->Q_work,
+                     tb->path, tb->accepted, tb->all_tokens, tb->positions, tb->sees, tb->hidden};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(tb, 0, sizeof(*tb));
+}
+
+// ----------------------------------------------------------------------------
+// Stats, colours and the trace of a tree round
+
+// The kinds of target pass, as the stats count and time them (RunStats.pass).
+typedef enum {
+    PASS_PREFILL, // the prompt's last S tokens from position 0: each decoder, once
+    PASS_REFILL,  // plain decoding, cache full: the last S/2 tokens again, from position 0
+    PASS_FOLDED,  // speculative, cache full: those S/2 tokens, then the guesses: one pass
+    PASS_VERIFY,  // speculative: current_token and its guesses on top of the cache
+    PASS_STEP,    // one token on top of the cache: plain decoding's steps, and speculative
+                  // rounds with no guess (the cache's last slot, or lookup found nothing)
+    N_PASS_KINDS
+} PassKind;
+
+static const char *const PASS_NAME[N_PASS_KINDS] = {"prefill", "refill", "verify + refill",
+                                                    "verify", "one-token step"};
+
+// How many target passes of one kind, or one size, ran, their tokens and their wall time.
+typedef struct {
+    long passes, tokens; // tokens: the sum of T over those passes
+    double seconds;      // a verify pass's time includes its served rows
+} PassTally;
+
+#define POSITIONS 16  // depths whose acceptance is counted one by one
+#define PASS_SIZES 65 // pass sizes T = 1..63 tallied one by one; the last slot pools T >= 64
+
+// A generation's counters: specdec.c's Stats, and where the time went.
+typedef struct {
+    Stats core;                  // rounds, drafted, judged, accepted, alpha, passes, wall time
+    PassTally pass[N_PASS_KINDS]; // the target's passes by kind: the cost speculation cuts
+    PassTally size[PASS_SIZES];   // the same passes by their size T: c(T)
+    long judged_at[POSITIONS];   // judged_at[i]: rounds that judged a child at depth i+1 (the
+    long accepted_at[POSITIONS]; // last slot pools the rest), and that accepted one
+    long empty_rounds;           // rounds whose draft, with room, proposed nothing (lookup)
+    long draft_passes;           // forward passes of a model draft (a table or lookup makes none)
+    double draft_seconds;        // wall time spent drafting
+    int tree;                    // 1: trees with a level of 2 or more, where the chain's
+                                 // formulas do not hold
+} RunStats;
+
+// Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's
+// (specdec.c's count_pass counts it in Stats).
+static void tally_pass(RunStats *st, PassKind kind, int T, double seconds) {
+    PassTally *tally[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
+    for (int i = 0; i < 2; i++) {
+        tally[i]->passes++;
+        tally[i]->tokens += T;
+        tally[i]->seconds += seconds;
+    }
+}
+
+// Counts a tree round: its pass (and kind), the draft's passes and time, and by depth, the
+// nodes whose children were judged and whether one passed (judged_at, accepted_at).
+// alpha: each judged node's first child's chance, sum min(p, q) (a sure child's: p(x)).
+static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb, int n,
+                             double draft_seconds, double verify_seconds) {
+    int nodes = tb->rows - 1;
+    PassKind kind = tb->restarted ? (nodes > 0 ? PASS_FOLDED : PASS_REFILL)
+                                  : nodes > 0 ? PASS_VERIFY : PASS_STEP;
+    count_pass(&st->core);
+    tally_pass(st, kind, tb->lag + tb->rows, verify_seconds);
+    if (d) st->draft_seconds += draft_seconds; // plain decoding drafts nothing
+    if (d && d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
+    if (tb->shape.depth == 0) return; // plain decoding: a step, not a round
+    int judged = tb->passed + (n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0);
+    for (int i = 0; i < judged; i++) { // depth i+1: the children of path[i] were judged
+        int r = tb->path[i], x = tb->token[tb->first_child[r]]; // x: the node's first child
+        const float *p = tb->p + (size_t)r * tb->V, *q = tb->q + (size_t)r * tb->V;
+        st->core.alpha_sum += tb->top ? p[x] : expected_acceptance(p, q, tb->V); // sure: p(x)
+        int slot = i < POSITIONS ? i : POSITIONS - 1;
+        st->judged_at[slot]++;
+        st->accepted_at[slot] += i < tb->passed;
+    }
+    st->core.resampled += judged > tb->passed; // all of a node's children failed
+    st->core.bonus += n > tb->passed && judged == tb->passed && nodes > 0;
+    st->empty_rounds += nodes == 0 && tb->room > 1; // room for a guess, and none proposed
+    st->core.rounds++;
+    st->core.drafted += nodes;
+    st->core.judged += judged;
+    st->core.accepted += tb->passed;
+    st->core.round_tokens += n;
+}
+
+// Where an emitted token came from; --color shows it on the terminal.
+typedef enum {
+    FROM_TARGET,    // sampled from a target pass: prefill, plain decoding, or a round with no guess
+    FROM_ACCEPTED,  // a draft token that passed u < min(1, p/q)
+    FROM_RESAMPLED, // drawn from what was left of p after a rejection
+    FROM_BONUS,     // drawn from the last node's p after its path passed
+    N_SOURCES
+} TokenSource;
+
+// Where and how a generation's text streams.
+typedef struct {
+    FILE *stream;          // where each token is written as it is decided, or NULL
+    unsigned char *source; // (length of seq) NULL, or source[i]: seq[i]'s TokenSource
+    int color;             // write with one ANSI colour per TokenSource (needs source)
+} Output;
+
+// ANSI colours of the token sources, and their names for the legend.
+static const char *const SOURCE_COLOR[N_SOURCES] = {"\033[35m", "\033[32m", "\033[33m", "\033[36m"};
+static const char *const SOURCE_NAME[N_SOURCES] = {"target sample", "accepted draft",
+                                                   "resampled", "bonus"};
+
+// Writes n tokens as text; with color, each in its source's colour (a newline uncoloured).
+void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *source, int n,
+                int color) {
+    int current = -1; // the colour now in force, -1 for none
+    for (int i = 0; i < n; i++) {
+        unsigned char ch = decode(v, toks[i]);
+        int want = color && source && ch != '\n' ? source[i] : -1; // newlines stay uncoloured
+        if (want != current) fputs(want >= 0 ? SOURCE_COLOR[want] : "\033[0m", f);
+        current = want;
+        fputc(ch, f);
+    }
+    if (current >= 0) fputs("\033[0m", f);
+}
+
+// How a generation of the one loop is run.
+typedef struct {
+    int n_new;          // tokens to generate after the prompt
+    Sampler sampler;    // the served distribution: temperature (0 = greedy), top-k, top-p
+    int trace;          // print the prefill and every round on stderr
+    const Vocab *vocab; // for the trace and the output
+    Output *out;        // where the text streams as it is made, or NULL
+    Rng *rng;           // the random stream: every draw of the generation, in order
+    RunStats *st;       // the generation's counters
+} RunOptions;
+
+// Records where seq[from .. from+n-1] came from, and writes them to the stream, if any.
+static void show_colored(const RunOptions *o, const int *seq, int from, int n, TokenSource src) {
+    Output *out = o->out;
+    if (!out || n <= 0) return; // nobody asked: a test, the bench, the self-test
+    if (out->source) memset(out->source + from, src, (size_t)n);
+    if (!out->stream || !o->vocab) return;
+    write_text(out->stream, o->vocab, seq + from, out->source ? out->source + from : NULL, n,
+               out->color);
+    fflush(out->stream); // each token shows as it is decided
+}
+
+// Prints row r (a guess) under its parent, with its q and p and its verdict, then its
+// children: the tree drawn depth-first, indented by depth.
+static void trace_node(const TreeBuffers *tb, const Vocab *v, int r) {
+    if (r > 0) {
+        char vis[8];
+        int x = tb->token[r], par = tb->parent[r];
+        visible_char(vis, decode(v, x));
+        fprintf(stderr, "  %*s%-6s q=%.3f p=%.3f", 2 * tb->depth[r], "", vis,
+                tb->q[(size_t)par * tb->V + x], tb->p[(size_t)par * tb->V + x]);
+        if (tb->verdict[r] == '.')
+            fprintf(stderr, "  not judged\n");
+        else
+            fprintf(stderr, "  chance=%.3f u=%.3f %s\n", tb->chance[r], tb->u[r],
+                    tb->verdict[r] == 'A' ? "ACCEPT" : "REJECT");
+    }
+    for (int c = tb->first_child[r]; c < tb->first_child[r] + tb->n_children[r]; c++)
+        trace_node(tb, v, c);
+}
+
+// Prints one tree round: the rows, the verdicts, what the round emitted and kept.
+static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
+    char vis[8];
+    int depth = tb->depth[tb->rows - 1]; // the last row is among the deepest
+    visible_char(vis, decode(o->vocab, tb->token[0]));
+    fprintf(stderr, "\ntree round %ld: current_token %s at slot %d, %d guesses in %d level%s\n",
+            o->st->core.rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
+    if (tb->restarted) // the cache was full: the pass reruns the window first
+        fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
+    if (tb->stopped) // --draft-p-min ended the chain
+        fprintf(stderr, "  (the draft stopped after guess %d: its own chance was below "
+                "--draft-p-min)\n", tb->rows - 1);
+    if (tb->rows > 1) // else current_token sits in the last slot: RESULT says a plain step
+        fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its "
+                "ancestors only\n  ACCEPT/REJECT children in order, each when u < chance = "
+                "min(1, p/Q); q and p are the rows' own, and a later sibling faces p and Q after "
+                "the earlier ones\n", tb->lag + tb->rows);
+    trace_node(tb, o->vocab, 0);
+    int drew = tb->n_children[tb->path[tb->passed]] > 0; // the last node's children all failed
+    fprintf(stderr, "  RESULT  %d passed, then %s: %d token%s from 1 target pass\n", tb->passed,
+            n == tb->passed ? "nothing more (every token wanted is there)"
+            : tb->rows == 1 ? "a plain step from p (no guess)"
+            : drew ? "a draw from the p left over" : "a bonus from the leaf's p",
+            n, n == 1 ? "" : "s");
+    if (n > 1) // the tokens emitted but the last are cached: compact_kv_cache's m
+        fprintf(stderr, "  TRIM    the path's rows move to slots %d..%d; cache_len -> %d\n",
+                tb->cache_len + 1, tb->cache_len + n - 1, tb->cache_len + n);
+    else
+        fprintf(stderr, "  TRIM    no row to move; cache_len -> %d\n", tb->cache_len + 1);
+}
+
+// Prints where a generation's wall time went: each kind of target pass, drafting, the rest.
+static void print_time_table(const RunStats *s, int speculative) {
+    double seconds = s->core.seconds, wall = seconds > 0 ? seconds : 1.0;
+    double rest = seconds - s->draft_seconds;
+    fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
+    for (int i = 0; i < N_PASS_KINDS; i++) {
+        const PassTally *t = &s->pass[i];
+        rest -= t->seconds;
+        if (t->passes == 0) continue; // a kind this decoder did not run
+        fprintf(stderr, "    %-19s %7ld  %7ld  %9.3f  %5.1f%%\n", PASS_NAME[i], t->passes,
+                t->tokens, 1e3 * t->seconds, 100.0 * t->seconds / wall);
+    }
+    if (speculative) // a model draft's passes; a table or lookup drafts without one
+        fprintf(stderr, "    %-19s %7ld  %7ld  %9.3f  %5.1f%%   (draft passes, guesses)\n",
+                "drafting", s->draft_passes, s->core.drafted, 1e3 * s->draft_seconds,
+                100.0 * s->draft_seconds / wall);
+    fprintf(stderr, "    %-19s %7s  %7s  %9.3f  %5.1f%%   (sampling, accept/reject, "
+            "bookkeeping)\n", "the rest", "", "", 1e3 * rest, 100.0 * rest / wall);
+}
+
+// Prints a generation's counters: specdec.c's (a tree's without the chain's formula), then
+// a tree's own lines, acceptance by depth, and where the time went.
+void print_run_stats(const char *title, const RunStats *s, int speculative, int K) {
+    const Stats *c = &s->core;
+    print_stats(title, c, speculative && !s->tree, K);
+    if (speculative && s->tree) { // the chain's formula does not hold: the counts alone
+        fprintf(stderr, "  rounds                  %ld   (%.2f guesses a round)\n", c->rounds,
+                ratio(c->drafted, c->rounds));
+        fprintf(stderr, "  accepted                %ld of the %ld positions judged (%.3f); "
+                "alpha %.3f, averaged over those positions\n", c->accepted, c->judged,
+                ratio(c->accepted, c->judged), stats_alpha(c));
+        fprintf(stderr, "  tokens per verify pass  %.3f   (notes/speed.md measures a tree's)\n",
+                ratio(c->round_tokens, c->rounds));
+    }
+    if (speculative) { // the rate at which depth i passed among the rounds that judged it
+        fprintf(stderr, "  acceptance by position ");
+        for (int i = 0; i < K && i < POSITIONS; i++) {
+            if (s->judged_at[i] == 0) fprintf(stderr, " %d:-", i + 1); // never reached
+            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / s->judged_at[i]);
+        }
+        fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
+    }
+    if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
+        fprintf(stderr, "  rounds with no guess    %ld   (prompt lookup found no match: "
+                "a plain step)\n", s->empty_rounds);
+    print_time_table(s, speculative);
+}
+
+// The speedup model with the draft's cost: E tokens a verify pass over c(K+1) + K * c_draft;
+// with c(K+1) = 1 and c_draft = 0 it is the papers' count of passes.
+double predicted_speedup(double alpha, int K, double c_verify, double c_draft) {
+    return expected_tokens_per_pass(alpha, K) / (c_verify + K * c_draft);
+}
+
+// A token's cost, in one-token passes of `unit` seconds: kind i's in cost[i], drafting's last.
+static double cost_per_token(const RunStats *s, double unit, double cost[N_PASS_KINDS + 1]) {
+    double n = s->core.emitted > 0 ? (double)s->core.emitted : 1.0, sum = 0.0;
+    for (int i = 0; i <= N_PASS_KINDS; i++) {
+        double sec = i < N_PASS_KINDS ? s->pass[i].seconds : s->draft_seconds;
+        cost[i] = sec / unit / n; // each pass at its measured c(T), over the tokens
+        sum += cost[i];
+    }
+    return sum;
+}
+
+// Prints, after specdec.c's comparison, what the passes of this run cost: c(T), each kind's
+// cost per token, and two accountings of the speedup. Both are priced from this run's own
+// measured passes (and, for the papers' formula, its alpha): they account for the run, and
+// forecast nothing; test/bench measures c(T) apart and forecasts (notes/speed.md).
+void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
+    // the unit of cost: one one-token pass of plain decoding; c(T) = a T-token pass in it
+    double unit = ratio(plain->pass[PASS_STEP].seconds, plain->pass[PASS_STEP].passes);
+    if (unit == 0.0) { // no one-token step to measure by: -n 1 decodes none
+        fprintf(stderr, "  (no one-token pass of plain decoding to price the others by)\n");
+        return;
+    }
+    fprintf(stderr, "  c(T), a T-token pass over a one-token pass, as measured here:");
+    for (int T = 1; T < PASS_SIZES; T++) {
+        long n = spec->size[T].passes + plain->size[T].passes;
+        if (n > 0) // the sizes either decoder ran; the last slot pools the larger ones
+            fprintf(stderr, " %d%s:%.2f", T, T == PASS_SIZES - 1 ? "+" : "",
+                    (spec->size[T].seconds + plain->size[T].seconds) / n / unit);
+    }
+    double cs[N_PASS_KINDS + 1], cp[N_PASS_KINDS + 1];
+    double spec_cost = cost_per_token(spec, unit, cs), plain_cost = cost_per_token(plain, unit, cp);
+    fprintf(stderr, "\n  cost per token, in one-token passes\n");
+    for (int i = 0; i <= N_PASS_KINDS; i++) {
+        if (cs[i] == 0.0 && cp[i] == 0.0) continue; // neither decoder spent anything here
+        fprintf(stderr, "    %-19s %11.3f  %11.3f\n", i < N_PASS_KINDS ? PASS_NAME[i] :
+                "drafting", cs[i], cp[i]);
+    }
+    fprintf(stderr, "    %-19s %11.3f  %11.3f  %11.3f\n", "every pass", spec_cost,
+            plain_cost, spec_cost / plain_cost);
+    double measured = ratio(plain->core.seconds, spec->core.seconds);
+    fprintf(stderr, "  speedup              %6.3fx: speculative decoding took %.3f times "
+            "plain decoding's wall time\n", measured, ratio(1.0, measured));
+    fprintf(stderr, "  accounting           %6.3fx: a token cost %.3f one-token passes against "
+            "%.3f, summing the passes that ran at their c(T) (an account of this run, not a "
+            "forecast)\n", plain_cost / spec_cost, spec_cost, plain_cost);
+    // the papers' formula: a verify pass of K+1 tokens and K guesses per round
+    const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
+    double c_verify = ratio(full->seconds, full->passes) / unit;
+    double c_draft = ratio(spec->draft_seconds, spec->core.drafted) / unit;
+    if (spec->tree) { // its passes hold a tree's nodes, not K+1 tokens of a chain
+        fputs("  papers' formula      (a chain's: notes/speed.md measures a tree's)\n", stderr);
+    } else if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
+        fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
+    } else {
+        double textbook = predicted_speedup(stats_alpha(&spec->core), K, c_verify, c_draft);
+        fprintf(stderr, "  papers' formula      %6.3fx: E/(c(K+1) + K c_draft), with this run's "
+                "alpha and c(K+1), prices a token at %.3f; it leaves out the prefill, the refills "
+                "and the rounds the cache or the text cut short\n", textbook, 1.0 / textbook);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The one loop: tree_round and tree_generate
+
+// The context rule at a round's start, folded: when the cache is full, the window restarts
+// from the last S/2 tokens, current_token last, where plain decoding refills; instead of a
+// pass of its own (specdec.c's refill_cache), the round's verify pass reruns the S/2-1
+// tokens before current_token first. Empties the target's cache and a model draft's, and
+// returns how many tokens the pass reruns.
+static int restart_cache(GPT *g, Draft *d) {
+    g->state.cache_len = 0; // the pass writes the window from position 0
+    if (d) restart_draft_cache(d); // the draft restarts at the same index: its first pass catches up
+    return g->config.block_size / 2 - 1;
+}
+
+// One round: the four phases with a tree (a chain is a tree of width 1; plain decoding, a
+// tree of no levels, drafts nothing, and its pass is a step). The context rule is folded
+// (restart_cache); the tree is cut to the slots left. Returns how many tokens it emits, in
+// tb->accepted.
+static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
+                      const RunOptions *o) {
+    int S = g->config.block_size, C = g->config.n_embd;
+    // 0. CONTEXT: a full cache restarts, and the pass reruns the window
+    tb->restarted = g->state.cache_len == S;
+    tb->lag = tb->restarted ? restart_cache(g, d) : 0;
+    tb->cache_len = g->state.cache_len + tb->lag; // current_token's slot
+    int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
+    tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
+    GPT *draft_model = d && d->kind == DRAFT_GPT ? &d->model : NULL;
+    double t0 = now_seconds();
+    // the four phases, one line each
+    draft_tree(d, tb, text, &o->sampler, o->rng); // 1. DRAFT, as many rows as fit
+    double t1 = now_seconds();
+    verify_tree(g, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY every row in one pass
+    double t2 = now_seconds();
+    int n = accept_reject_tree(tb, o->rng); // 3. ACCEPT/REJECT down the tree
+    compact_kv_cache(g, draft_model, tb, n - 1); // 4. TRIM: the path's rows into place
+    // the hidden row of the node whose p gave the last token: Medusa guesses from it
+    const float *h = g->state.ln_f + (size_t)(tb->lag + tb->path[tb->passed]) * C;
+    memcpy(tb->hidden, h, (size_t)C * sizeof(float));
+    count_tree_round(o->st, d, tb, n, t1 - t0, t2 - t1);
+    if (o->trace) trace_tree(o, tb, n);
+    return n;
+}
+
+// Speculative decoding with trees of tb's shape, any draft d: prefill, then rounds until
+// o->n_new tokens exist. A shape of no levels (d may be NULL) is plain decoding, step by
+// step, with the same random stream as specdec.c's generate. seq: room for
+// max(prompt->n, 1) + n_new.
+void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
+                   const RunOptions *o, int *seq) {
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
+    tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
+    if (d) restart_draft_cache(d);
+    int last = g->state.cache_len - 1; // the prefill's row the first token comes from
+    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
+    if (o->n_new > 0) {
+        float *p = tb->p; // row 0 is free until the first round's pass
+        served_probs(p, logits, V, &o->sampler);
+        seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
+        if (o->trace) trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
+        show_colored(o, seq, n_seq, 1, FROM_TARGET);
+        n_seq++;
+    }
+    while (n_seq - first < o->n_new && !(o->out && o->out->stream && ferror(o->out->stream))) {
+        tb->limit = o->n_new - (n_seq - first); // the path may give every token still wanted
+        Tokens text = {seq, n_seq}; // the text so far: current_token last
+        int n = tree_round(g, d, tb, &text, o);
+        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        show_colored(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
+        int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
+        TokenSource src = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;
+        if (n > tb->passed) show_colored(o, seq, n_seq + tb->passed, 1, src); // no guess: a sample
+        n_seq += n;
+    }
+    finish_stats(&o->st->core, n_seq - first, t0);
+    // a tree with a level of two children or more: the stats leave out the chain's formulas
+    o->st->tree = tb->shape.nodes > tb->shape.depth;
+}
+
+// ----------------------------------------------------------------------------
+// Loading: Medusa heads, and a model padded with zeros (--ffn-width)
+
+// Medusa heads' format, as tinyshakespeare/train medusa writes it (little-endian as above):
+//   offset     size        field
+//   0          4           magic "SPDM"
+//   4          4           version = 1
+//   8          12          n_heads N, n_embd C, vocab_size V (C and V: the target's)
+//   20         8           the target's fingerprint (target_fingerprint): the heads read
+//                          its hidden rows, so they fit that model and no other
+//   28         4N(C+1)C    every head's W (N, C, C), then every head's b (N, C)
+//   end-8      8           checksum: FNV-1a 64 of every byte before it
+// So the file is exactly 36 + 4N(C+1)C bytes: 66,596 for 4 heads on the shipped target.
+#define MEDUSA_MAGIC "SPDM"
+#define MEDUSA_VERSION 1
+#define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
+#define MEDUSA_MAX_HEADS TREE_MAX_DEPTH // a head per tree level, and a tree has at most 16
+
+// A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
+uint64_t target_fingerprint(const GPT *g) {
+    uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        for (int k = 0; k < 4; k++) // low byte first, as put_u32 writes it
+            h = (h ^ ((bits >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
+// Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
+int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
+    static const char fix[] = "train heads for this model: 'make train-medusa', or "
+                              "'tinyshakespeare/train medusa -m MODEL "
+                              "-o tinyshakespeare/medusa.bin'";
+    memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "medusa heads", fix, err, errlen);
+    if (!buf) return -1;
+    char why[256] = ""; // the reason alone; empty while every check passes
+    int C = target->config.n_embd, V = target->config.vocab_size;
+    size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
+    // the file's size for N heads: the header, their floats, the checksum (N < 2^32: no
+    // overflow on a 64-bit size_t, and it is compared only once N is checked below)
+    size_t expect = MEDUSA_HEADER + 4 * N * per + 8;
+    // every field checked before it is used: each check may rely on the ones above it
+    if (n < MEDUSA_HEADER)
+        snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
+                 MEDUSA_HEADER);
+    else if (memcmp(buf, MEDUSA_MAGIC, 4) != 0)
+        snprintf(why, sizeof(why), "wrong magic (not a specdec Medusa heads file)");
+    else if (get_u32(buf + 4) != MEDUSA_VERSION)
+        snprintf(why, sizeof(why), "version %u, this program reads version %d",
+                 get_u32(buf + 4), MEDUSA_VERSION);
+    else if (N < 1 || N > MEDUSA_MAX_HEADS)
+        snprintf(why, sizeof(why), "n_heads %zu out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
+    // the sizes next: a mismatched pair gets its own words, before the file's size is compared
+    else if (get_u32(buf + 12) != (uint32_t)C || get_u32(buf + 16) != (uint32_t)V)
+        snprintf(why, sizeof(why), "heads for a model %u wide with %u tokens, but the target "
+                 "is %d wide with %d", get_u32(buf + 12), get_u32(buf + 16), C, V);
+    else if (n != expect)
+        snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
+                 N, C, expect, n < expect ? "truncated" : "too long: bytes were appended");
+    // the file's integrity before the pairing: a damaged file must not be blamed on the target
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + 20) != target_fingerprint(target))
+        snprintf(why, sizeof(why), "trained on another target model (its fingerprint does "
+                 "not match this one's)");
+    else if (!(m->w = malloc(N * per * sizeof(float))))
+        snprintf(why, sizeof(why), "out of memory for %zu heads", N);
+    // the floats, each finite, or every logit of its head would be NaN
+    for (size_t i = 0; !why[0] && i < N * per; i++) {
+        uint32_t bits = get_u32(buf + MEDUSA_HEADER + 4 * i);
+        memcpy(&m->w[i], &bits, 4);
+        if (!isfinite(m->w[i]))
+            snprintf(why, sizeof(why), "float %zu (head %zu's %s) is not a finite number", i,
+                     i < N * C * C ? i / C / C : (i - N * C * C) / C, i < N * C * C ? "W" : "b");
+    }
+    free(buf); // the floats were copied out of it
+    if (why[0]) {
+        free_medusa(m);
+        return fail_with(err, errlen, "medusa heads '%s': %s (%s)", path, why, fix);
+    }
+    *m = (MedusaHeads){(int)N, C, V, m->w, m->w + N * C * C};
+    return 0;
+}
+
+// Widens the MLP to H2 >= H hidden units with zeros (--ffn-width): each new unit adds exact
+// zeros, so the logits stay the same, bit for bit, but there is more to stream (notes/speed.md).
+// Medusa heads are loaded before the widening: they fit the model's own fingerprint.
+int widen_ffn(GPT *g, int H2) {
+    if (H2 < g->config.ffn_width) return -1; // narrower would cut real units: another model
+    Config c = g->config;
+    c.ffn_width = H2;
+    GPT wide;
+    if (build_gpt(&wide, &c) != 0) {
+        free_gpt(&wide); // whatever was built
+        return -1;
+    }
+    // write the zeros: calloc's untouched pages all map the kernel's one zero page, which
+    // sits in the cache, and the padded model would only pretend to stream its weights
+    memset(wide.params, 0, wide.n_params * sizeof(float));
+    size_t from[N_TENSORS], to[N_TENSORS], L = c.n_layer, C = c.n_embd;
+    weight_sizes(&g->config, from);
+    weight_sizes(&c, to);
+    const float *src = g->params;
+    float *dst = wide.params;
+    for (int i = 0; i < N_TENSORS; i++) {
+        // three tensors are made of rows that widen: up weight (L, C, H), L*C rows of H;
+        // up bias (L, H), L rows of H; down weight (L, H, C), L layers of H*C, each unit's
+        // row of C, the new units' rows after the old. The rest are copied whole, as one row.
+        size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
+        for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
+            memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
+        src += from[i]; // the next tensor, in both blocks
+        dst += to[i];
+    }
+    free_gpt(g);
+    *g = wide; // the Weights and RunState pointers point into wide's own allocations
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// Self-test: every draft and shape of the one loop gives plain greedy decoding's text
+
+// Decodes prompt with the one loop, tree shape `shape` and draft d (NULL with a shape of no
+// levels: plain decoding), into seq; st receives the counters. 0, or -1 out of memory.
+int run_tree(GPT *g, Draft *d, const TreeShape *shape, const Tokens *prompt, Sampler s,
+             uint64_t seed, int n_new, int *seq, RunStats *st) {
+    TreeBuffers tb;
+    Rng rng;
+    rng_seed(&rng, seed);
+    int rc = build_tree_buffers(&tb, shape, g->config.vocab_size, g->config.block_size,
+                                g->config.n_embd);
+    tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // sure guesses
+    RunOptions o = {.n_new = n_new, .sampler = s, .rng = &rng, .st = st};
+    if (rc == 0) tree_generate(g, d, &tb, prompt, &o, seq);
+    free_tree_buffers(&tb);
+    return rc;
+}
+
+// A chain of K levels: the tree 1,1,..,1, specdec.c's chain of K guesses.
+TreeShape chain_shape(int K) {
+    TreeShape shape = {.depth = K, .nodes = K};
+    for (int i = 0; i < K; i++) shape.width[i] = 1;
+    return shape;
+}
+
+// One loop against specdec.c's generate on one prompt: the texts must be equal (greedy, or
+// any temperature for the shape of no levels, which draws as generate does).
+static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *shape,
+                       const Tokens *prompt, float t) {
+    int n_new = 300, start = prompt->n > 0 ? prompt->n : 1;
+    int *a = malloc((size_t)(start + n_new) * sizeof(int));
+    int *b = malloc((size_t)(start + n_new) * sizeof(int));
+    float p[256];
+    RunStats st = {0};
+    Stats sp = {0};
+    Rng rng;
+    rng_seed(&rng, 7);
+    DecodeOptions plain = {.n_new = n_new, .temperature = t, .rng = &rng, .st = &sp};
+    int same = a && b && run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n_new, a, &st) == 0;
+    if (same) {
+        generate(g, prompt, &plain, b, p);
+        same = st.core.emitted == n_new &&
+               memcmp(a + start, b + start, (size_t)n_new * sizeof(int)) == 0;
+    }
+    printf("%s %-6s %-8s %-14s t=%g: %d tokens %s (%ld target passes against %ld, %.3f tokens "
+           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label,
+           prompt->n == 0 ? "empty" : "", t, n_new, same ? "as generate's" : "DIFFER",
+           st.core.target_passes, sp.target_passes, ratio(st.core.round_tokens, st.core.rounds));
+    free(a);
+    free(b);
+    return same;
+}
+
+// The masked pass with a chain's mask gives forward's logits, bit for bit.
+static int beyond_mask_case(GPT *g, const int *tokens, int T) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    float *causal = malloc((size_t)T * V * sizeof(float));
+    int *positions = malloc((size_t)T * sizeof(int));
+    unsigned char *sees = calloc((size_t)T * S, 1);
+    int same = causal && positions && sees;
+    if (same) {
+        g->state.cache_len = 0;
+        memcpy(causal, forward(g, tokens, T), (size_t)T * V * sizeof(float));
+        for (int t = 0; t < T; t++) { // a chain: every slot up to its own
+            positions[t] = t;
+            memset(sees + (size_t)t * S, 1, (size_t)t + 1);
+        }
+        g->state.cache_len = 0;
+        same = memcmp(causal, tree_forward(g, tokens, T, positions, sees),
+                      (size_t)T * V * sizeof(float)) == 0;
+    }
+    printf("%s tree_forward with a chain's mask == forward, %d tokens, bit for bit\n",
+           same ? "PASS" : "FAIL", T);
+    free(causal);
+    free(positions);
+    free(sees);
+    return same;
+}
+
+// Runs every case: each draft's chains and trees, greedy, against generate; plain decoding
+// through the loop at t = 1; the masked pass. Returns the number of failures.
+int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
+    int S = g->config.block_size, failures = 0, cases = 0;
+    const Tokens prompts[] = {{corpus->tokens, 0}, {corpus->tokens, S / 2},
+                              {corpus->tokens, (int)selftest_min_corpus(S)}};
+    static const char *const tree_labels[] = {"3,2,1,1", "2,2,2", "4,1"};
+    TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
+    for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
+        for (int d = 0; d < n_drafts; d++)
+            for (int K = 1; K <= 8 && K < S; K++, cases++) { // chains: lookup and Medusa too
+                TreeShape chain = chain_shape(K);
+                char label[16];
+                snprintf(label, sizeof(label), "chain %d", K);
+                failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
+            }
+        for (int d = 0; d < n_drafts; d++)
+            for (int s = 0; s < 3 && drafts[d].kind != DRAFT_LOOKUP; s++, cases++)
+                failures += !beyond_case(g, &drafts[d], tree_labels[s], &trees[s], &prompts[i], 0.0f);
+        TreeShape none = {0};
+        failures += !beyond_case(g, NULL, "no tree", &none, &prompts[i], 1.0f);
+        cases++;
+    }
+    int T[] = {2, 9, S};
+    for (int i = 0; i < 3; i++, cases++)
+        failures += !beyond_mask_case(g, corpus->tokens, T[i] < S ? T[i] : S);
+    printf("selftest: %d of %d cases passed\n", cases - failures, cases);
+    return failures;
+}
+
+// ----------------------------------------------------------------------------
+// Command line: ./beyond [options], specdec's options and the ones above
+
+// What the command line asked for: specdec's options, and the ones beyond.c adds.
+typedef struct {
+    Options core;             // -m -i -p -n -k -t -s --trace --compare --plain --selftest ...
+    const char *draft;        // --draft: bigram, gpt, lookup, medusa, or a checkpoint's path
+    const char *tree;         // --tree, e.g. "3,2,1,1", or NULL: a chain of K
+    int top_k, ffn_width;     // --top-k (0: off), --ffn-width (0: the model's own)
+    float top_p, draft_p_min; // --top-p (0: off), --draft-p-min (0: off)
+    int color;                // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR
+                              // is unset or empty
+} BeyondOptions;
+
+#define DEFAULT_DRAFT "tinyshakespeare/draft.bin"   // --draft gpt
+#define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin" // --draft medusa
+#define MAX_FFN_WIDTH 16777216 // 2^24 hidden units: 32 GiB of weights for the lecture's model
+
+// The help text of -h: specdec's, then what beyond adds.
+void beyond_usage(FILE *f) {
+    usage(f);
+    fprintf(f, "./beyond takes every option above, and:\n"
+        "  --draft D   bigram (default: the blog's table), gpt (" DEFAULT_DRAFT ",\n"
+        "              a small GPT with its own KV cache), lookup (copies earlier text),\n"
+        "              medusa (" DEFAULT_MEDUSA ": heads on the target's hidden row),\n"
+        "              or the path of a checkpoint with the target's vocabulary\n"
+        "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
+        "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
+        "              both filter after the temperature; at -t 0 they change nothing\n"
+        "  --tree W1,W2,..  draft a tree: W1 guesses after current_token, W2 after each of\n"
+        "              those, ...; one masked pass verifies it (e.g. 3,2,1,1; 1,1,1,1 = -k 4)\n"
+        "  --draft-p-min P  a guess the draft gives less than P (at t = 1, unfiltered) is its\n"
+        "              chain's last: fewer wasted guesses, the same output (0 = off)\n"
+        "  --ffn-width H  widen the MLP to H hidden units with zeros: the same text, but\n"
+        "              2 KB of weights per unit to stream (65536: 136 MB; notes/speed.md)\n"
+        "  --color     colour each character by its source (accepted draft, resampled, bonus,\n"
+        "              target sample); the default on a terminal if NO_COLOR is unset or empty\n"
+        "  --no-color  plain text even on a terminal\n"
+        "--selftest here checks every draft and tree shape against plain greedy decoding.\n");
+}
+
+// Parses a --tree shape, "3,2,1,1", whose nodes fit a window of S. 0, or -1 with err set.
+int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err, size_t errlen) {
+    memset(shape, 0, sizeof(*shape));
+    const char *s = text;
+    long level_nodes = 1; // nodes at the level above: the root alone
+    while (1) {
+        char *end;
+        errno = 0;
+        long w = strtol(s, &end, 10);
+        if (!isdigit((unsigned char)*s) || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
+            return fail_with(err, errlen, "--tree '%s': each width must be a whole number 1..%d, "
+                             "comma-separated, e.g. --tree 3,2,1,1", text, V);
+        if (shape->depth == TREE_MAX_DEPTH)
+            return fail_with(err, errlen, "--tree '%s' has more than %d levels: give fewer",
+                             text, TREE_MAX_DEPTH);
+        shape->width[shape->depth++] = (int)w;
+        level_nodes *= w;
+        shape->nodes += (int)(level_nodes < S ? level_nodes : S); // no overflow past S
+        if (shape->nodes > S - 1)
+            return fail_with(err, errlen, "--tree '%s' has over %d guesses, more than the %d "
+                             "slots after current_token in a window of %d: give fewer or "
+                             "narrower levels", text, S - 1, S - 1, S);
+        if (*end == '\0') return 0;
+        s = end + 1;
+    }
+}
+
+// Fills o from argv; on a bad argument writes one line to err and returns -1.
+int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t errlen) {
+    OptionSpec table[32];
+    *o = (BeyondOptions){.draft = "bigram", .color = -1};
+    default_options(&o->core);
+    size_t n = core_options(&o->core, table);
+    const OptionSpec more[] = {
+        {"--color", OPT_FLAG, &o->color, 1, 0, NULL},
+        {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL},
+        {"--draft", OPT_TEXT, &o->draft, 0, 0, NULL},
+        {"--tree", OPT_TEXT, &o->tree, 0, 0, NULL},
+        {"--top-k", OPT_WHOLE, &o->top_k, 1, 256, "a whole number from 1 to the vocabulary's size"},
+        {"--ffn-width", OPT_WHOLE, &o->ffn_width, 1, MAX_FFN_WIDTH, "a whole number of hidden "
+         "units up to 16777216, at least the model's own (256 here)"},
+        {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
+         "least FLT_MIN, 1.18e-38) and at most 1"},
+        {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
+         "from 1.18e-38 (FLT_MIN) to 1"}};
+    memcpy(table + n, more, sizeof(more));
+    n += sizeof(more) / sizeof(more[0]);
+    if (parse_table(argc, argv, table, n, "./beyond", err, errlen) != 0) return -1;
+    if (check_combinations(&o->core, err, errlen) != 0) return -1;
+    if (o->core.run_selftest && o->tree) // its shapes are its own
+        return fail_with(err, errlen, "--selftest runs its own tree shapes; drop --tree");
+    if (o->core.run_selftest && !strcmp(o->draft, "medusa")) // it runs every draft anyway
+        return fail_with(err, errlen, "--selftest runs every draft, medusa's heads too; drop "
+                         "--draft medusa");
+    if (o->tree && o->core.K) // the tree's levels are its K, for the chain beside it too
+        return fail_with(err, errlen, "-k %d sets a chain's length, and --tree %s a tree's "
+                         "levels (--compare's chain beside it takes that depth); drop -k",
+                         o->core.K, o->tree);
+    o->core.K = o->core.K ? o->core.K : 4; // -k's default: 4 guesses a round
+    return 0;
+}
+
+// What main loads: specdec's Loaded, the tree's shape, and the model's description.
+typedef struct {
+    Loaded core;      // the target, its vocabulary, the corpus, the prompt
+    TreeShape shape;  // --tree, or the chain of -k
+    char source[256]; // the "model:" line: the path, and the widening if any
+} BeyondLoaded;
+
+// Checks the options that need the model and the prompt: -k, --top-k, --tree, the drafts'
+// combinations. 0, or -1 with err set.
+int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
+    int S = ld->core.g.config.block_size, V = ld->core.v.size, lookup = !strcmp(o->draft, "lookup");
+    int medusa = !strcmp(o->draft, "medusa"), n = ld->core.n_prompt;
+    if (o->top_k > V)
+        return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
+                         "--top-k 1..%d", o->top_k, V, V);
+    if (o->core.K > MAX_LEVELS) // a chain is a tree of K levels, and a shape holds MAX_LEVELS
+        return fail_with(err, errlen, "-k %d: ./beyond drafts chains of at most %d guesses; "
+                         "give -k 1..%d", o->core.K, MAX_LEVELS, MAX_LEVELS);
+    ld->shape = chain_shape(o->core.K); // no --tree: a chain of K levels
+    if (o->tree && parse_tree_shape(o->tree, V, S, &ld->shape, err, errlen) != 0) return -1;
+    int chain = ld->shape.nodes == ld->shape.depth; // every level one child wide
+    if (o->tree && lookup)
+        return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
+                         "copies one continuation; drop --tree, or use --draft bigram or gpt");
+    if (lookup && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
+                         "and lookup's copies have no chance below 1 to compare; drop "
+                         "--draft-p-min, or use --draft bigram or gpt");
+    if (medusa && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min ends a chain drafted guess by guess, and "
+                         "medusa drafts every level at once from its heads; drop --draft-p-min");
+    if (!chain && o->draft_p_min > 0.0f)
+        return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
+                         "tree has no single last guess; drop one of --tree and --draft-p-min");
+    if (lookup && n <= LOOKUP_MIN_N)
+        return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %d "
+                         "character%s holds no %d-gram to find again; give -p at least %d "
+                         "characters, or another draft", n, n == 1 ? "" : "s", LOOKUP_MIN_N,
+                         LOOKUP_MIN_N + 1);
+    return 0;
+}
+
+// Widens the loaded model's MLP for --ffn-width H if H fits the model and memory, and writes
+// ld->source, the model's description. 0, or -1 with err set.
+int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
+    GPT *g = &ld->core.g;
+    int H = o->ffn_width, H_model = g->config.ffn_width;
+    double mb = 8.0 * g->config.n_layer * g->config.n_embd * H / 1e6; // the MLP's (C, H) pair
+    double ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
+    if (H > 0 && H < H_model) // padding only adds units: a narrower MLP is another model
+        return fail_with(err, errlen, "--ffn-width %d is narrower than the model's MLP of %d "
+                         "units; use %d or more", H, H_model, H_model);
+    if (H > 0 && ram_mb > 0 && mb > ram_mb / 2) // leave room: the pages are written, not reserved
+        return fail_with(err, errlen, "--ffn-width %d needs %.0f MB of MLP weights, more than half "
+                         "of this machine's %.0f MB of memory; use a smaller width", H, mb, ram_mb);
+    if (H > 0 && widen_ffn(g, H) != 0)
+        return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
+                         "use a smaller --ffn-width", H, mb);
+    int n = snprintf(ld->source, sizeof(ld->source), "%s", ld->core.path);
+    if (H > 0) // and what the weights became
+        snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
+                 "(%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
+    return 0;
+}
+
+// Builds the draft `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's path,
+// which must share the target's vocabulary and block size (the caches restart together).
+int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
+                Draft *d, char *err, size_t errlen) {
+    int lookup = !strcmp(kind, "lookup");
+    // lookup or the bigram (a checkpoint's model becomes DRAFT_GPT below); every other field
+    // zeroed, so free_draft is safe on d from here on
+    *d = (Draft){.kind = lookup ? DRAFT_LOOKUP : DRAFT_BIGRAM, .name = kind, .V = v->size};
+    if (lookup) return 0; // nothing to build: it drafts from the text itself
+    if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
+        return BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0 ? 0 :
+               fail_with(err, errlen, "out of memory building the bigram table");
+    d->kind = DRAFT_GPT;
+    d->name = "gpt";
+    const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
+    Vocab dv;
+    if (read_checkpoint(path, "draft checkpoint", "--draft takes bigram, gpt, lookup, medusa "
+                        "or a checkpoint's path; make train-draft writes " DEFAULT_DRAFT,
+                        &d->model, &dv, err, errlen) != 0)
+        return -1;
+    if (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0)
+        return fail_with(err, errlen, "draft '%s' has another vocabulary than the target's (%d "
+                         "and %d characters): its token ids would mean other characters; train "
+                         "the draft on the target's corpus", path, dv.size, v->size);
+    if (d->model.config.block_size != block_size)
+        return fail_with(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
+                         "restart together; train the draft with --block %d", path,
+                         d->model.config.block_size, block_size, block_size);
+    return 0;
+}
+
+// Frees what setup_draft or setup_medusa built.
+void free_draft(Draft *d) {
+    free_bigram_draft(&d->bigram);
+    free_gpt(&d->model);
+    if (d->medusa) free_medusa(d->medusa);
+    free(d->medusa);
+    d->medusa = NULL;
+}
+
+// --draft medusa: the heads at path for target g, at least `depth` of them (tree levels or
+// K); path NULL: zero heads (each the target's own next-token head), for the self-test.
+int setup_medusa(const GPT *g, const char *path, int depth, Draft *d, char *err, size_t errlen) {
+    // the heads read the target's hidden rows and share its lm_head
+    *d = (Draft){.kind = DRAFT_MEDUSA, .name = "medusa", .V = g->config.vocab_size, .target = g};
+    d->medusa = calloc(1, sizeof(MedusaHeads));
+    if (!d->medusa) return fail_with(err, errlen, "out of memory for the medusa heads");
+    int C = g->config.n_embd, N = depth;
+    if (!path) { // untrained heads: W = 0 and b = 0
+        float *w = calloc((size_t)N * (C + 1) * C, sizeof(float));
+        *d->medusa = (MedusaHeads){N, C, d->V, w, w ? w + (size_t)N * C * C : NULL};
+        return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
+    }
+    if (load_medusa(path, g, d->medusa, err, errlen) != 0) return -1;
+    if (depth > d->medusa->n_heads)
+        return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
+                         "tree (or -k) asks for %d levels; give at most %d", d->medusa->n_heads,
+                         depth, d->medusa->n_heads);
+    return 0;
+}
+
+// The decoders a generation run may take, in the order it runs them: the tree (--tree), the
+// chain of K, plain decoding.
+enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN, N_RUNS };
+
+// Prints what a generation run will do (stderr): sampling, tree, filter, draft, colours.
+void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *shape, int color) {
+    const Options *c = &o->core;
+    fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
+            (unsigned long long)c->seed, c->temperature, c->temperature == 0 ? " (greedy)" : "",
+            shape->depth, c->n_new);
+    if (o->tree && !c->plain) // the tree's shape, and what a whole one holds
+        fprintf(stderr, "tree: %s, %d guesses in %d levels, cut to the window's free slots\n",
+                o->tree, shape->nodes, shape->depth);
+    if (o->draft_p_min > 0.0f && !c->plain) // the draft's stopping rule
+        fprintf(stderr, "draft-p-min: %g (a guess the draft gives less is its round's last)\n",
+                o->draft_p_min);
+    if (o->top_k || o->top_p) // the served distribution, on both sides
+        fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
+                "draft\n", o->top_k, o->top_p);
+    if (!c->plain && d->kind == DRAFT_GPT) // which draft guesses, and a model's size: its cost
+        fprintf(stderr, "draft: gpt, %s, n_layer=%d n_embd=%d -> %zu parameters\n",
+                strcmp(o->draft, "gpt") ? o->draft : DEFAULT_DRAFT, d->model.config.n_layer,
+                d->model.config.n_embd, d->model.n_params);
+    else if (!c->plain)
+        fprintf(stderr, "draft: %s\n", d->name);
+    if (!color) return;
+    fputs("colours:", stderr); // the legend, one line, each name in its own colour
+    for (int i = 0; i < N_SOURCES; i++)
+        fprintf(stderr, " %s%s\033[0m", SOURCE_COLOR[i], SOURCE_NAME[i]);
+    fputc('\n', stderr);
+}
+
+// Runs the chosen decoders through the one loop, text to stdout, stats to stderr. Returns 0;
+// 1 out of memory; 2 when stdout failed (a closed pipe, a full disk), where decoding stopped.
+int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
+    const Options *c = &o->core;
+    GPT *g = &ld->core.g;
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int K = ld->shape.depth; // --tree: the chain beside it is as deep
+    int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->n_new;
+    TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
+    int *text[N_RUNS]; // (cap) each run's text, prompt + output (refills read it), to compare
+    TreeBuffers tb[N_RUNS] = {0};
+    int rc = 0;
+    for (int r = 0; r < N_RUNS; r++) {
+        text[r] = malloc((size_t)cap * sizeof(int));
+        rc |= !text[r] || build_tree_buffers(&tb[r], &shapes[r], V, S, C) != 0;
+    }
+    unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
+    if (rc || !source) {
+        rc = 1;
+        goto out;
+    }
+    // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
+    const char *no_color = getenv("NO_COLOR");
+    int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
+    // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
+    Output out = {.stream = c->trace || c->compare ? NULL : stdout, .source = source, .color = color};
+    RunStats st[N_RUNS] = {0};
+    Rng rng; // seeded afresh before each decoder
+    RunOptions opt = {.n_new = c->n_new, .sampler = {c->temperature, o->top_k, o->top_p},
+                      .trace = c->trace, .vocab = &ld->core.v, .out = &out, .rng = &rng};
+    print_run_header(o, d, &ld->shape, color);
+    // the runs: the tree (--tree), the chain (without --tree, or beside it with --compare),
+    // plain decoding (--plain, or beside the others with --compare)
+    int wanted[N_RUNS] = {[RUN_TREE] = !c->plain && o->tree != NULL,
+                          [RUN_CHAIN] = !c->plain && (!o->tree || c->compare),
+                          [RUN_PLAIN] = c->plain || c->compare};
+    int ran = 0; // the runs so far: each after the first gets a heading
+    for (int run = 0; run < N_RUNS && rc == 0; run++) {
+        if (!wanted[run]) continue;
+        if (ran++ > 0) fprintf(stderr, run == RUN_PLAIN ? "\nplain decoding, same seed:\n"
+                                                         : "\na chain of K=%d, same seed:\n", K);
+        if (!c->no_prompt) fputs(c->prompt, stdout); // stdout: the prompt, then the text
+        rng_seed(&rng, c->seed); // the same seed for each, so greedy texts compare byte for byte
+        opt.st = &st[run];
+        tb[run].top = c->temperature == 0.0f || d->kind == DRAFT_LOOKUP; // sure guesses
+        tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
+                      &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
+        if (!out.stream) write_text(stdout, &ld->core.v, text[run] + start, source + start,
+                                    c->n_new, color);
+        fputc('\n', stdout);
+        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
+        if (rc == 0)
+            print_run_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ?
+                            "tree decoding" : "speculative decoding", &st[run], run != RUN_PLAIN, K);
+    }
+    int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
+    if (rc == 0 && c->compare) { // equal texts are required at t = 0, merely possible at t > 0
+        int same = memcmp(text[spec] + start, text[RUN_PLAIN] + start,
+                          (size_t)c->n_new * sizeof(int)) == 0;
+        print_comparison(&st[spec].core, &st[RUN_PLAIN].core, c->temperature == 0.0f, same);
+        print_accounting(&st[spec], &st[RUN_PLAIN], K);
+    }
+    const Stats *tree = &st[RUN_TREE].core, *chain = &st[RUN_CHAIN].core;
+    if (rc == 0 && c->compare && o->tree) // the tree against the chain of the same depth
+        fprintf(stderr, "tree against chain      tokens per verify pass %.3f (tree) and %.3f "
+                "(chain of K=%d); wall time %.3f, %.3f and %.3f ms (tree, chain, plain)\n",
+                ratio(tree->round_tokens, tree->rounds), ratio(chain->round_tokens, chain->rounds),
+                K, 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].core.seconds);
+out:
+    for (int r = 0; r < N_RUNS; r++) {
+        free_tree_buffers(&tb[r]);
+        free(text[r]);
+    }
+    free(source);
+    return rc;
+}
+
+#ifdef BEYOND_MAIN
+// Parses the flags, loads the model, corpus and draft, checks every input, runs one action.
+int main(int argc, char **argv) {
+    BeyondOptions o;
+    BeyondLoaded ld = {0}; // zeroed, as are the drafts, so that done: frees however far we got
+    Draft drafts[4] = {0}; // the one --draft names; the self-test takes every kind
+    char err[512] = ""; // a refusal's one line; done: prints it if something failed
+    int rc = 1; // stays 1 until an action has run and succeeded
+    // 1. the command line: every flag checked before anything is loaded
+    if (parse_beyond_args(argc, argv, &o, err, sizeof(err)) != 0) goto done;
+    if (o.core.help) { // a bad flag beside -h still fails, above
+        beyond_usage(stdout);
+        return close_stdout();
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
+    // 2. the model and corpus, then the checks that need them
+    if (load_inputs(&o.core, &ld.core, err, sizeof(err)) != 0) goto done;
+    if (!o.core.run_selftest && check_beyond_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
+    if (o.core.run_selftest && o.top_k > ld.core.v.size)
+        goto done; // unreachable in practice: --top-k is checked against V above
+    // 3. the draft --draft names (medusa's heads fit the model before any widening); the
+    // self-test runs one of each kind (gpt: --draft's model; medusa: the shipped heads if
+    // they fit this model, else untrained ones)
+    int named = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") && strcmp(o.draft, "medusa");
+    const char *every_kind[3] = {"bigram", "lookup", named ? o.draft : "gpt"};
+    int S = ld.core.g.config.block_size, n_drafts = o.core.run_selftest ? 4 : 1;
+    for (int i = 0; i < n_drafts - 1 || (i == 0 && n_drafts == 1); i++) {
+        const char *kind = o.core.run_selftest ? every_kind[i] : o.draft;
+        int failed = !strcmp(kind, "medusa")
+                         ? setup_medusa(&ld.core.g, DEFAULT_MEDUSA, ld.shape.depth, &drafts[i], err, sizeof(err))
+                         : setup_draft(kind, &ld.core.v, &ld.core.corpus, S, &drafts[i], err, sizeof(err));
+        if (failed) goto done;
+        drafts[i].p_min = o.draft_p_min; // lookup's and medusa's are refused above
+    }
+    if (o.core.run_selftest && setup_medusa(&ld.core.g, DEFAULT_MEDUSA, 8, &drafts[3], err,
+                                            sizeof(err)) != 0) { // not this model's: untrained
+        free_draft(&drafts[3]);
+        if (setup_medusa(&ld.core.g, NULL, 8, &drafts[3], err, sizeof(err)) != 0) goto done;
+        drafts[3].name = "medusa0";
+    }
+    if (setup_width(&o, &ld, err, sizeof(err)) != 0) goto done;
+    // 4. every input is good: say what runs, then run it
+    print_config(&ld.core.g, ld.source);
+    rc = o.core.run_selftest ? beyond_selftest(&ld.core.g, drafts, n_drafts, &ld.core.corpus) != 0
+                             : run_beyond(&o, &ld, &drafts[0]);
+    if (rc == 1 && !o.core.run_selftest) // generation fails only for want of memory
+        snprintf(err, sizeof(err), "out of memory for %d tokens", o.core.n_new);
+done:
+    // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
+    if (rc == 1 && err[0]) error_line("%s", err);
+    for (int i = 0; i < 4; i++) free_draft(&drafts[i]);
+    free(ld.core.prompt);
+    free_corpus(&ld.core.corpus);
+    free_gpt(&ld.core.g);
+    return rc == 1 ? 1 : close_stdout();
+}
+#endif
