@@ -1,8 +1,8 @@
 # Makefile for specdec, a single-file C reference implementation of
 # speculative decoding. Needs GNU make and a C11 compiler.
 #
-#   make          build ./specdec (the lesson) and the tools beside it
-#   make run      fetch the corpus if needed, then run the demo
+#   make          build ./specdec (the lesson), ./beyond (what the papers add) and the tools
+#   make run      build ./specdec, fetch the corpus if needed, then run the demo
 #   make test     build everything and run the test suite (test/run_tests.sh)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
 #   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
@@ -39,27 +39,31 @@ CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
 .PHONY: all debug data run test train train-draft train-medusa clean valgrind fuzz bench explain early-exit
 
-# The tools beside the lesson: each includes specdec.c whole.
+# The tools beside the lesson: each includes specdec.c or beyond.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
 
-# Build the release binary ./specdec and the tools (default target).
-all: specdec $(TOOLS)
+# Build the release binaries ./specdec and ./beyond, and the tools (default target).
+all: specdec beyond $(TOOLS)
 
 # Compile ./specdec from specdec.c with the release flags.
 specdec: specdec.c
 	$(CC) $(CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
 
+# Compile ./beyond from beyond.c, which includes specdec.c.
+beyond: beyond.c specdec.c
+	$(CC) $(CFLAGS) -o $@ beyond.c $(LDFLAGS) $(LDLIBS)
+
 # The trainer, the bench, explain, ffn_forms and early_exit: one C file each, with specdec.c
 # included.
-tinyshakespeare/train: tinyshakespeare/train.c specdec.c
+tinyshakespeare/train: tinyshakespeare/train.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ tinyshakespeare/train.c $(LDFLAGS) $(LDLIBS)
-test/bench: test/bench.c specdec.c
+test/bench: test/bench.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/bench.c $(LDFLAGS) $(LDLIBS)
 test/explain: test/explain.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/explain.c $(LDFLAGS) $(LDLIBS)
-test/ffn_forms: test/ffn_forms.c test/bench.c specdec.c
+test/ffn_forms: test/ffn_forms.c test/bench.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/ffn_forms.c $(LDFLAGS) $(LDLIBS)
-test/early_exit: test/early_exit.c specdec.c
+test/early_exit: test/early_exit.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/early_exit.c $(LDFLAGS) $(LDLIBS)
 
 # Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
@@ -133,8 +137,8 @@ export FETCH_CORPUS
 data:
 	@sh -c "$$FETCH_CORPUS"
 
-# Build, fetch the corpus, then run the demo: a traced decode and a comparison.
-run: all data
+# Build ./specdec alone, fetch the corpus, then run the demo: a traced decode and a comparison.
+run: specdec data
 	./specdec --trace -n 24 -s 277 -p "To be or not to be, "
 	./specdec --compare -t 0 -n 200
 
@@ -167,7 +171,7 @@ test: all debug data
 # model padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
 # limit, with the crossover and its chart in notes/speed.svg (notes/speed.md); each headline
 # figure beside its ./specdec command, which the bench runs too (so it needs ./specdec).
-bench: specdec test/bench data
+bench: specdec beyond test/bench data
 	test/bench --svg notes/speed.svg
 
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
@@ -191,6 +195,6 @@ fuzz:
 
 # Remove build outputs and temp files (keeps the corpus and model.bin).
 clean:
-	rm -f specdec specdec_debug $(TOOLS) *.o vgcore.* core
+	rm -f specdec specdec_debug beyond $(TOOLS) *.o vgcore.* core
 	rm -rf test/build
 	rm -f tinyshakespeare/*.tmp*

@@ -1,20 +1,18 @@
 /*
  * specdec.c: speculative decoding, from scratch, in one C file.
  *
- * What this is
- *   The lesson of Colin Zhou's blog post "Adding Speculative Decoding to Andrej Karpathy's
- *   NanoGPT", in C that you read once, top to bottom, with the post open beside it, and step
- *   through in a debugger: the blog's Laplace bigram draft; the four phases of one round,
- *   draft -> verify -> accept/reject -> trim the KV cache, and the loop around them; a trace
- *   of every p/q decision; plain decoding beside it; and a self-test that greedy speculative
- *   decoding is plain greedy decoding, byte for byte. The target is the lecture's character
- *   GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729 parameters)
- *   in textbook loops with a KV cache: the engine verify_candidates calls.
+ * What this is: the lesson of Colin Zhou's blog post "Adding Speculative Decoding to Andrej
+ *   Karpathy's NanoGPT", in C that you read once, top to bottom, with the post open beside
+ *   it, and step through in a debugger: the blog's Laplace bigram draft; the four phases of
+ *   one round, draft -> verify -> accept/reject -> trim the KV cache, and the loop around
+ *   them; a trace of every p/q decision; plain decoding beside it; and a self-test that
+ *   greedy speculative decoding is plain greedy decoding, byte for byte. The target is the
+ *   lecture's character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters,
+ *   209,729 parameters) in textbook loops with a KV cache: the engine verify_candidates calls.
  *
- * What this is not
- *   Not a fast engine, not a trainer, and nothing beyond the blog: beyond.c (./beyond) adds
- *   what the papers and serving engines do, and includes this file, as the trainer
- *   (tinyshakespeare/train.c) and the tests (test/) do; with TESTING defined, main is left out.
+ * What this is not: a fast engine, a trainer, or anything beyond the blog. beyond.c (./beyond)
+ *   adds what the papers and serving engines do; it includes this file, as the trainer
+ *   (tinyshakespeare/train.c) and the tests (test/) do: with TESTING defined, main is left out.
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
@@ -34,9 +32,8 @@
  *   trim_kv_cache                trim_kv_cache()
  *   speculative_generate         speculative_generate()  The loop, beside generate()
  *   target_model(idx, past_kvs)  forward()               The target model
- *   The blog's lists draft_probs and target_probs are fields of SpecBuffers of the same names.
- *   After forward comes plumbing, which a reader of the lesson can skip: the tokenizer, the
- *   stats and the trace, loading, the self-test and the command line.
+ *   The blog's lists draft_probs and target_probs are SpecBuffers fields of the same names.
+ *   After forward, plumbing the lesson can skip: tokenizer, stats, trace, loading, self-test, CLI.
  *
  * Size letters in the shape comments (declared once, here): T tokens in one pass; C n_embd
  * (64); V vocab_size (65); L n_layer (4); NH n_head (4), HS = C / NH (16); S block_size (32);
@@ -384,18 +381,16 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
     }
 }
 
-// Phase 2, VERIFY: the blog's verify_candidates(target_model, current_token, candidates,
-// past_kvs). ONE target pass over [current_token, c0 .. c(k-1)] at positions cache_len ..
-// cache_len+k: forward reads cache_len from the cache, as the blog reads past_kvs's shape.
-// Row i of b->target_probs is the target's row for the token after [.., current, c0 ..
-// c(i-1)]: rows 0..k-1 judge the candidates, row k is the bonus. Why one pass of k+1 tokens
-// can cost little more than one: a pass reads every weight once whatever its T (matmul),
-// and where the weights must come from memory, that read is the cost (notes/speed.md).
+// Phase 2, VERIFY: the blog's verify_candidates(target_model, current_token, candidates, past_kvs).
+// ONE target pass over [current_token, c0 .. c(k-1)] at positions cache_len .. cache_len+k: forward
+// reads cache_len from the cache, as the blog reads past_kvs's shape. Row i of b->target_probs is
+// the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the
+// bonus. Why one pass of k+1 tokens can cost little more than one: a pass reads every weight once
+// whatever its T (matmul), and where weights come from memory, that read is the cost (notes/speed.md).
 void verify_candidates(GPT *target_model, int current_token, int k, float temperature,
                        SpecBuffers *b) {
     int V = b->V;
-    // the blog's all_tokens = [current_token] + candidates
-    b->all_tokens[0] = current_token;
+    b->all_tokens[0] = current_token; // the blog's all_tokens = [current_token] + candidates
     for (int i = 0; i < k; i++) b->all_tokens[1 + i] = b->candidates[i];
     const float *logits = forward(target_model, b->all_tokens, k + 1); // the single pass
     // the blog's F.softmax of each row, at the decoding temperature: k+1 rows, the bonus's too
@@ -403,10 +398,9 @@ void verify_candidates(GPT *target_model, int current_token, int k, float temper
         tempered_softmax(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, temperature);
 }
 
-// Residual draw after a rejection: a token from norm(max(0, p - q)). If the residual
-// has no mass (p <= q everywhere, which for two rows summing to 1 means p == q up to
-// rounding) it draws from p instead. residual: (V) receives max(0, p - q) as floats for
-// the trace and a debugger; the draw itself uses the exact differences (sample_weights).
+// Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
+// no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding). residual: (V) receives
+// max(0, p - q) as floats for the trace and a debugger; the draw uses the exact differences.
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
     double mass = 0.0; // the residual stays unnormalised: the draw scales by its total anyway
     for (int j = 0; j < V; j++) {
@@ -418,18 +412,17 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
     return sample_from(p, V, u); // p == q up to rounding: a draw from p itself
 }
 
-// Phase 3, ACCEPT/REJECT: the blog's accept_reject(candidates, draft_probs, target_probs),
-// on the k candidates in b, left to right. Candidate i is accepted when u_i < min(1, p_i(c_i)
-// / q_i(c_i)). The first rejection is replaced by a draw from norm(max(0, p_i - q_i)) and ends
-// the round. If all k pass and allow_bonus is set, one bonus token is drawn from p_k (k = 0
-// needs allow_bonus: it is then one plain step from p_0). Writes the emitted tokens to
-// b->accepted and returns how many: 1 .. k+1 (1 .. k if no bonus is allowed).
-// Why one position emits exactly p: a guess x, drawn from q, passes with chance
-// min(1, p(x)/q(x)), so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x).
-// A rejection, of chance 1 - sum min(p, q), draws from norm(max(0, p - q)), whose mass
-// sum max(0, p - q) is that same 1 - sum min(p, q). So
-//     P(emit x) = min(p, q)(x) + max(0, p - q)(x) = p(x):
-// min(p, q) kept, max(0, p - q) redrawn, and their sum is p (notes/math.md, section 1).
+// Phase 3, ACCEPT/REJECT: the blog's accept_reject(candidates, draft_probs, target_probs), on the
+// k candidates in b, left to right. Candidate i is accepted when u_i < min(1, p_i(c_i) / q_i(c_i)).
+// The first rejection is replaced by a draw from norm(max(0, p_i - q_i)) and ends the round. If
+// all k pass and allow_bonus is set, one bonus token is drawn from p_k (k = 0 needs allow_bonus:
+// it is then one plain step from p_0). Writes the emitted tokens to b->accepted; returns how many,
+// 1 .. k+1 (1 .. k if no bonus is allowed).
+// Why one position emits exactly p: a guess x, drawn from q, passes with chance min(1, p(x)/q(x)),
+// so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x). A rejection, of
+// chance 1 - sum min(p, q), draws from norm(max(0, p - q)), whose mass sum max(0, p - q) is that
+// same 1 - sum min(p, q). So, min(p, q) kept and max(0, p - q) redrawn (notes/math.md, section 1):
+//     P(emit x) = min(p, q)(x) + max(0, p - q)(x) = p(x).
 int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
     int V = b->V;
     int *candidates = b->candidates;
@@ -447,8 +440,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
             accepted[i] = token; // the target agrees often enough: keep the draft's token
             continue;
         }
-        // rejected: this position is drawn again from the mass the draft under-covered
-        b->rejected_at = i;
+        b->rejected_at = i; // rejected: redraw this position from the mass q under-covered
         accepted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
                                       V, b->residual, rng_uniform(rng)); // the resample's own uniform
         return i + 1; // later candidates were drafted after a wrong token: discard them
@@ -474,15 +466,14 @@ void roll_back_cache(GPT *g, int keep) {
     s->cache_len = keep; // the whole rollback: the next pass writes from here
 }
 
-// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify),
-// with cache_len the length before the verify pass. Keeps cache_len + num_accepted
-// positions: current_token and every token the round emitted but the last. num_accepted =
-// len(accepted) counts that last token too (a resample, a bonus, or in a final round without
-// bonus the last accepted draft), and it is NOT cached: it becomes the next current_token.
+// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), with
+// cache_len the length before the verify pass. Keeps cache_len + num_accepted positions:
+// current_token and every token the round emitted but the last. num_accepted = len(accepted) counts
+// that last token too (a resample, a bonus, or in a final round without bonus the last accepted
+// draft), and it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
 void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
-    // the blog slices k[:, :keep]; here the cache is a fixed array, so lower cache_len
-    int keep = cache_len + num_accepted;
+    int keep = cache_len + num_accepted; // the blog slices k[:, :keep]; here, lower cache_len
     roll_back_cache(target_model, keep);
 }
 
@@ -495,8 +486,7 @@ typedef struct {
     int n;
 } Tokens;
 
-// A generation's counters (passes, rounds, acceptance): with the trace, after the model.
-typedef struct Stats Stats;
+typedef struct Stats Stats; // a generation's counters (passes, rounds, acceptance): after the model
 
 // How a generation is run: shared by generate and speculative_generate.
 typedef struct {
@@ -517,8 +507,7 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Counting, tracing and writing the text are plumbing, after the model; the loops call them
-// around the phases, never between them.
+// Plumbing, after the model: counting, tracing, writing the text; called around the phases.
 void count_pass(Stats *st);
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted);
 void finish_stats(Stats *st, long emitted, double t0);
@@ -529,17 +518,16 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
-// The context rule, one for both decoders, and where it differs from the lecture. The
-// lecture's generate crops the text to its last S tokens at every step and runs them all
-// again; specdec keeps a KV cache of at most S positions instead. The prefill runs the
-// prompt's last S tokens from position 0. When the cache is full, the window restarts: the
-// last S/2 tokens, current_token last, run again from position 0 (a refill), so that cost
-// comes once per S/2 tokens, not at every token. Both decoders restart at the same point of
-// the text, so each token is predicted from the same context in both: "exact" means the
-// same text as specdec's own plain decoding (greedy), or the same distribution (sampled),
-// under this rule. The lecture's cropping gives other contexts, and so other text.
-// prefill empties the cache, runs the last `keep` tokens of seq (all, if fewer) from
-// position 0 and returns the logits row of the last of them: the blog's logits[0, -1, :].
+// The context rule, one for both decoders, and where it differs from the lecture. The lecture's
+// generate crops the text to its last S tokens and runs them all again at every step; specdec keeps
+// a KV cache of at most S positions. The prefill runs the prompt's last S tokens from position 0.
+// When the cache is full the window restarts (a refill): the last S/2 tokens, current_token last,
+// run again from position 0, a cost paid once per S/2 tokens, not at every token. Both decoders
+// restart at the same point, so each token is predicted from the same context in both: "exact"
+// means the same text as specdec's own plain decoding (greedy), or the same distribution
+// (sampled), under this rule. The lecture's cropping gives other contexts, and so other text.
+// prefill empties the cache, runs the last `keep` tokens of seq (all, if fewer) from position 0
+// and returns the logits row of the last of them: the blog's logits[0, -1, :].
 const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.cache_len = 0; // positions restart at 0
@@ -548,9 +536,8 @@ const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     return logits + (size_t)(n - 1) * g->config.vocab_size;
 }
 
-// The prompt as tokens; an empty prompt starts from token 0 ('\n' in Tiny
-// Shakespeare), as the lecture's generate starts from torch.zeros((1, 1)).
-// seq must have room for max(prompt->n, 1) + n_new tokens. Returns the sequence length.
+// The prompt as tokens into seq (room for max(prompt->n, 1) + n_new); returns their count. An empty
+// prompt starts from token 0 ('\n' here), as the lecture's generate from torch.zeros((1, 1)).
 int start_sequence(int *seq, const Tokens *prompt) {
     if (prompt->n == 0) { // a round needs a current token to start from
         seq[0] = 0;
@@ -560,9 +547,8 @@ int start_sequence(int *seq, const Tokens *prompt) {
     return prompt->n;
 }
 
-// Plain autoregressive decoding with the same cache: one target pass per token.
-// seq receives the prompt (or the start token) and then o->n_new generated tokens;
-// p: (V) holds each step's target distribution. This is the baseline speculation must match.
+// Plain decoding with the same cache, one target pass per token: the baseline speculation must
+// match. seq gets the prompt (or the start token), then o->n_new tokens; p: (V) each step's row.
 void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
     int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
     double t0 = now_seconds();
@@ -586,11 +572,10 @@ void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, fl
     finish_stats(o->st, n_seq - first, t0);
 }
 
-// The context rule in a speculative round: when the cache is full, the window restarts
-// where plain decoding refills, from the last S/2 tokens, current_token last. This pass
-// runs the S/2-1 before current_token from position 0 (none for block_size 2 or 3), and
-// the round's verify pass then runs current_token at position S/2-1, as plain decoding's
-// refill does: a pass's rows do not depend on how its tokens are split into passes.
+// The context rule in a speculative round: a full cache restarts the window where plain decoding
+// refills, from the last S/2 tokens, current_token last. This pass runs the S/2-1 before it from
+// position 0 (none for block_size 2 or 3); the verify pass then runs current_token at position
+// S/2-1, as plain decoding's refill does (a pass's rows do not depend on how tokens split in passes).
 void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int n = g->config.block_size / 2 - 1; // the tokens before current_token
     g->state.cache_len = 0;
@@ -598,10 +583,9 @@ void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     if (o->trace) trace_refill(n);
 }
 
-// Speculative decoding, the blog's speculative_generate: prefill, then rounds until
-// o->n_new tokens exist, each drafting k = min(K, tokens still needed) guesses (fewer
-// where the cache has less room), then verify, accept/reject and trim.
-// seq: room for max(prompt->n, 1) + n_new.
+// Speculative decoding, the blog's speculative_generate: prefill, then rounds until o->n_new tokens
+// exist, each drafting k = min(K, tokens still needed) guesses (fewer where the cache has less
+// room), then verify, accept/reject and trim. seq: room for max(prompt->n, 1) + n_new.
 void speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
                           const Tokens *prompt, const DecodeOptions *o, int *seq) {
     int V = target_model->config.vocab_size, S = target_model->config.block_size;
@@ -613,8 +597,7 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         finish_stats(o->st, 0, t0);
         return;
     }
-    // 1. prefill, and the first token sampled straight from it (target_probs row 0 is free
-    // until the first verify pass)
+    // 1. prefill; the first token is sampled from it (target_probs row 0 is free until verify)
     const float *logits = prefill(target_model, seq, n_seq, S, o->st);
     int current_token = sample_token(logits, V, temperature, b->target_probs, o->rng);
     seq[n_seq] = current_token;
@@ -647,13 +630,10 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
 
 // ----------------------------------------------------------------------------
 // The target model: the lecture's GPT, in textbook loops, with a KV cache
-//
-// Everything here reads (T, in) rows and writes (T, out) rows, for the T tokens of one
-// pass. Each token's sums run in the same order whatever T is, so a token's logits are
-// bit-identical alone (plain decoding) or inside a verify pass of k+1 tokens.
+// Each function reads (T, in) rows and writes (T, out) rows for a pass's T tokens, each token's sums
+// in the same order whatever T is: its logits are bit-identical alone or in a verify pass of k+1.
 
-// out = LayerNorm(in) * weight + bias, per row of C features (eps 1e-5, biased variance,
-// as torch.nn.LayerNorm computes it).
+// out = LayerNorm(in) * weight + bias per row of C features (eps 1e-5, biased variance: torch's).
 void layernorm(float *out, const float *in, const float *weight, const float *bias, int T,
                int C) {
     for (int t = 0; t < T; t++) {
@@ -664,7 +644,6 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
         mean /= C;
         for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
         var /= C; // biased: divide by C, not C-1, as PyTorch does
-        // normalise, then scale and shift
         float rstd = 1.0f / sqrtf(var + 1e-5f); // eps keeps a constant row finite
         for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
     }
@@ -678,15 +657,13 @@ typedef struct {
 } Linear;
 
 // out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: the Linear lin on a pass's T tokens.
-//
-// The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read
-// from memory once and used for all T tokens before row i+1 is touched. This is the one
-// idea that can make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when
-// the weights must come from main memory, a one-token pass waits on them, and a verify
-// pass fetches them once for all its tokens. The shipped model's 0.84 MB of weights sit in
-// the CPU's L2 cache, so here a pass waits on arithmetic instead, which grows with T
-// (notes/speed.md measures both cases). Each out[t][o] adds its terms for i = 0, 1, 2, ...
-// in that order, whatever T is, so a token's output does not depend on the other tokens.
+// The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read from
+// memory once and used for all T tokens before row i+1 is touched. This is the one idea that can
+// make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when the weights must come
+// from main memory, a one-token pass waits on them, and a verify pass fetches them once for all its
+// tokens. The shipped model's 0.84 MB of weights sit in the CPU's L2 cache, so here a pass waits on
+// arithmetic instead, which grows with T (notes/speed.md measures both cases). Each out[t][o] adds
+// its terms for i = 0, 1, 2, ... in that order, whatever T is: a token's output ignores the others.
 void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
     for (int t = 0; t < T; t++)
@@ -715,12 +692,12 @@ void softmax(float *a, int n) {
     for (int s = 0; s < n; s++) a[s] /= sum;
 }
 
-// Causal multi-head attention of the T new tokens of a pass (positions pos0 .. pos0+T-1)
-// against one layer's cache, which already holds their keys and values too: token t
-// attends to every position up to its own, and never to a later one (the causal mask).
-// This is why one verify pass scores every guess as if the guesses before it were the
-// real text. a->q: (T, C) in; a->att: (NH, S, S) and a->att_out: (T, C) out. The scores are
-// scaled by 1/sqrt(HS), the lecture's k.shape[-1]**-0.5, so they keep unit variance.
+// Causal multi-head attention of the T new tokens of a pass (positions pos0 .. pos0+T-1) against
+// one layer's cache, which already holds their keys and values too: token t attends to every
+// position up to its own, and never to a later one (the causal mask). This is why one verify pass
+// scores every guess as if the guesses before it were the real text. a->q: (T, C) in; a->att
+// (NH, S, S) and a->att_out (T, C) out. Scores are scaled by 1/sqrt(HS), the lecture's
+// k.shape[-1]**-0.5, so they keep unit variance.
 void attention(const Config *c, BlockActs *a, int T, int pos0) {
     int C = c->n_embd, NH = c->n_head, S = c->block_size;
     int HS = C / NH; // each head sees its own HS-wide slice of q, k and v
@@ -759,9 +736,8 @@ void residual_add(float *out, const float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = x[i] + y[i];
 }
 
-// x[t] = token_embedding[tokens[t]] + position_embedding[pos0 + t].
+// x[t] = token_embedding[tokens[t]] + position_embedding[pos0 + t]: cache position 20 gets row 20.
 void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C) {
-    // the position is absolute: the token at cache position 20 gets row 20
     for (int t = 0; t < T; t++) {
         const float *te = w->token_embedding + (size_t)tokens[t] * C;
         const float *pe = w->position_embedding + (size_t)(pos0 + t) * C;
@@ -772,8 +748,8 @@ void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C
 // One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
 //                           x_out = x_mid + ffwd(ln2(x_mid)).
 // The T tokens' keys and values are written into this layer's cache (a->key_cache and
-// a->value_cache, (S, C)) at positions pos0 .., so that their queries, and every later
-// token's, can attend to them.
+// a->value_cache, (S, C)) at positions pos0 .., so that their queries, and every later token's, can
+// attend to them.
 void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T, int pos0) {
     int C = c->n_embd, H = c->ffn_width;
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
@@ -800,8 +776,7 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
-// Stops the program when a pass would not fit the context: the loops keep to the context
-// rule, so this is a bug, not bad input.
+// Aborts on a pass that would not fit the context: the loops keep the context rule, so a bug.
 void check_pass_fits(const GPT *g, int T) {
     if (T >= 1 && g->state.cache_len + T <= g->config.block_size) return;
     fprintf(stderr, "specdec: internal error: a pass of %d tokens at cache_len %d exceeds "
@@ -809,10 +784,9 @@ void check_pass_fits(const GPT *g, int T) {
     abort();
 }
 
-// The target model's forward pass, the blog's target_model(idx, pos=positions,
-// past_kvs=past_kvs): embed the T new tokens at positions cache_len .., run the L blocks
-// (each appends its keys and values to its layer of the cache), then ln_f and lm_head.
-// Returns the (T, V) logits.
+// The target model's forward pass, the blog's target_model(idx, pos=positions, past_kvs=past_kvs):
+// embed the T new tokens at positions cache_len .., run the L blocks (each appends its keys and
+// values to its layer of the cache), then ln_f and lm_head. Returns the (T, V) logits.
 float *forward(GPT *g, const int *tokens, int T) {
     const Config *c = &g->config;
     RunState *s = &g->state;
@@ -837,9 +811,8 @@ float *forward(GPT *g, const int *tokens, int T) {
 
 // ----------------------------------------------------------------------------
 // Plumbing: the model's memory, the tokenizer and the round's buffers
-//
-// From here on, the file is plumbing: what the lesson needs to run, which a reader of the
-// blog can skip (the trace's printers, in "Trace and stats", show what a round decided).
+// From here on, the file is plumbing, which a reader of the blog can skip (the trace's
+// printers, in "Trace and stats", show what a round decided).
 
 // Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
 void free_all(void *const *owned, size_t n) {
@@ -883,6 +856,14 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
 // n zeroed floats, or NULL.
 float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
+// Points *bufs[i] at n[i] zeroed floats, for i < count: one table, not a line per buffer.
+// 0 if every allocation succeeded; the caller's free frees however many did.
+static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
+    int ok = 1;
+    for (size_t i = 0; i < count; i++) ok &= (*bufs[i] = alloc_floats(n[i])) != NULL;
+    return ok ? 0 : -1;
+}
+
 // Allocates a block's buffers for up to S tokens, all but the residual arrays, which the
 // caller provides (inference passes one array three times: the residual is updated in place).
 int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
@@ -890,16 +871,9 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     // the caches are views, not owned: forward points them at each layer's
     *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
     // sized for a full context (T = S), so any pass, prefill included, fits
-    a->ln1 = alloc_floats(S * C);
-    a->q = alloc_floats(S * C);
-    a->att = alloc_floats(NH * S * S);
-    a->att_out = alloc_floats(S * C);
-    a->attn = alloc_floats(S * C);
-    a->ln2 = alloc_floats(S * C);
-    a->hidden = alloc_floats(S * H);
-    a->ffwd = alloc_floats(S * C);
-    return (a->ln1 && a->q && a->att && a->att_out && a->attn && a->ln2 && a->hidden &&
-            a->ffwd) ? 0 : -1;
+    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->attn, &a->ln2, &a->hidden, &a->ffwd};
+    size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
+    return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
@@ -912,19 +886,17 @@ void free_block_acts(BlockActs *a) {
 // Allocates the activations and the KV cache for a config; 0 on success.
 int build_run_state(RunState *s, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    // zeroed, so that a cache position never written reads as zero in a debugger
-    s->x = alloc_floats(S * C);
-    s->ln_f = alloc_floats(S * C);
-    s->logits = alloc_floats(S * V);
-    s->key_cache = alloc_floats(L * S * C);   // 4 * 32 * 64 floats: 32 KiB per cache
-    s->value_cache = alloc_floats(L * S * C);
-    s->cache_len = 0;                         // empty: the first pass is a prefill
+    // zeroed, so that a cache position never written reads as zero in a debugger; each cache
+    // is 4 * 32 * 64 floats, 32 KiB
+    float **bufs[] = {&s->x, &s->ln_f, &s->logits, &s->key_cache, &s->value_cache};
+    size_t n[] = {S * C, S * C, S * V, L * S * C, L * S * C};
+    int rc = alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
+    s->cache_len = 0; // empty: the first pass is a prefill
     // one residual array serves as x_in, x_mid and x_out of every layer
     int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
-    return (blk == 0 && s->x && s->ln_f && s->logits && s->key_cache && s->value_cache) ? 0 : -1;
+    return (rc == 0 && blk == 0) ? 0 : -1;
 }
 
-// Frees what build_run_state allocated.
 void free_run_state(RunState *s) {
     free_block_acts(&s->block);
     void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache};
@@ -945,9 +917,9 @@ int build_gpt(GPT *g, const Config *c) {
     return build_run_state(&g->state, c);
 }
 
-// Frees what build_gpt allocated; safe on a zeroed or half-built GPT.
+// Frees what build_gpt allocated; safe on a zeroed or half-built GPT (free takes NULLs).
 void free_gpt(GPT *g) {
-    free(g->params); // each is safe on NULLs: half-built is fine
+    free(g->params);
     free_run_state(&g->state);
     memset(g, 0, sizeof(*g));
 }
@@ -974,17 +946,16 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
     }
 }
 
-// Encodes n bytes into tokens; returns the index of the first byte not in the
-// vocabulary, or -1 when every byte encoded.
+// Encodes n bytes into tokens; returns the index of the first byte not in the vocabulary
+// (callers name it), or -1 when every byte encoded.
 long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
     for (size_t i = 0; i < n; i++) {
-        if (v->id[text[i]] < 0) return (long)i; // stop at the first unknown byte: callers name it
+        if (v->id[text[i]] < 0) return (long)i;
         tokens[i] = v->id[text[i]];
     }
     return -1;
 }
 
-// Decodes one token to its byte.
 unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 
 // Allocates a round's buffers for drafts of up to K tokens; 0 on success.
@@ -992,17 +963,16 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
     b->candidates = calloc((size_t)K, sizeof(int));
-    b->draft_probs = calloc((size_t)K * V, sizeof(float));
+    b->draft_probs = alloc_floats((size_t)K * V);
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
-    b->target_probs = calloc((size_t)(K + 1) * V, sizeof(float));
+    b->target_probs = alloc_floats((size_t)(K + 1) * V);
     b->u = calloc((size_t)K, sizeof(double));
-    b->residual = calloc((size_t)V, sizeof(float));
+    b->residual = alloc_floats((size_t)V);
     b->accepted = calloc((size_t)K + 1, sizeof(int));
-    return (b->candidates && b->draft_probs && b->all_tokens && b->target_probs && b->u &&
-            b->residual && b->accepted) ? 0 : -1;
+    int ok = b->candidates && b->draft_probs && b->all_tokens && b->target_probs && b->u;
+    return ok && b->residual && b->accepted ? 0 : -1;
 }
 
-// Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
                      b->residual, b->accepted};
@@ -1178,7 +1148,6 @@ double expected_tokens_per_pass(double alpha, int K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints the counters of one generation, one per line, on stderr.
 void print_stats(const char *title, const Stats *s, int speculative, int K) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld\n", title, s->emitted);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
@@ -1448,8 +1417,7 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
 
 
 // ----------------------------------------------------------------------------
-// Self-test: greedy speculative decoding is plain greedy decoding, bit for bit, and one
-// round samples the target exactly
+// Self-test: greedy speculative decoding is plain greedy, bit for bit; one round samples exactly
 
 // Greedy speculative vs greedy plain on one prompt and one K: the texts must be equal.
 int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const Tokens *prompt,
@@ -1579,8 +1547,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
     const char *texts[] = {"", "\n", "To be or not to be, that is the ", NULL, NULL, "ROMEO:\n"};
     const char *labels[] = {"empty", "newline", "to-be", "exactly-S", "longer-than-S", "romeo"};
     int lens[] = {0, 0, 0, S, (int)selftest_min_corpus(S), 0};
-    int tokens[64]; // a text prompt, encoded (texts[] are under 64 bytes); the corpus's
-                    // prompts are read where they lie
+    int tokens[64]; // a text prompt, encoded (each under 64 bytes); corpus prompts are read in place
     for (int c = 0; c < 6; c++) {
         int n_prompt = texts[c] ? (int)strlen(texts[c]) : lens[c];
         const int *prompt = texts[c] ? tokens : corpus->tokens;
@@ -1651,7 +1618,6 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
 
-// The help text of -h.
 void usage(FILE *f) {
     fprintf(f, "usage: ./specdec [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
@@ -1768,15 +1734,14 @@ int parse_table(int argc, char **argv, const OptionSpec *options, size_t n,
 // Fills table with the options of ./specdec, each pointing into o; returns how many.
 size_t core_options(Options *o, OptionSpec *table) {
     const OptionSpec options[] = {
-        {"-h", OPT_FLAG, &o->help, 1, 0, NULL},
-        {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
-        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL},
-        {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL},
+        // the flags: each sets its field to 1
+        {"-h", OPT_FLAG, &o->help, 1, 0, NULL}, {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
+        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL}, {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL},
         {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL},
         {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL},
         {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL},
-        {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL},
-        {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
+        // the texts, kept as given, and the numbers, each with its range and its rule's words
+        {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL}, {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
         {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens, 1 to 10000000"},
         {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
@@ -1787,8 +1752,7 @@ size_t core_options(Options *o, OptionSpec *table) {
     return sizeof(options) / sizeof(options[0]);
 }
 
-// The defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed so that
-// a run can be repeated.
+// The defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed (repeatable).
 void default_options(Options *o) {
     *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .n_new = 200,
                    .temperature = 1.0f, .seed = 42};
@@ -1862,7 +1826,6 @@ int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
     return encode_prompt(&ld->v, o->prompt, ld->prompt, err, errlen);
 }
 
-// Prints the config and the parameter count (stderr).
 void print_config(const GPT *g, const char *source) {
     const Config *c = &g->config;
     fprintf(stderr, "model: %s\nconfig: n_layer=%d n_head=%d n_embd=%d block_size=%d vocab_size=%d "
@@ -1940,8 +1903,7 @@ int main(int argc, char **argv) {
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
-    // 2. the model and corpus, the checks that need them, and the blog's bigram table,
-    // counted from the training split
+    // 2. the model and corpus, the checks that need them, and the blog's bigram table (train split)
     if (load_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
     if (BigramDraftModel(&draft, ld.corpus.tokens, ld.corpus.n_train, ld.v.size) != 0) {
         snprintf(err, sizeof(err), "out of memory building the bigram table");

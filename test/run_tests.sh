@@ -217,20 +217,25 @@ unit() {
 
 echo "running up to $JOBS test units at once"
 
-# The sanitizer build of specdec.c, made first: the self-test and the CLI tests
-# below run it. (-O2 like the test programs; -O0, as in `make debug`, is for gdb.)
+# The sanitizer builds of specdec.c and beyond.c, made first: the self-tests and the CLI
+# tests below run them. (-O2 like the test programs; -O0, as in `make debug`, is for gdb.)
 san_bin=$BUILD/specdec_san
+beyond_san=$BUILD/beyond_san
 mkdir -p "$BUILD" || exit 1
 need_san=0 # only when a selected unit runs it
 random_model=$BUILD/random1337.bin # the self-test's random model, written below
 selected "$san_bin --selftest -m $random_model" && need_san=1
+selected "$beyond_san --selftest -m $random_model" && need_san=1
 for script in test/*_test.sh; do selected "$script (sanitizers)" && need_san=1; done
 if ((need_san)); then
-    echo "=== compile $san_bin"
-    if ! "$CC" "${SAN_FLAGS[@]}" -o "$san_bin" specdec.c -lm 2>&1; then
-        rm -f "$san_bin"
-        fail "$san_bin" "did not compile ($CC ${SAN_FLAGS[*]} -o $san_bin specdec.c -lm)"
-    fi
+    for pair in "$san_bin specdec.c" "$beyond_san beyond.c"; do
+        read -r out src <<<"$pair"
+        echo "=== compile $out"
+        if ! "$CC" "${SAN_FLAGS[@]}" -o "$out" "$src" -lm 2>&1; then
+            rm -f "$out"
+            fail "$out" "did not compile ($CC ${SAN_FLAGS[*]} -o $out $src -lm)"
+        fi
+    done
 fi
 
 # 1. C unit tests: the sanitizer builds are the slowest units, so they start first.
@@ -244,7 +249,9 @@ if ! tinyshakespeare/train init --seed 1337 -o "$random_model" 2>/dev/null; then
     fail "$random_model" "tinyshakespeare/train init --seed 1337 -o $random_model failed (run make first)"
 fi
 for name in "$san_bin --selftest -m $random_model" "./specdec --selftest -m $random_model" \
-            "./specdec --selftest -m tinyshakespeare/model.bin"; do
+            "./specdec --selftest -m tinyshakespeare/model.bin" \
+            "$beyond_san --selftest -m $random_model" "./beyond --selftest -m $random_model" \
+            "./beyond --selftest -m tinyshakespeare/model.bin"; do
     selected "$name" || continue
     bin=${name%% *}
     # the shipped, trained model, when the checkout has it
@@ -268,28 +275,39 @@ for src in test/test_*.c; do
         broken=${bin}_broken_${flag#-DBREAK_}
         selected "$broken" || continue
         # a " * mutant BREAK_X: EDIT" line: the build includes a copy of specdec.c with that
-        # sed edit applied, which must change exactly one line (else the mutant is stale)
-        edit=$(sed -n "s|^ \\* mutant ${flag#-D}: ||p" "$src")
+        # sed edit applied, which must change exactly one line (else the mutant is stale);
+        # " * mutant-beyond BREAK_X: EDIT" edits a copy of beyond.c the same way, which then
+        # includes the real specdec.c by its absolute path
         extra=()
-        if [[ -n $edit ]]; then
-            mutant=$BUILD/specdec_${flag#-DBREAK_}.c
-            sed "$edit" specdec.c >"$mutant"
-            if [[ $(diff specdec.c "$mutant" | grep -c '^>') != 1 ]]; then
-                fail "$broken" "the mutant edit of ${flag#-D} no longer changes exactly one line of specdec.c: $edit"
-                continue
+        for file in specdec beyond; do
+            kind=mutant
+            [[ $file == beyond ]] && kind=mutant-beyond
+            edit=$(sed -n "s|^ \\* $kind ${flag#-D}: ||p" "$src")
+            [[ -n $edit ]] || continue
+            mutant=$BUILD/${file}_${flag#-DBREAK_}.c
+            sed "$edit" $file.c >"$mutant"
+            if [[ $(diff $file.c "$mutant" | grep -c '^>') != 1 ]]; then
+                fail "$broken" "the mutant edit of ${flag#-D} no longer changes exactly one line of $file.c: $edit"
+                extra=(stale)
+                break
             fi
-            extra=("-DSPECDEC_C=\"$PWD/$mutant\"")
-        fi
+            macro=SPECDEC_C
+            [[ $file == beyond ]] && macro=BEYOND_C
+            extra+=("-D$macro=\"$PWD/$mutant\"")
+            [[ $file == beyond ]] && extra+=("-DSPECDEC_C=\"$PWD/specdec.c\"")
+        done
+        [[ ${extra[0]:-} == stale ]] && continue
         unit "$broken" compile_and_run "$src" "$broken" "${RELEASE_FLAGS[@]}" "$flag" "${extra[@]}"
     done
 done
 
-# 3. Shell-script tests, against the release build and again against the
-# sanitizer build (SPECDEC_BIN), so every bad input also runs under ASan/UBSan.
+# 3. Shell-script tests, against the release builds and again against the
+# sanitizer builds (SPECDEC_BIN, BEYOND_BIN), so every bad input also runs under ASan/UBSan.
 for script in test/*_test.sh; do
     selected "$script" && unit "$script" run_timed bash "$script"
-    if selected "$script (sanitizers)" && [[ -x $san_bin ]]; then
-        unit "$script (sanitizers)" run_timed env SPECDEC_BIN="$san_bin" bash "$script"
+    if selected "$script (sanitizers)" && [[ -x $san_bin && -x $beyond_san ]]; then
+        unit "$script (sanitizers)" run_timed env SPECDEC_BIN="$san_bin" BEYOND_BIN="$beyond_san" \
+            bash "$script"
     fi
 done
 

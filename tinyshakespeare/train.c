@@ -14,7 +14,7 @@
  * decoder's draft) learns the teacher's whole next-character distribution at every position
  * of the same windows, the teacher run through specdec.c's own forward pass.
  *
- * `medusa` trains Medusa heads instead (specdec.c's "Beyond the blog: Medusa heads"): the
+ * `medusa` trains Medusa heads instead (beyond.c's Medusa heads): the
  * target stays frozen, and each head learns to guess a token further ahead from the
  * target's last hidden row; `medusa-eval` measures a heads file (loss, alpha, top-1).
  *
@@ -35,10 +35,13 @@
  * backward, so that each gradient check can be seen to fail.
  */
 #ifndef TESTING
-#define TESTING    // leaves out specdec.c's main: this file has its own ...
+#define TESTING    // leaves out beyond.c's and specdec.c's main: this file has its own ...
 #define TRAIN_MAIN // ... unless a test includes this file (with TESTING defined)
 #endif
-#include "../specdec.c"
+#ifndef BEYOND_C
+#define BEYOND_C "../beyond.c" // a test's mutant build includes an edited copy instead
+#endif
+#include BEYOND_C // specdec.c, and beyond.c's Medusa heads (medusa_logits, load_medusa)
 
 #include <signal.h> // sigaction: Ctrl-C ends training at a clean, resumable step
 
@@ -110,8 +113,6 @@ typedef struct {
     float *key;         // (B, L, S, C)   each window's keys and values, by position,
     float *value;       // (B, L, S, C)   as the cache keeps them, from position 0
     float *ln_f;        // (B, S, C)      ln_f output
-    int *positions;     // (S)            0 .. S-1: each window runs from position 0
-    unsigned char *causal; // (S, S)      causal[t][s] = s <= t: the mask of a window's pass
     float *logits;      // (B, S, V)
     float *probs;       // (B, S, V)      softmax(logits), kept for the backward pass
     float *soft;        // (B, S, V)      soft targets: the teacher's probabilities at each
@@ -149,21 +150,14 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
     ts->key = alloc_floats((size_t)B * L * SC);
     ts->value = alloc_floats((size_t)B * L * SC);
     ts->ln_f = alloc_floats((size_t)B * SC);
-    ts->positions = calloc(S, sizeof(int));
-    ts->causal = calloc(S * S, 1);
     ts->logits = alloc_floats((size_t)B * S * V);
     ts->probs = alloc_floats((size_t)B * S * V);
     ts->grads = alloc_floats(weight_sizes(c, sizes));
     ts->weights_t = alloc_floats(weight_sizes(c, sizes));
     if (!ts->resid || !ts->mid || !ts->blocks || !ts->key || !ts->value || !ts->ln_f ||
-        !ts->positions || !ts->causal || !ts->logits || !ts->probs || !ts->grads ||
+        !ts->logits || !ts->probs || !ts->grads ||
         !ts->weights_t)
         return -1;
-    // a window is one chain from position 0: token t sees positions 0 .. t
-    for (size_t t = 0; t < S; t++) {
-        ts->positions[t] = (int)t;
-        memset(ts->causal + t * S, 1, t + 1);
-    }
     point_weights(&ts->dw, ts->grads, sizes);
     point_weights(&ts->wt, ts->weights_t, sizes);
     // block l of window b reads resid[b][l] and writes resid[b][l+1]: the stream is kept
@@ -175,7 +169,6 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
                 return -1;
             a->key_cache = ts->key + (b * L + l) * SC; // this window's keys at this layer
             a->value_cache = ts->value + (b * L + l) * SC;
-            a->sees = ts->causal;
         }
     // the backward scratch
     ts->d_logits = alloc_floats(S * V);
@@ -202,7 +195,7 @@ void free_train_state(TrainState *ts) {
     for (int i = 0; ts->blocks && i < ts->n_blocks; i++) free_block_acts(&ts->blocks[i]);
     free(ts->resid); free(ts->mid); free(ts->blocks); free(ts->key); free(ts->value);
     free(ts->ln_f); free(ts->logits); free(ts->probs); free(ts->soft); free(ts->grads);
-    free(ts->weights_t); free(ts->positions); free(ts->causal);
+    free(ts->weights_t);
     free(ts->d_logits); free(ts->d_ln_f); free(ts->d_resid); free(ts->d_mid);
     free(ts->d_hidden); free(ts->d_ln2); free(ts->d_att_out); free(ts->d_q); free(ts->d_k);
     free(ts->d_v); free(ts->d_weights); free(ts->d_scores); free(ts->d_ln1);
@@ -483,12 +476,12 @@ void teacher_targets(GPT *teacher, TrainState *ts, const int *inputs) {
     int S = teacher->config.block_size, V = teacher->config.vocab_size;
     size_t SV = (size_t)S * V;
     for (int b = 0; b < ts->B; b++) {
-        teacher->state.kv_len = 0;
-        const float *logits = forward(teacher, inputs + (size_t)b * S, S, NULL);
+        teacher->state.cache_len = 0;
+        const float *logits = forward(teacher, inputs + (size_t)b * S, S);
         for (int t = 0; t < S; t++)
             cross_entropy(logits + (size_t)t * V, V, 0, ts->soft + b * SV + (size_t)t * V);
     }
-    teacher->state.kv_len = 0;
+    teacher->state.cache_len = 0;
 }
 
 // Mean next-character cross-entropy of B windows of S tokens: each window runs from
@@ -503,7 +496,7 @@ double train_forward(const GPT *g, TrainState *ts, const int *inputs, const int 
     double loss = 0.0;
     for (int b = 0; b < ts->B; b++) {
         BlockActs *layer = ts->blocks + (size_t)b * L;
-        embed(layer[0].x_in, &g->w, inputs + (size_t)b * S, ts->positions, S, C);
+        embed(layer[0].x_in, &g->w, inputs + (size_t)b * S, S, 0, C); // a window from position 0
         for (int l = 0; l < L; l++)
             block_forward(c, &g->w, l, &layer[l], S, 0);
         layernorm(ts->ln_f + b * SC, layer[L - 1].x_out, g->w.ln_f_weight, g->w.ln_f_bias, S, C);
@@ -786,14 +779,14 @@ double eval_loss(GPT *g, const int *tokens, size_t n) {
     size_t scored = 0;
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
-        g->state.kv_len = 0;
-        const float *logits = forward(g, tokens + start, T, NULL);
+        g->state.cache_len = 0;
+        const float *logits = forward(g, tokens + start, T);
         // each row predicts the next token, scored as in training
         for (int t = 0; t < T; t++)
             total += cross_entropy(logits + (size_t)t * V, V, tokens[start + t + 1], NULL);
         scored += (size_t)T;
     }
-    g->state.kv_len = 0;
+    g->state.cache_len = 0;
     return total / (double)scored;
 }
 
@@ -1483,7 +1476,7 @@ int main_init(int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // Medusa heads: trained on the frozen target (tinyshakespeare/train medusa)
 //
-// specdec.c's section "Beyond the blog: Medusa heads" has the heads and medusa_logits, and
+// beyond.c's section "The drafts" has the heads and medusa_logits, and
 // its "Loading" the file format and load_medusa. Here: the heads' gradient, the training
 // loop (the target only runs forward, its weights never change), the evaluation (loss and
 // top-1 against the true tokens, alpha and top-1 agreement against the target) and the
@@ -1512,7 +1505,7 @@ int build_medusa(MedusaHeads *m, const GPT *target, int n_heads) {
 }
 
 // The cross-entropy of head `head` at one hidden row h (C) of the target for the true
-// token y, from specdec.c's medusa_logits. If grad is not NULL, scale times its gradient
+// token y, from beyond.c's medusa_logits. If grad is not NULL, scale times its gradient
 // is added into grad, laid out like m->w (every head's W, then every head's b). The target
 // is frozen: nothing flows into lm_head or into h.
 double medusa_loss_grad(const MedusaHeads *m, const GPT *target, const float *h, int head,
@@ -1599,8 +1592,8 @@ void eval_medusa(const MedusaHeads *m, GPT *target, const int *tokens, size_t n,
     float z[256], ph[256], pt[256]; // a head's logits, its softmax, the target's softmax
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
-        target->state.kv_len = 0;
-        const float *logits = forward(target, tokens + start, T, NULL); // (T, V); ln_f rows (T, C)
+        target->state.cache_len = 0;
+        const float *logits = forward(target, tokens + start, T); // (T, V); ln_f rows (T, C)
         for (int j = 0; j < T; j++)
             for (int k = 0; k < m->n_heads; k++) {
                 medusa_logits(m, target, target->state.ln_f + (size_t)j * C, k, z);
@@ -1621,7 +1614,7 @@ void eval_medusa(const MedusaHeads *m, GPT *target, const int *tokens, size_t n,
                 e->n_target[k]++;
             }
     }
-    target->state.kv_len = 0;
+    target->state.cache_len = 0;
     // sums to means
     for (int k = 0; k < m->n_heads; k++) {
         e->loss[k] /= e->n_true[k] ? (double)e->n_true[k] : 1.0;
@@ -1671,8 +1664,8 @@ int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const Medusa
         memset(grad, 0, P * sizeof(float));
         for (int b = 0; b < B; b++) {
             size_t start = (size_t)(rng_u64(&rng) % starts); // torch.randint(len - block_size)
-            target->state.kv_len = 0;
-            forward(target, corpus->tokens + start, S, NULL); // leaves the ln_f rows in state.ln_f
+            target->state.cache_len = 0;
+            forward(target, corpus->tokens + start, S); // leaves the ln_f rows in state.ln_f
             // every head at every position whose guessed token is still in the split
             for (int j = 0; j < S; j++)
                 for (int k = 0; k < m->n_heads; k++) {
@@ -1693,7 +1686,7 @@ int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const Medusa
             t_log = now;
         }
     }
-    target->state.kv_len = 0;
+    target->state.cache_len = 0;
     if (ok) fprintf(stderr, "trained %d steps in %.1f s\n", o->iters, now_seconds() - t_start);
     free(grad);
     free(opt.m);
