@@ -1389,7 +1389,8 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
          "from 1.18e-38 (FLT_MIN) to 1"}};
     memcpy(table + n, more, sizeof(more));
     n += sizeof(more) / sizeof(more[0]);
-    if (parse_table(argc, argv, table, n, "./beyond", err, errlen) != 0) return -1;
+    table[n] = (OptionSpec){0}; // the table's end
+    if (parse_table(argc, argv, table, "./beyond", err, errlen) != 0) return -1;
     if (check_combinations(&o->core, err, errlen) != 0) return -1;
     if (o->core.run_selftest && o->tree) // its shapes are its own
         return fail_with(err, errlen, "--selftest runs its own tree shapes; drop --tree");
@@ -1485,9 +1486,9 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
     d->name = "gpt";
     const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
     Vocab dv;
-    if (read_checkpoint(path, "draft checkpoint", "--draft takes bigram, gpt, lookup, medusa "
-                        "or a checkpoint's path; make train-draft writes " DEFAULT_DRAFT,
-                        &d->model, &dv, err, errlen) != 0)
+    FileRole role = {"draft checkpoint", "--draft takes bigram, gpt, lookup, medusa or a "
+                                         "checkpoint's path; make train-draft writes " DEFAULT_DRAFT};
+    if (read_checkpoint(path, role, &d->model, &dv, err, errlen) != 0)
         return -1;
     if (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0)
         return fail_with(err, errlen, "draft '%s' has another vocabulary than the target's (%d "

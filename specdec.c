@@ -897,6 +897,7 @@ int build_run_state(RunState *s, const Config *c) {
     return (rc == 0 && blk == 0) ? 0 : -1;
 }
 
+// Frees what build_run_state allocated.
 void free_run_state(RunState *s) {
     free_block_acts(&s->block);
     void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache};
@@ -956,6 +957,7 @@ long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
     return -1;
 }
 
+// Decodes one token to its byte.
 unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 
 // Allocates a round's buffers for drafts of up to K tokens; 0 on success.
@@ -973,6 +975,7 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     return ok && b->residual && b->accepted ? 0 : -1;
 }
 
+// Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
                      b->residual, b->accepted};
@@ -1148,6 +1151,7 @@ double expected_tokens_per_pass(double alpha, int K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
+// Prints the counters of one generation, one per line, on stderr.
 void print_stats(const char *title, const Stats *s, int speculative, int K) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld\n", title, s->emitted);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
@@ -1395,24 +1399,30 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     return 0;
 }
 
+// What a file is for, in a refusal's words: its role ("checkpoint") and how to get a good one.
+typedef struct {
+    const char *what; // e.g. "draft checkpoint"
+    const char *fix;  // e.g. "make train-draft writes one"
+} FileRole;
+
 // Reads and parses a checkpoint file into g and vocab; err names its role, path, problem and fix.
-int read_checkpoint(const char *path, const char *what, const char *fix, GPT *g,
-                    Vocab *vocab, char *err, size_t errlen) {
+int read_checkpoint(const char *path, FileRole role, GPT *g, Vocab *vocab, char *err,
+                    size_t errlen) {
     size_t n = 0;
-    unsigned char *buf = read_file(path, &n, what, fix, err, errlen);
+    unsigned char *buf = read_file(path, &n, role.what, role.fix, err, errlen);
     if (!buf) return -1;
     char why[256]; // the reason alone; the message below adds what, path and fix
     int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
     free(buf); // the parameters were copied out of it
-    if (rc != 0) snprintf(err, errlen, "%s '%s': %s (%s)", what, path, why, fix);
+    if (rc != 0) snprintf(err, errlen, "%s '%s': %s (%s)", role.what, path, why, role.fix);
     return rc;
 }
 
 // Loads the target's checkpoint (-m); on failure err names the file, the problem, the fix.
 int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
-    return read_checkpoint(path, "checkpoint", "point -m at a checkpoint: 'make train' trains one, "
-                           "'tinyshakespeare/train init --seed S -o PATH' writes a random one", g,
-                           vocab, err, errlen);
+    FileRole role = {"checkpoint", "point -m at a checkpoint: 'make train' trains one, "
+                                   "'tinyshakespeare/train init --seed S -o PATH' writes a random one"};
+    return read_checkpoint(path, role, g, vocab, err, errlen);
 }
 
 
@@ -1618,6 +1628,7 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
 
+// The help text of -h.
 void usage(FILE *f) {
     fprintf(f, "usage: ./specdec [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
@@ -1705,14 +1716,14 @@ static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--to
                                            "--draft-p-min", "--ffn-width", "--color",
                                            "--no-color"};
 
-// Reads argv against a table of n options; on a bad argument writes one line to err and
-// returns -1. `program` names the command in the messages ("./specdec").
-int parse_table(int argc, char **argv, const OptionSpec *options, size_t n,
-                const char *program, char *err, size_t errlen) {
+// Reads argv against a table of options, which ends at a row without a flag; on a bad
+// argument writes one line to err and returns -1. `program` names the command ("./specdec").
+int parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
+                char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const OptionSpec *opt = NULL; // a's row of the table
-        for (size_t j = 0; j < n; j++)
+        const OptionSpec *opt = NULL; // a's row of the table, which ends at a row without a flag
+        for (size_t j = 0; options[j].flag; j++)
             if (!strcmp(a, options[j].flag)) opt = &options[j];
         for (size_t j = 0; !opt && j < sizeof(BEYOND_FLAGS) / sizeof(BEYOND_FLAGS[0]); j++)
             if (!strcmp(a, BEYOND_FLAGS[j])) // an option of ./beyond, given to ./specdec
@@ -1777,7 +1788,8 @@ int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     OptionSpec table[16];
     default_options(o);
     size_t n = core_options(o, table);
-    if (parse_table(argc, argv, table, n, "./specdec", err, errlen) != 0) return -1;
+    table[n] = (OptionSpec){0}; // the table's end
+    if (parse_table(argc, argv, table, "./specdec", err, errlen) != 0) return -1;
     if (check_combinations(o, err, errlen) != 0) return -1;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
@@ -1826,6 +1838,7 @@ int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
     return encode_prompt(&ld->v, o->prompt, ld->prompt, err, errlen);
 }
 
+// Prints the config and the parameter count (stderr).
 void print_config(const GPT *g, const char *source) {
     const Config *c = &g->config;
     fprintf(stderr, "model: %s\nconfig: n_layer=%d n_head=%d n_embd=%d block_size=%d vocab_size=%d "

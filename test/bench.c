@@ -53,21 +53,13 @@
  * notes/speed.md reads the numbers.
  */
 #ifndef TESTING
-#define TESTING    // leaves out specdec.c's main: this file has its own ...
+#define TESTING    // leaves out beyond.c's and specdec.c's mains: this file has its own ...
 #define BENCH_MAIN // ... unless a test includes this file (with TESTING defined)
 #endif
-#include "../specdec.c"
-// The tempering section watches every round, and specdec.c has no hook: it runs
-// test/round_copy.h's copy of the decoding loop, which calls one after each round. That
-// file serves the tests' planted bugs too; with BUG 0 its loop runs specdec.c's own
-// speculative_round, and the tests' helpers it also defines go unused here.
-#define BUG 0
-#define BUG_NAME ""
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "check.h"
-#include "round_copy.h"
-#pragma GCC diagnostic pop
+#include "../beyond.c" // the one loop (tree_generate), the drafts, RunStats, --ffn-width
+
+// The alpha of a run: specdec.c's, over the candidates it judged.
+static double run_alpha(const RunStats *s) { return stats_alpha(&s->core); }
 
 // ----------------------------------------------------------------------------
 // How long the bench runs, and what every run decodes
@@ -187,11 +179,11 @@ typedef struct {
     int n_sel;           // selection runs, each plain/speculative in its round
     double sel[MAX_PAIRS];
     int n_pairs;         // timed pairs: each side's counters and times, and what they give
-    Stats spec[MAX_PAIRS], plain[MAX_PAIRS];
+    RunStats spec[MAX_PAIRS], plain[MAX_PAIRS];
     double ratio[MAX_PAIRS];    // plain wall time / speculative wall time
     double full[MAX_PAIRS];     // every pass at its c(T): print_comparison's full model
     double textbook[MAX_PAIRS]; // the papers' E/(c(K+1) + K c_draft)
-    Stats last_spec, last_plain; // the latest pair of any kind: every run of a cell makes the
+    RunStats last_spec, last_plain; // the latest pair of any kind: every run of a cell makes the
                                  // same text and passes, so its counters are every run's
     int by_command;      // its timed pairs are runs of its ./specdec command (command_rounds)
     int n_cmd;           // runs of its command: each one's figures (CMD_*) and stderr
@@ -269,10 +261,10 @@ static double cell_select(const Cell *c) { return median_of(c->sel, c->n_sel); }
 
 // The bench's own pair behind a cell's figures: the median timed pair, or the latest run
 // (the selection run of a cell timed by its command: the same text and passes).
-static const Stats *cell_spec(const Cell *c) {
+static const RunStats *cell_spec(const Cell *c) {
     return c->n_pairs && !c->by_command ? &c->spec[mid_pair(c)] : &c->last_spec;
 }
-static const Stats *cell_plain(const Cell *c) {
+static const RunStats *cell_plain(const Cell *c) {
     return c->n_pairs && !c->by_command ? &c->plain[mid_pair(c)] : &c->last_plain;
 }
 
@@ -287,30 +279,30 @@ static double cell_plain_seconds(const Cell *c) {
 // The counters (the same in every run of the cell): the acceptance rate (accepted /
 // drafted), guesses drafted per round, tokens per verify pass, target passes per token.
 static double cell_rate(const Cell *c) {
-    const Stats *s = &c->last_spec;
-    return s->drafted ? (double)s->accepted / s->drafted : 0.0;
+    const RunStats *s = &c->last_spec;
+    return s->core.drafted ? (double)s->core.accepted / s->core.drafted : 0.0;
 }
 static double cell_guesses(const Cell *c) {
-    const Stats *s = &c->last_spec;
-    return s->rounds ? (double)s->drafted / s->rounds : 0.0;
+    const RunStats *s = &c->last_spec;
+    return s->core.rounds ? (double)s->core.drafted / s->core.rounds : 0.0;
 }
 static double cell_tpv(const Cell *c) {
-    const Stats *s = &c->last_spec;
-    return s->rounds ? (double)s->round_tokens / s->rounds : 0.0;
+    const RunStats *s = &c->last_spec;
+    return s->core.rounds ? (double)s->core.round_tokens / s->core.rounds : 0.0;
 }
 
 // One one-token pass of plain decoding, in seconds: the unit print_comparison prices every
 // pass in (0 when the run made no one-token step).
-static double step_unit(const Stats *plain) {
+static double step_unit(const RunStats *plain) {
     const PassTally *step = &plain->pass[PASS_STEP];
     return step->passes > 0 ? step->seconds / step->passes : 0.0;
 }
 
 // c_draft as the runs measured it: one guess's drafting time over the unit.
 static double cell_c_draft(const Cell *c) {
-    const Stats *s = cell_spec(c);
+    const RunStats *s = cell_spec(c);
     double unit = step_unit(cell_plain(c));
-    return s->drafted > 0 && unit > 0 ? s->draft_seconds / s->drafted / unit : 0.0;
+    return s->core.drafted > 0 && unit > 0 ? s->draft_seconds / s->core.drafted / unit : 0.0;
 }
 
 // The two models beside one measured pair, priced as print_comparison prices them. The
@@ -320,7 +312,7 @@ static double cell_c_draft(const Cell *c) {
 // The textbook is the papers' E/(c(K+1) + K c_draft), with c(K+1) the mean K+1-token
 // pass of the speculative run and c_draft its mean guess; where no round drafted K
 // guesses (--draft-p-min, or a long K the window cuts), c(K+1) is the curve's, if K < 9.
-static void pair_models(const Stats *spec, const Stats *plain, int K, const double *curve,
+static void pair_models(const RunStats *spec, const RunStats *plain, int K, const double *curve,
                         double *full, double *textbook) {
     double unit = step_unit(plain), cs[N_PASS_KINDS + 1], cp[N_PASS_KINDS + 1];
     *full = *textbook = 0.0;
@@ -329,8 +321,8 @@ static void pair_models(const Stats *spec, const Stats *plain, int K, const doub
     const PassTally *kk = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
     double c_verify = kk->passes > 0 ? kk->seconds / kk->passes / unit :
                       K + 1 <= 9 && curve ? curve[K + 1] : 0.0;
-    double c_draft = spec->drafted > 0 ? spec->draft_seconds / spec->drafted / unit : 0.0;
-    if (c_verify > 0.0) *textbook = predicted_speedup(stats_alpha(spec), K, c_verify, c_draft);
+    double c_draft = spec->core.drafted > 0 ? spec->draft_seconds / spec->core.drafted / unit : 0.0;
+    if (c_verify > 0.0) *textbook = predicted_speedup(run_alpha(spec), K, c_verify, c_draft);
 }
 
 // The ./specdec command that makes one of the cell's pairs: --compare runs speculative
@@ -351,7 +343,7 @@ static const char *cell_command(const Cell *c) {
 // The runs: plain decoding and each cell's speculative decoding, alternating
 
 // One run of plain decoding of the bench's text at temperature t: its text and stats.
-static void plain_run(GPT *g, const Vocab *v, float t, int *seq, float *p, Stats *st) {
+static void plain_run(GPT *g, const Vocab *v, float t, int *seq, float *p, RunStats *st) {
     DecodeOptions o = {.sampler.temperature = t, .K = 1, .vocab = v};
     Rng r;
     rng_seed(&r, SEED);
@@ -363,7 +355,7 @@ static void plain_run(GPT *g, const Vocab *v, float t, int *seq, float *p, Stats
 }
 
 // One run of the cell's speculative decoding, on buffers b built for K at least.
-static void spec_run(GPT *g, const Vocab *v, Cell *c, SpecBuffers *b, int *seq, Stats *st) {
+static void spec_run(GPT *g, const Vocab *v, Cell *c, SpecBuffers *b, int *seq, RunStats *st) {
     DecodeOptions o = {.sampler.temperature = c->t, .K = c->K, .vocab = v};
     Rng r;
     rng_seed(&r, SEED);
@@ -387,12 +379,12 @@ static long RUNS, RERUNS, RUNS_SHARED; // runs kept, runs made again, runs kept 
 // One run of plain decoding (c NULL) or of cell c's speculative decoding, made again if
 // another process took its core (MIN_CPU_SHARE).
 static void measured_run(GPT *g, const Vocab *v, float t, Cell *c, SpecBuffers *b, int *seq,
-                         float *p, Stats *st) {
+                         float *p, RunStats *st) {
     for (int attempt = 0;; attempt++) {
         double cpu0 = cpu_seconds();
         if (c) spec_run(g, v, c, b, seq, st);
         else plain_run(g, v, t, seq, p, st);
-        double share = st->seconds > 0.0 ? (cpu_seconds() - cpu0) / st->seconds : 1.0;
+        double share = st->core.seconds > 0.0 ? (cpu_seconds() - cpu0) / st->core.seconds : 1.0;
         if (share >= MIN_CPU_SHARE) break;
         if (attempt >= MAX_RERUNS || RERUNS >= RUNS / 10) { // keep it, and count it
             RUNS_SHARED++;
@@ -422,7 +414,7 @@ static int bench_rounds(GPT *g, const Vocab *v, Cell **cells, int n, int rounds,
     int rc = -1;
     if (!p || !seq || !seq_plain || build_spec_buffers(&b, max_k, V, S) != 0) goto out;
     for (int r = 0; r < rounds; r++) {
-        Stats sp, ss;
+        RunStats sp, ss;
         measured_run(g, v, cells[0]->t, NULL, NULL, seq_plain, p, &sp);
         for (int j = 0; j < n; j++) {
             Cell *c = cells[(j + r) % n];
@@ -436,7 +428,7 @@ static int bench_rounds(GPT *g, const Vocab *v, Cell **cells, int n, int rounds,
             }
             c->last_spec = ss;
             c->last_plain = sp;
-            double ratio = ss.seconds > 0 ? sp.seconds / ss.seconds : 0.0;
+            double ratio = ss.core.seconds > 0 ? sp.core.seconds / ss.core.seconds : 0.0;
             if (phase == SELECT && c->n_sel < MAX_PAIRS) c->sel[c->n_sel++] = ratio;
             if (phase == TIMED && c->n_pairs < MAX_PAIRS) {
                 int i = c->n_pairs++;
@@ -585,8 +577,8 @@ static void print_cell_header(double limit) {
 // ('*': the K chosen on them). A cell with no timed pairs shows its selection run; a cell
 // timed by its command shows the command's runs (its counters: the bench's, the same).
 static void print_cell(const Cell *c, double limit) {
-    const Stats *s = cell_spec(c), *pl = cell_plain(c);
-    double alpha = stats_alpha(s), n = (double)s->emitted;
+    const RunStats *s = cell_spec(c), *pl = cell_plain(c);
+    double alpha = run_alpha(s), n = (double)s->core.emitted;
     double spec_tps = n / cell_spec_seconds(c), plain_tps = n / cell_plain_seconds(c);
     char pm[16] = "    -";
     (void)pl;
@@ -594,7 +586,7 @@ static void print_cell(const Cell *c, double limit) {
     fprintf(stderr, "  %-8s %2d  %s  %13.2f     %.3f  %.3f  %10.3f  %10.3f  %10.3f  %11.1f"
             "  %10.1f  %7.4f", c->d->name, c->K, pm, cell_guesses(c), cell_rate(c), alpha,
             cell_tpv(c), expected_tokens_per_pass(alpha, c->K),
-            (double)target_passes(s) / n, plain_tps, spec_tps, cell_c_draft(c));
+            (double)s->core.target_passes / n, plain_tps, spec_tps, cell_c_draft(c));
     char tb[16];
     if (c->n_pairs)
         fprintf(stderr, "   %5.2f (%4.2f-%4.2f)  %5.2f     %s", cell_speedup(c), cell_lo(c),
@@ -611,19 +603,19 @@ static void print_cell(const Cell *c, double limit) {
 // Where the median pair's wall time went, as shares (print_time_table's rows, one line
 // per decoder): each kind of target pass, drafting, and the rest.
 static void print_shares(const Cell *c) {
-    const Stats *side[2] = {cell_spec(c), cell_plain(c)};
+    const RunStats *side[2] = {cell_spec(c), cell_plain(c)};
     fprintf(stderr, "      time, %% of the wall:");
     for (int k = 0; k < 2; k++) {
-        const Stats *s = side[k];
-        double rest = s->seconds - s->draft_seconds;
+        const RunStats *s = side[k];
+        double rest = s->core.seconds - s->draft_seconds;
         fprintf(stderr, "%s", k ? "  | plain:" : " speculative:");
         for (int i = 0; i < N_PASS_KINDS; i++) {
             rest -= s->pass[i].seconds;
             if (s->pass[i].passes)
-                fprintf(stderr, " %s %.1f", PASS_NAME[i], 100.0 * s->pass[i].seconds / s->seconds);
+                fprintf(stderr, " %s %.1f", PASS_NAME[i], 100.0 * s->pass[i].seconds / s->core.seconds);
         }
-        if (k == 0) fprintf(stderr, ", drafting %.1f", 100.0 * s->draft_seconds / s->seconds);
-        fprintf(stderr, ", rest %.1f", 100.0 * rest / s->seconds);
+        if (k == 0) fprintf(stderr, ", drafting %.1f", 100.0 * s->draft_seconds / s->core.seconds);
+        fprintf(stderr, ", rest %.1f", 100.0 * rest / s->core.seconds);
     }
     fputc('\n', stderr);
 }
@@ -693,8 +685,8 @@ static void csv_header(void) {
            "speedup_max,full_model,p_min,pairs,chosen,selection_speedup,load,timed_by\n");
 }
 static void csv_row(const char *sweep, int H, const Cell *c) {
-    const Stats *s = cell_spec(c), *pl = cell_plain(c);
-    double n = (double)s->emitted, alpha = stats_alpha(s);
+    const RunStats *s = cell_spec(c), *pl = cell_plain(c);
+    double n = (double)s->core.emitted, alpha = run_alpha(s);
     int timed = c->n_pairs > 0;
     double sp = timed ? cell_speedup(c) : cell_select(c);
     double lo = timed ? cell_lo(c) : min_of(c->sel, c->n_sel);
@@ -709,11 +701,11 @@ static void csv_row(const char *sweep, int H, const Cell *c) {
     printf("%s,%s,%d,%.2f,%g,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.3f,%.4f,%.4f,%s",
            timed ? sweep : "select", c->d->name, H, c->mb, c->t, c->K, cell_c_draft(c),
            cell_rate(c), alpha, cell_tpv(c), expected_tokens_per_pass(alpha, c->K),
-           (double)target_passes(s) / n, 1e6 * cell_plain_seconds(c) / n,
+           (double)s->core.target_passes / n, 1e6 * cell_plain_seconds(c) / n,
            1e6 * cell_spec_seconds(c) / n, sp,
            textbook, c->t != 0.0f ? "" : c->greedy_differ ? "0" : "1");
     // the draft's passes and share of the wall time, then acceptance at each position
-    printf(",%ld,%.4f", s->draft_passes, s->seconds > 0 ? s->draft_seconds / s->seconds : 0.0);
+    printf(",%ld,%.4f", s->draft_passes, s->core.seconds > 0 ? s->draft_seconds / s->core.seconds : 0.0);
     for (int i = 0; i < BENCH_MAX_K; i++) {
         if (i < c->K && s->judged_at[i] > 0) printf(",%.4f", (double)s->accepted_at[i] / s->judged_at[i]);
         else printf(","); // past K, or never reached
@@ -995,7 +987,7 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
             "%d prompts x %d tokens\n     t  tempered q^(1/t)  untempered q  rounds\n",
             TEMPER_N_PROMPTS, TEMPER_TOKENS);
     for (int ti = 0; ti < 6; ti++) {
-        Stats st;
+        RunStats st;
         memset(&st, 0, sizeof(st));
         TemperWatch w = {&b, d, 0, 0.0, 0};
         for (int i = 0; i < TEMPER_N_PROMPTS; i++) {
@@ -1012,7 +1004,7 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
             o.st = &st;
             test_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq, ROUND, temper_watch, &w);
         }
-        fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], stats_alpha(&st),
+        fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], run_alpha(&st),
                 w.n ? w.untempered_sum / w.n : 0.0, w.n);
     }
     free_spec_buffers(&b);
@@ -1282,13 +1274,13 @@ static void sweep_best(const SweepRow *rows, int n, const Draft *drafts, int n_d
         for (int j = 0; j < n_drafts; j++) {
             const Cell *c = row_best(&rows[i], &drafts[j], 1.0f);
             if (!c) continue;
-            const Stats *s = cell_spec(c);
-            double tok = (double)s->emitted, limit = i > 0 ? rows[i].limit : 0.0;
+            const RunStats *s = cell_spec(c);
+            double tok = (double)s->core.emitted, limit = i > 0 ? rows[i].limit : 0.0;
             double spec_s = cell_spec_seconds(c), plain_s = cell_plain_seconds(c);
             char tb[16];
             fprintf(stderr, "  %7.2f MB  %-7s %2d  %13.2f  %.3f  %10.3f  %7.4f  %11.1f  %10.1f"
                     "   %5.2f (%4.2f-%4.2f)  %5.2f     %s", rows[i].mb, c->d->name, c->K,
-                    cell_guesses(c), stats_alpha(s), cell_tpv(c), cell_c_draft(c),
+                    cell_guesses(c), run_alpha(s), cell_tpv(c), cell_c_draft(c),
                     tok / plain_s, tok / spec_s, cell_speedup(c), cell_lo(c), cell_hi(c),
                     cell_full(c), or_dash(cell_textbook(c), tb));
             if (limit > 0)
@@ -1606,7 +1598,7 @@ static void print_summary(void) {
 static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const char *shape, int K,
                               double *seconds) {
     int V = g->config.vocab_size, S = g->config.block_size;
-    Stats st;
+    RunStats st;
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, SEED);
@@ -1630,8 +1622,8 @@ static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const c
         speculative_generate(g, d, &b, &prompt, &o, seq);
         free_spec_buffers(&b);
     }
-    if (seconds) *seconds = st.seconds;
-    return st.rounds ? (double)st.round_tokens / st.rounds : 0.0;
+    if (seconds) *seconds = st.core.seconds;
+    return st.core.rounds ? (double)st.core.round_tokens / st.core.rounds : 0.0;
 }
 
 // The tree section: for each model-free and model draft, at t = 0 and 1, the chain of K = 4
@@ -1686,10 +1678,10 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
         tokens_per_pass(g, gpt, v, 1.0f, NULL, 4, &cs);
         int seq[64 + MAX_TOKENS];
         float p[256];
-        Stats st;
+        RunStats st;
         memset(&st, 0, sizeof(st));
         plain_run(g, v, 1.0f, seq, p, &st);
-        ps = st.seconds;
+        ps = st.core.seconds;
         tree_r[i] = ps / ts;
         chain_r[i] = ps / cs;
     }
@@ -1764,7 +1756,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
         return 1;
     }
     DecodeOptions greedy = {.K = 1, .vocab = v};
-    Stats st;
+    RunStats st;
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, SEED);

@@ -159,8 +159,8 @@ int main(int argc, char **argv) {
     int rc = 1;
     if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0 ||
         load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0 ||
-        read_checkpoint(draft_path, "draft checkpoint", "-d takes a model draft; make "
-                        "train-draft writes " DEFAULT_DRAFT, &d, &dv, err, sizeof(err)) != 0) {
+        read_checkpoint(draft_path, (FileRole){"draft checkpoint", "-d takes a model draft; make "
+                        "train-draft writes " DEFAULT_DRAFT}, &d, &dv, err, sizeof(err)) != 0) {
         error_line("%s", err);
         goto done;
     }

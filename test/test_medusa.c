@@ -1,5 +1,5 @@
 /*
- * test/test_medusa.c: the Medusa heads (specdec.c's "Beyond the blog: Medusa heads" and
+ * test/test_medusa.c: the Medusa heads (beyond.c's medusa_logits and
  * load_medusa, tinyshakespeare/train.c's medusa_loss_grad, save_medusa, eval_medusa and
  * train_medusa).
  *
@@ -166,7 +166,7 @@ static void test_zero_heads(void) {
     init_gpt_random(&g, 5);
     build_medusa(&m, &g, 2); // zero, as training starts
     int tokens[8] = {3, 1, 4, 1, 5, 9, 2, 6};
-    const float *logits = forward(&g, tokens, 8, NULL);
+    const float *logits = forward(&g, tokens, 8);
     int same = 1;
     float z[256];
     for (int j = 0; j < 8; j++)
@@ -306,8 +306,8 @@ static void test_eval_alpha(void) {
     MedusaEval e;
     eval_medusa(&m, &g, tokens, 9, &e);
     float logits[8 * 20], p[8][20];
-    memcpy(logits, forward(&g, tokens, 8, NULL), sizeof(logits));
-    g.state.kv_len = 0;
+    memcpy(logits, forward(&g, tokens, 8), sizeof(logits));
+    g.state.cache_len = 0;
     for (int j = 0; j < 8; j++) tempered_softmax(p[j], logits + j * 20, 20, 1.0f);
     int ok = 1;
     for (int k = 0; k < 3; k++) {
