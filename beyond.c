@@ -337,13 +337,14 @@ static void mask_rows(TreeBuffers *tb, int lo, int hi, int at, int S) {
 static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
                            const unsigned char *sees) {
     int C = c->n_embd, NH = c->n_head, S = c->block_size, HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
+    float scale = 1.0f / sqrtf((float)HS); // the causal pass's scale: head_size ** -0.5
     for (int h = 0; h < NH; h++)
         for (int t = 0; t < T; t++) {
             int n = pos0 + t + 1; // a token's ancestors all sit in earlier slots than its own
             const unsigned char *row = sees + (size_t)t * S; // (S) its row of the mask
-            const float *qh = a->q + (size_t)t * C + h * HS;
-            float *w = a->att + ((size_t)h * S + t) * S;
+            const float *qh = a->q + (size_t)t * C + h * HS; // (HS) head h's query of token t
+            float *w = a->att + ((size_t)h * S + t) * S; // its weights over the slots
+            // one score per slot up to its own; -inf where the mask hides the slot
             for (int s = 0; s < n; s++) {
                 const float *kh = a->key_cache + (size_t)s * C + h * HS;
                 float score = 0.0f;
@@ -351,7 +352,8 @@ static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
                 w[s] = row[s] ? score * scale : -INFINITY;
             }
             softmax(w, n); // a masked slot adds exp(-inf) = 0 to the sum: the sum is unchanged
-            for (int s = n; s < S; s++) w[s] = 0.0f;
+            for (int s = n; s < S; s++) w[s] = 0.0f; // later slots: never seen
+            // the weighted sum of the visible values, slots in order, as the causal pass sums
             float *oh = a->att_out + (size_t)t * C + h * HS;
             for (int i = 0; i < HS; i++) oh[i] = 0.0f;
             for (int s = 0; s < n; s++) {
@@ -366,20 +368,23 @@ static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
 static void tree_block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T,
                                int pos0, const unsigned char *sees) {
     int C = c->n_embd, H = c->ffn_width;
-    size_t CC = (size_t)C * C, CH = (size_t)C * H;
+    size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
+    // layer l's six Linears, as block_forward builds them
     Linear query = {w->query + l * CC, NULL, C, C};
     Linear key = {w->key + l * CC, NULL, C, C};
     Linear value = {w->value + l * CC, NULL, C, C};
     Linear proj = {w->proj_weight + l * CC, w->proj_bias + l * C, C, C};
     Linear up = {w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H};
     Linear down = {w->ffwd_down_weight + l * CH, w->ffwd_down_bias + l * C, H, C};
+    // attention sub-block: keys and values into the cache at slots pos0 .., then the mask
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, query, T);
     matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
     matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
-    tree_attention(c, a, T, pos0, sees);
+    tree_attention(c, a, T, pos0, sees); // the one line that differs from block_forward
     matmul(a->attn, a->att_out, proj, T);
     residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
+    // MLP sub-block, unchanged: each token's own row, whatever the mask
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
     matmul(a->hidden, a->ln2, up, T);
     relu(a->hidden, (size_t)T * H);
@@ -397,16 +402,17 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
     check_pass_fits(g, T);
     for (int t = 0; t < T; t++) // a node's position is cache_len + depth, not its slot
         embed(s->x + (size_t)t * C, &g->w, tokens + t, 1, positions[t], C);
-    size_t layer = (size_t)c->block_size * C;
+    size_t layer = (size_t)c->block_size * C; // one layer's slice of each cache
     for (int l = 0; l < c->n_layer; l++) {
-        s->block.key_cache = s->key_cache + l * layer;
+        s->block.key_cache = s->key_cache + l * layer; // this layer's cache
         s->block.value_cache = s->value_cache + l * layer;
         tree_block_forward(c, &g->w, l, &s->block, T, pos0, sees);
     }
+    // ln_f and lm_head, per token, as forward runs them
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
     Linear lm_head = {g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size};
     matmul(s->logits, s->ln_f, lm_head, T);
-    s->cache_len += T;
+    s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
     return s->logits;
 }
 

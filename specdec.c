@@ -363,7 +363,8 @@ typedef struct {
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
     float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised
-    int *accepted;       // (K+1)     tokens the round emits: accepted drafts, then a resample or bonus
+    int *accepted;       // (K+1)     tokens the round emits: accepted drafts, then a resample
+                         //           or a bonus
     int rejected_at;     //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
 
@@ -381,12 +382,13 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
     }
 }
 
-// Phase 2, VERIFY: the blog's verify_candidates(target_model, current_token, candidates, past_kvs).
-// ONE target pass over [current_token, c0 .. c(k-1)] at positions cache_len .. cache_len+k: forward
-// reads cache_len from the cache, as the blog reads past_kvs's shape. Row i of b->target_probs is
-// the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1 judge the candidates, row k is the
-// bonus. Why one pass of k+1 tokens can cost little more than one: a pass reads every weight once
-// whatever its T (matmul), and where weights come from memory, that read is the cost (notes/speed.md).
+// Phase 2, VERIFY: the blog's verify_candidates(target_model, current_token, candidates,
+// past_kvs). ONE target pass over [current_token, c0 .. c(k-1)] at positions cache_len ..
+// cache_len+k: forward reads cache_len from the cache, as the blog reads past_kvs's shape.
+// Row i of b->target_probs is the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1
+// judge the candidates, row k is the bonus. Why one pass of k+1 tokens can cost little more
+// than one: a pass reads every weight once whatever its T (matmul), and where the weights
+// come from memory, that read is the cost (notes/speed.md).
 void verify_candidates(GPT *target_model, int current_token, int k, float temperature,
                        SpecBuffers *b) {
     int V = b->V;
@@ -441,8 +443,9 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
             continue;
         }
         b->rejected_at = i; // rejected: redraw this position from the mass q under-covered
+        double u_resample = rng_uniform(rng); // the resample's own uniform
         accepted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
-                                      V, b->residual, rng_uniform(rng)); // the resample's own uniform
+                                      V, b->residual, u_resample);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
     if (!allow_bonus) // the last round: a bonus would overshoot max_new_tokens
@@ -500,14 +503,8 @@ typedef struct {
     Stats *st;          // the generation's counters
 } DecodeOptions;
 
-// Wall-clock seconds from a monotonic clock (never jumps with the date).
-double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // Plumbing, after the model: counting, tracing, writing the text; called around the phases.
+double now_seconds(void);
 void count_pass(Stats *st);
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted);
 void finish_stats(Stats *st, long emitted, double t0);
@@ -572,10 +569,11 @@ void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, fl
     finish_stats(o->st, n_seq - first, t0);
 }
 
-// The context rule in a speculative round: a full cache restarts the window where plain decoding
-// refills, from the last S/2 tokens, current_token last. This pass runs the S/2-1 before it from
-// position 0 (none for block_size 2 or 3); the verify pass then runs current_token at position
-// S/2-1, as plain decoding's refill does (a pass's rows do not depend on how tokens split in passes).
+// The context rule in a speculative round: a full cache restarts the window where plain
+// decoding refills, from the last S/2 tokens, current_token last. This pass runs the S/2-1
+// before it from position 0 (none for block_size 2 or 3); the verify pass then runs
+// current_token at position S/2-1, as plain decoding's refill does: a pass's rows do not
+// depend on how its tokens are split into passes.
 void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int n = g->config.block_size / 2 - 1; // the tokens before current_token
     g->state.cache_len = 0;
@@ -630,8 +628,9 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
 
 // ----------------------------------------------------------------------------
 // The target model: the lecture's GPT, in textbook loops, with a KV cache
-// Each function reads (T, in) rows and writes (T, out) rows for a pass's T tokens, each token's sums
-// in the same order whatever T is: its logits are bit-identical alone or in a verify pass of k+1.
+// Each function reads (T, in) rows and writes (T, out) rows for a pass's T tokens, each
+// token's sums in the same order whatever T is: its logits are bit-identical alone or in a
+// verify pass of k+1.
 
 // out = LayerNorm(in) * weight + bias per row of C features (eps 1e-5, biased variance: torch's).
 void layernorm(float *out, const float *in, const float *weight, const float *bias, int T,
@@ -1000,6 +999,13 @@ struct Stats {
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
 };
+
+// Wall-clock seconds from a monotonic clock (never jumps with the date).
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 // Counts one forward pass of the target: the cost speculation cuts.
 void count_pass(Stats *st) { st->target_passes++; }
@@ -1746,13 +1752,16 @@ int parse_table(int argc, char **argv, const OptionSpec *options, const char *pr
 size_t core_options(Options *o, OptionSpec *table) {
     const OptionSpec options[] = {
         // the flags: each sets its field to 1
-        {"-h", OPT_FLAG, &o->help, 1, 0, NULL}, {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
-        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL}, {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL},
+        {"-h", OPT_FLAG, &o->help, 1, 0, NULL},
+        {"--help", OPT_FLAG, &o->help, 1, 0, NULL},
+        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL},
+        {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL},
         {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL},
         {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL},
         {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL},
         // the texts, kept as given, and the numbers, each with its range and its rule's words
-        {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL}, {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
+        {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL},
+        {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
         {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens, 1 to 10000000"},
         {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
