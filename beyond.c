@@ -24,18 +24,24 @@
  *   ./beyond --draft lookup --trace -n 40     # a chain, drawn as a tree of one child a level
  *   ./beyond --selftest                       # greedy equivalence of every draft and shape
  *
- * Map: the idea, the paper or engine, and where it is here (sections in this order)
- *   top-k, top-p on both sides   serving engines        apply_top_k_top_p()  The served distribution
- *   a small GPT as the draft     Leviathan, Chen 2023   tree_draft_rows()    The drafts
- *   prompt lookup                serving engines        lookup_match()
- *   Medusa heads                 Cai et al. 2024        medusa_logits()
- *   a tree of guesses            SpecInfer, EAGLE       draft_tree()         A tree of guesses
- *   one masked pass              SpecInfer              tree_forward()       (a copy of forward)
- *   the exact rule, child by child                      judge_children()
- *   the path's rows kept                                compact_kv_cache()
- *   the one loop                                        tree_generate()
- *   where the time went, c(T)                           print_time_table()   Stats and speed
- *   padded weights               --ffn-width            widen_ffn()          Loading
+ * Map: the idea, where it comes from, and where it is here (the sections, in this order)
+ *   The served distribution
+ *     top-k and top-p on both sides (serving engines)       apply_top_k_top_p()
+ *   The drafts
+ *     a small GPT with its own cache (Leviathan, Chen 2023)  tree_draft_rows()
+ *     prompt lookup (serving engines)                        lookup_match()
+ *     Medusa heads on the target's hidden row (Cai 2024)     medusa_logits()
+ *   A tree of guesses, verified in one pass (SpecInfer, Medusa, EAGLE)
+ *     several children per node, drawn without replacement   draft_tree(), add_children()
+ *     one masked pass: specdec.c's forward, copied           tree_forward()
+ *     the exact rule, child by child                         judge_children()
+ *     the accepted path's rows moved into place              compact_kv_cache()
+ *   Stats, colours and the trace of a tree round             print_run_stats(), trace_tree()
+ *     where the time went, c(T), an account of the run       print_time_table(), print_accounting()
+ *   The one loop                                             tree_round(), tree_generate()
+ *     the refill folded into the verify pass                 restart_cache()
+ *   Loading: Medusa heads, and --ffn-width's padded model    load_medusa(), widen_ffn()
+ *   Self-test, then the command line                         beyond_selftest(), main()
  *
  * Size letters are specdec.c's, and: N the guesses of a whole tree shape (21 for 3,2,1,1),
  * D its levels (4); a chain of K is the shape 1,1,..,1 (N = D = K).
@@ -216,7 +222,7 @@ void restart_draft_cache(Draft *d) {
 }
 
 // ----------------------------------------------------------------------------
-// A tree of guesses, verified in one pass: the one loop
+// A tree of guesses, verified in one pass
 //
 // A chain stakes each position on one guess: its first rejection ends the round. SpecInfer
 // (Miao et al. 2024, arXiv:2305.09781), Medusa (Cai et al. 2024, arXiv:2401.10774) and EAGLE
@@ -994,6 +1000,11 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
 
 // ----------------------------------------------------------------------------
 // The one loop: tree_round and tree_generate
+//
+// specdec.c's speculative_generate runs the blog's chain. This loop runs any draft and any
+// shape: the tree 1,1,..,1 is that chain, drawing the same uniforms in the same order, and
+// the shape of no levels is plain decoding, drawing as generate does (the self-test compares
+// the texts of both, sampled, at a fixed seed).
 
 // The context rule at a round's start, folded: when the cache is full, the window restarts
 // from the last S/2 tokens, current_token last, where plain decoding refills; instead of a
@@ -1242,12 +1253,39 @@ static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *sha
         same = st.core.emitted == n_new &&
                memcmp(a + start, b + start, (size_t)n_new * sizeof(int)) == 0;
     }
-    printf("%s %-6s %-8s %-14s t=%g: %d tokens %s (%ld target passes against %ld, %.3f tokens "
-           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label,
-           prompt->n == 0 ? "empty" : "", t, n_new, same ? "as generate's" : "DIFFER",
-           st.core.target_passes, sp.target_passes, ratio(st.core.round_tokens, st.core.rounds));
+    printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
+           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n_new,
+           same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
+           ratio(st.core.round_tokens, st.core.rounds));
     free(a);
     free(b);
+    return same;
+}
+
+// The bigram's chain through the one loop against specdec.c's speculative_generate, sampled
+// at t = 1 with the same seed: the same draws in the same order give the same text.
+static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K) {
+    int n_new = 300, start = prompt->n > 0 ? prompt->n : 1;
+    int *a = malloc((size_t)(start + n_new) * sizeof(int));
+    int *c = malloc((size_t)(start + n_new) * sizeof(int));
+    RunStats st = {0};
+    Stats sc = {0};
+    SpecBuffers b = {0};
+    Rng rng;
+    rng_seed(&rng, 7);
+    DecodeOptions o = {.n_new = n_new, .K = K, .temperature = 1.0f, .rng = &rng, .st = &sc};
+    TreeShape chain = chain_shape(K);
+    int same = a && c && build_spec_buffers(&b, K, g->config.vocab_size) == 0 &&
+               run_tree(g, bigram, &chain, prompt, (Sampler){1.0f, 0, 0.0f}, 7, n_new, a, &st) == 0;
+    if (same) {
+        speculative_generate(g, &bigram->bigram, &b, prompt, &o, c);
+        same = memcmp(a + start, c + start, (size_t)n_new * sizeof(int)) == 0;
+    }
+    printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
+           "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n_new);
+    free_spec_buffers(&b);
+    free(a);
+    free(c);
     return same;
 }
 
@@ -1284,21 +1322,28 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
     const Tokens prompts[] = {{corpus->tokens, 0}, {corpus->tokens, S / 2},
                               {corpus->tokens, (int)selftest_min_corpus(S)}};
     static const char *const tree_labels[] = {"3,2,1,1", "2,2,2", "4,1"};
+    static const char *const prompt_labels[] = {"empty", "half window", "two windows"};
     TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
+    const int Ks[5] = {1, 2, 3, 5, 8}; // chain lengths; specdec.c's self-test runs the bigram's 1..8
     for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
         for (int d = 0; d < n_drafts; d++)
-            for (int K = 1; K <= 8 && K < S; K++, cases++) { // chains: lookup and Medusa too
+            for (int j = 0; j < 5 && Ks[j] < S; j++, cases++) { // chains: lookup and Medusa too
+                int K = Ks[j];
                 TreeShape chain = chain_shape(K);
-                char label[16];
-                snprintf(label, sizeof(label), "chain %d", K);
+                char label[32];
+                snprintf(label, sizeof(label), "chain %d, %s", K, prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
-            for (int s = 0; s < 3 && drafts[d].kind != DRAFT_LOOKUP; s++, cases++)
-                failures += !beyond_case(g, &drafts[d], tree_labels[s], &trees[s], &prompts[i], 0.0f);
+            for (int s = 0; s < 3 && drafts[d].kind != DRAFT_LOOKUP; s++, cases++) {
+                char label[32];
+                snprintf(label, sizeof(label), "tree %s, %s", tree_labels[s], prompt_labels[i]);
+                failures += !beyond_case(g, &drafts[d], label, &trees[s], &prompts[i], 0.0f);
+            }
         TreeShape none = {0};
-        failures += !beyond_case(g, NULL, "no tree", &none, &prompts[i], 1.0f);
-        cases++;
+        failures += !beyond_case(g, NULL, prompt_labels[i], &none, &prompts[i], 1.0f);
+        failures += !beyond_chain_case(g, &drafts[0], &prompts[i], 4); // drafts[0]: the bigram
+        cases += 2;
     }
     int T[] = {2, 9, S};
     for (int i = 0; i < 3; i++, cases++)

@@ -18,7 +18,7 @@
  *   make run                  # build ./specdec, fetch the corpus, run the demo
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   make debug                # ./specdec_debug: -O0 -g3, address + UB sanitizers
- *   gdb -ex 'break accept_reject' -ex run --args ./specdec_debug -n 8
+ *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
  *   (gdb) p b->candidates[0]@k   # the round's guesses; then `finish`: how many it emits
  *
  * Map: the blog's Python, and where it is here, in reading order

@@ -5,9 +5,11 @@
 #
 # REV is the last commit before specdec.c became the lesson: register-tiled matmuls,
 # keys cached by feature, 64-byte alignment. This script takes its specdec.c from git
-# history, and this checkout's specdec.c and trainer, and links both into one program:
-# each is compiled with a small shim (ab_setup, ab_forward, ab_decode, ab_train) and every
-# other symbol is made local with objcopy, so the two never meet. The program then
+# history, and this checkout's specdec.c, beyond.c and trainer, and links both into one
+# program: each is compiled with a small shim (ab_setup, ab_forward, ab_decode, ab_train,
+# written to each version's API: AB_NAIVE marks this checkout's) and every other symbol is
+# made local with objcopy, so the two never meet. Both decoders are specdec.c's: its plain
+# generate and its bigram speculative_generate. The program then
 # alternates the two versions call by call and reports medians, so a machine that speeds
 # up or slows down meanwhile moves both sides alike:
 #   - one forward over T = 1, 2, 5 new tokens (12 cached) and T = 16 (a refill);
@@ -32,11 +34,12 @@ make -s data
 # so both compute the same function and the texts (and the acceptance) agree
 git show "$REV:specdec.c" | sed 's|float scale = 1.0f / sqrtf((float)C);|float scale = 1.0f / sqrtf((float)HS);|' >"$T/tuned.c"
 grep -q 'sqrtf((float)HS)' "$T/tuned.c" || { echo "ab: could not set the tuned version's attention scale" >&2; exit 1; }
-cp specdec.c "$T/specdec.c"
-sed 's|#include "../specdec.c"|#include "specdec.c"|' tinyshakespeare/train.c >"$T/naive.c"
+cp specdec.c beyond.c "$T/"
+sed 's|#define BEYOND_C "../beyond.c"|#define BEYOND_C "beyond.c"|' tinyshakespeare/train.c >"$T/naive.c"
+grep -q '#define BEYOND_C "beyond.c"' "$T/naive.c" || { echo "ab: could not point the trainer at its beyond.c" >&2; exit 1; }
 
 # The shim: the same four functions over either version (they share the names of the
-# model, the decoders and the training pass).
+# model, the decoders and the training pass; where this checkout's API differs, AB_NAIVE).
 cat >"$T/shim.h" <<'EOF'
 static GPT G; static Vocab Vb; static Corpus Cp; static BigramDraft D; static SpecBuffers SB;
 static TrainState TS; static TrainProgress TP;
@@ -54,7 +57,11 @@ double ab_forward(int kv, int T, int reps) {
     int tok[32];
     for (int i = 0; i < 32; i++) tok[i] = (i * 7 + 3) % Vb.size;
     double t0 = now_seconds();
+#ifdef AB_NAIVE
+    for (int r = 0; r < reps; r++) { G.state.cache_len = kv; forward(&G, tok, T); }
+#else
     for (int r = 0; r < reps; r++) { G.state.kv_len = kv; forward(&G, tok, T); }
+#endif
     return (now_seconds() - t0) / reps;
 }
 double ab_decode(int spec, int K, float t, int n, unsigned long long seed) {
@@ -62,11 +69,17 @@ double ab_decode(int spec, int K, float t, int n, unsigned long long seed) {
     int np = (int)strlen(ps), prompt[64], *seq = malloc((size_t)(np + n) * sizeof(int));
     float p[256];
     encode(&Vb, (const unsigned char *)ps, (size_t)np, prompt);
-    DecodeOptions o = {.temperature = t, .K = K, .vocab = &Vb};
     Stats st; memset(&st, 0, sizeof st);
     Rng r; rng_seed(&r, seed);
+#ifdef AB_NAIVE
+    DecodeOptions o = {.n_new = n, .K = K, .temperature = t, .vocab = &Vb, .rng = &r, .st = &st};
+    if (spec) speculative_generate(&G, &D, &SB, &(Tokens){prompt, np}, &o, seq);
+    else generate(&G, &(Tokens){prompt, np}, &o, seq, p);
+#else
+    DecodeOptions o = {.temperature = t, .K = K, .vocab = &Vb};
     if (spec) speculative_generate(&G, &D, &SB, prompt, np, n, &o, &r, seq, &st);
     else generate(&G, prompt, np, n, &o, &r, seq, p, &st);
+#endif
     free(seq);
     return st.seconds;
 }
@@ -85,7 +98,8 @@ double ab_train(int steps) {
 }
 EOF
 for v in tuned naive; do
-    printf '#define TESTING\n#include "%s.c"\n#include "shim.h"\n' "$v" >"$T/shim_$v.c"
+    naive=$([[ $v == naive ]] && echo '#define AB_NAIVE' || true)
+    printf '#define TESTING\n%s\n#include "%s.c"\n#include "shim.h"\n' "$naive" "$v" >"$T/shim_$v.c"
     (cd "$T" && "$CC" "${FLAGS[@]}" -c "shim_$v.c" -o "$v.o")
     syms=()
     for f in ab_setup ab_forward ab_decode ab_train; do syms+=(--redefine-sym "$f=${v}_$f"); done

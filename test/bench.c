@@ -1,42 +1,46 @@
 /*
  * test/bench.c — how fast speculative decoding is here, and why (make bench).
  *
- * It includes specdec.c whole and measures, on the model it loads, three drafts (the
- * bigram table, the GPT draft tinyshakespeare/draft.bin, prompt lookup) and the ceiling
- * (the unpadded model drafting for the target, the same function: alpha = 1):
+ * It includes beyond.c whole (and with it specdec.c) and measures, on the model it loads,
+ * three drafts (the bigram table, the GPT draft tinyshakespeare/draft.bin, prompt lookup)
+ * and the ceiling (the unpadded model drafting for the target, the same function: alpha = 1):
  *   1. c(T): the time of one forward over T new tokens divided by a one-token forward,
  *      for T = 1..9, with the matmuls alone beside it, the refill's cost, and each
  *      draft's c_draft (one guess's time over a one-token forward, measured);
  *   2. the K sweep on this model, K = 1..8 at t = 0 and t = 1, every draft: the counters
  *      (acceptance rate, alpha, tokens per verify pass beside (1 - alpha^(K+1)) / (1 - alpha)),
- *      the measured speedup beside the two models, the best K, a text chart;
+ *      the measured speedup beside the accounting and the papers' formula, the best K, a
+ *      text chart;
  *   3. why the draft is tempered (alpha with and without tempering, at the same positions);
  *   4. --draft-p-min against the best fixed K;
- *   5. the size sweep at t = 1: the same model with its MLP padded by zeros (widen_ffn)
+ *   5. trees against chains: tokens per verify pass at the same node count, and wall time;
+ *   6. the size sweep at t = 1: the same model with its MLP padded by zeros (widen_ffn)
  *      to 8.76, 34.1 and 136 MB of weights, where the weights stop fitting the caches: the
  *      streaming bandwidth, c(T) per size, each draft's best K (and at 136 MB the GPT draft
  *      with --draft-p-min) against plain decoding and the bandwidth limit, the crossover, a
  *      text chart and an SVG;
- *   6. the headline figures, each beside the ./specdec command that makes it, the check
- *      that the full model lands within 10% of every measured cell, and the issue's
+ *   7. the headline figures, each beside the ./beyond command that makes it, the check
+ *      that the accounting lands within 10% of every measured cell, and the issue's
  *      targets at 136 MB.
  *
  * How a figure is measured. Every run decodes ./specdec's default prompt with its default
  * seed, TOKENS = 400 new tokens (the 32-token window restarts about 24 times), so all runs
- * of a cell make the same text with the same passes: only the clock moves. On the loaded
+ * of a cell make the same text with the same passes: only the clock moves. Every run goes
+ * through beyond.c's one loop, as ./beyond runs it: speculative decoding is tree_generate
+ * with a chain of K (chain_shape(K)), plain decoding the tree of no levels. On the loaded
  * model (bench_rounds), a round runs plain decoding once, then each cell's speculative
  * decoding (each round starting one cell later); a cell's speedup is the median, over
  * PAIRS = 3 timed rounds, of plain's wall time over speculative's in the same round,
- * printed with the pairs' min-max. Beside it, from the same runs, the two models
- * print_comparison prints (specdec.c): the full model, every pass that ran at its own
+ * printed with the pairs' min-max. Beside it, from the same runs, the two figures
+ * print_accounting prints (beyond.c): the accounting, every pass that ran at its own
  * measured time (cost_per_token, drafting included), and the papers' E/(c(K+1) + K
  * c_draft). The best K (or K and P) of a draft is chosen on separate selection rounds and
  * reported from the timed rounds: no figure is the best of noisy ones. A run that another
  * process kept off its core for more than 5% of its wall time is made again (measured_run).
  * Each figure worth quoting (a headline) is printed beside the command that makes one such
- * pair, `./specdec --compare -n 400 -t T --draft D -k K [--ffn-width H] [--draft-p-min P]`
+ * pair, `./beyond --compare -n 400 -t T --draft D -k K [--ffn-width H] [--draft-p-min P]`
  * (speculative, then plain, in a fresh process). The bench runs those commands too, since
- * its own process and a fresh ./specdec measure a few percent apart: on the loaded model,
+ * its own process and a fresh ./beyond measure a few percent apart: on the loaded model,
  * each headline's command 5 times after the K sweep and --draft-p-min (check_commands);
  * at the padded widths, after the selection round, the chosen cells' commands 3 times
  * each, as the timed runs themselves (command_rounds). From there on (the chart, the SVG,
@@ -47,7 +51,7 @@
  *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick]
  *     --csv       every cell as CSV on stdout (the report stays on stderr)
  *     --svg       the size sweep's chart as an SVG file (make bench: notes/speed.svg)
- *     --commands  runs each headline's ./specdec command N times on the loaded model
+ *     --commands  runs each headline's ./beyond command N times on the loaded model
  *                 (0..5, default 5); 0: no commands, the bench times every cell itself
  *     --quick     the same report on fewer tokens, rounds and sizes (the tests), no commands
  * notes/speed.md reads the numbers.
@@ -85,7 +89,7 @@ static int PROMPT_TOKENS[64], N_PROMPT;
 static char CMD_PATHS[600];       // " -m PATH -i PATH" when the bench was given them
 static const char *MODEL_PATH;    // the loaded model: the ceiling's --draft in a command
 
-// The headlines' ./specdec commands (check_commands, command_rounds): how many runs of
+// The headlines' ./beyond commands (check_commands, command_rounds): how many runs of
 // each, and the wall time spent in them, which this process's CPU time does not count.
 static int COMMAND_RUNS = 5;   // --commands N; --quick: 0 (no commands at all)
 static double COMMAND_SECONDS;
@@ -118,7 +122,7 @@ static double cpu_seconds(void) {
 static const char *machine_note(void) {
     static char buf[128];
     static double last_wall, last_cpu;
-    // the ./specdec commands run in processes of their own: their time is left out
+    // the ./beyond commands run in processes of their own: their time is left out
     double wall = now_seconds() - COMMAND_SECONDS, cpu = cpu_seconds();
     if (last_wall > 0.0 && wall > last_wall + 0.01)
         snprintf(buf, sizeof(buf), "load %.2f, this process on a core %.0f%% of the time since "
@@ -160,11 +164,11 @@ static double max_of(const double *x, int n) {
 }
 
 // ----------------------------------------------------------------------------
-// A cell, its runs, and the two models beside them
+// A cell, its runs, and the two accounts beside them
 
-// What a run of a cell's ./specdec --compare command printed (print_comparison): the
-// measured speedup, the full model, the papers' formula (0 when it printed none), and the
-// two wall times in ms.
+// What a run of a cell's ./beyond --compare command printed (print_comparison's wall times,
+// print_accounting's figures): the measured speedup, the accounting, the papers' formula (0
+// when it printed none), and the two wall times in ms.
 enum { CMD_MEASURED, CMD_FULL, CMD_TEXTBOOK, CMD_SPEC_MS, CMD_PLAIN_MS, CMD_FIGS };
 
 // One speculative configuration on one target, and what its runs measured.
@@ -181,11 +185,11 @@ typedef struct {
     int n_pairs;         // timed pairs: each side's counters and times, and what they give
     RunStats spec[MAX_PAIRS], plain[MAX_PAIRS];
     double ratio[MAX_PAIRS];    // plain wall time / speculative wall time
-    double full[MAX_PAIRS];     // every pass at its c(T): print_comparison's full model
+    double full[MAX_PAIRS];     // every pass at its c(T): print_accounting's accounting
     double textbook[MAX_PAIRS]; // the papers' E/(c(K+1) + K c_draft)
     RunStats last_spec, last_plain; // the latest pair of any kind: every run of a cell makes the
                                  // same text and passes, so its counters are every run's
-    int by_command;      // its timed pairs are runs of its ./specdec command (command_rounds)
+    int by_command;      // its timed pairs are runs of its ./beyond command (command_rounds)
     int n_cmd;           // runs of its command: each one's figures (CMD_*) and stderr
     double cmd[MAX_PAIRS][CMD_FIGS];
     char *cmd_text[MAX_PAIRS];
@@ -209,7 +213,7 @@ static Cell *new_cell(Draft *d, int K, float p_min, float t, int H, double mb,
 }
 
 // x as "%5.2f", or "    -" when it is 0: the papers' formula when no round drafted K
-// guesses to price it by (print_comparison prints none then either). buf: 16 chars.
+// guesses to price it by (print_accounting prints none then either). buf: 16 chars.
 static const char *or_dash(double x, char *buf) {
     if (x > 0.0) snprintf(buf, 16, "%5.2f", x);
     else snprintf(buf, 16, "    -");
@@ -240,8 +244,8 @@ static int mid_run(const Cell *c) {
 }
 
 // A cell's figure to quote, by f (median_of, min_of or max_of) over its runs: those of its
-// ./specdec command where the bench ran it, else the bench's own timed pairs. col: the
-// measured speedup (CMD_MEASURED), the full model (CMD_FULL) or the textbook (CMD_TEXTBOOK).
+// ./beyond command where the bench ran it, else the bench's own timed pairs. col: the
+// measured speedup (CMD_MEASURED), the accounting (CMD_FULL) or the textbook (CMD_TEXTBOOK).
 static double figure(const Cell *c, int col, double (*f)(const double *, int)) {
     double x[MAX_PAIRS];
     if (c->n_cmd > 0) {
@@ -270,10 +274,10 @@ static const RunStats *cell_plain(const Cell *c) {
 
 // The two wall times of the median run, in seconds: the command's, where the bench ran it.
 static double cell_spec_seconds(const Cell *c) {
-    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_SPEC_MS] / 1e3 : cell_spec(c)->seconds;
+    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_SPEC_MS] / 1e3 : cell_spec(c)->core.seconds;
 }
 static double cell_plain_seconds(const Cell *c) {
-    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_PLAIN_MS] / 1e3 : cell_plain(c)->seconds;
+    return c->n_cmd > 0 ? c->cmd[mid_run(c)][CMD_PLAIN_MS] / 1e3 : cell_plain(c)->core.seconds;
 }
 
 // The counters (the same in every run of the cell): the acceptance rate (accepted /
@@ -291,7 +295,7 @@ static double cell_tpv(const Cell *c) {
     return s->core.rounds ? (double)s->core.round_tokens / s->core.rounds : 0.0;
 }
 
-// One one-token pass of plain decoding, in seconds: the unit print_comparison prices every
+// One one-token pass of plain decoding, in seconds: the unit print_accounting prices every
 // pass in (0 when the run made no one-token step).
 static double step_unit(const RunStats *plain) {
     const PassTally *step = &plain->pass[PASS_STEP];
@@ -305,8 +309,8 @@ static double cell_c_draft(const Cell *c) {
     return s->core.drafted > 0 && unit > 0 ? s->draft_seconds / s->core.drafted / unit : 0.0;
 }
 
-// The two models beside one measured pair, priced as print_comparison prices them. The
-// unit is plain decoding's mean one-token pass. The full model is cost_per_token of
+// The two accounts beside one measured pair, priced as print_accounting prices them. The
+// unit is plain decoding's mean one-token pass. The accounting is cost_per_token of
 // plain over that of speculative decoding: every pass that ran, each at its own measured
 // time, and drafting (it leaves out only the rest: sampling, accept/reject, bookkeeping).
 // The textbook is the papers' E/(c(K+1) + K c_draft), with c(K+1) the mean K+1-token
@@ -325,11 +329,11 @@ static void pair_models(const RunStats *spec, const RunStats *plain, int K, cons
     if (c_verify > 0.0) *textbook = predicted_speedup(run_alpha(spec), K, c_verify, c_draft);
 }
 
-// The ./specdec command that makes one of the cell's pairs: --compare runs speculative
+// The ./beyond command that makes one of the cell's pairs: --compare runs speculative
 // decoding, then plain, from the same default prompt and seed the bench decodes.
 static const char *cell_command(const Cell *c) {
     static char buf[1024];
-    int n = snprintf(buf, sizeof(buf), "./specdec --compare%s -n %d -t %g --draft %s -k %d",
+    int n = snprintf(buf, sizeof(buf), "./beyond --compare%s -n %d -t %g --draft %s -k %d",
                      CMD_PATHS, TOKENS, c->t, strcmp(c->d->name, "ceiling") ? c->d->name :
                      MODEL_PATH, c->K);
     if (c->H > 0 && n < (int)sizeof(buf))
@@ -342,30 +346,17 @@ static const char *cell_command(const Cell *c) {
 // ----------------------------------------------------------------------------
 // The runs: plain decoding and each cell's speculative decoding, alternating
 
-// One run of plain decoding of the bench's text at temperature t: its text and stats.
-static void plain_run(GPT *g, const Vocab *v, float t, int *seq, float *p, RunStats *st) {
-    DecodeOptions o = {.sampler.temperature = t, .K = 1, .vocab = v};
-    Rng r;
-    rng_seed(&r, SEED);
+// One run of the bench's text through beyond.c's one loop (run_tree, as ./beyond runs
+// it): plain decoding (c NULL: the tree of no levels, one-token steps) at temperature t, or
+// cell c's speculative decoding (a chain of K, chain_shape(K)). 0, or -1 out of memory.
+static int bench_run(GPT *g, float t, const Cell *c, int *seq, RunStats *st) {
+    TreeShape shape = c ? chain_shape(c->K) : (TreeShape){0};
     memset(st, 0, sizeof(*st));
-    o.n_new = TOKENS;
-    o.rng = &r;
-    o.st = st;
-    generate(g, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &o, seq, p);
-}
-
-// One run of the cell's speculative decoding, on buffers b built for K at least.
-static void spec_run(GPT *g, const Vocab *v, Cell *c, SpecBuffers *b, int *seq, RunStats *st) {
-    DecodeOptions o = {.sampler.temperature = c->t, .K = c->K, .vocab = v};
-    Rng r;
-    rng_seed(&r, SEED);
-    memset(st, 0, sizeof(*st));
-    c->d->p_min = c->p_min; // the drafts are shared between cells: each run sets its own
-    o.n_new = TOKENS;
-    o.rng = &r;
-    o.st = st;
-    speculative_generate(g, c->d, b, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &o, seq);
-    c->d->p_min = 0.0f;
+    if (c) c->d->p_min = c->p_min; // the drafts are shared between cells: each run sets its own
+    int rc = run_tree(g, c ? c->d : NULL, &shape, &(Tokens){PROMPT_TOKENS, N_PROMPT},
+                      (Sampler){c ? c->t : t, 0, 0.0f}, SEED, TOKENS, seq, st);
+    if (c) c->d->p_min = 0.0f;
+    return rc;
 }
 
 // A run that other processes kept off its core for more than 5% of its wall time measured
@@ -378,12 +369,10 @@ static long RUNS, RERUNS, RUNS_SHARED; // runs kept, runs made again, runs kept 
 
 // One run of plain decoding (c NULL) or of cell c's speculative decoding, made again if
 // another process took its core (MIN_CPU_SHARE).
-static void measured_run(GPT *g, const Vocab *v, float t, Cell *c, SpecBuffers *b, int *seq,
-                         float *p, RunStats *st) {
+static int measured_run(GPT *g, float t, Cell *c, int *seq, RunStats *st) {
     for (int attempt = 0;; attempt++) {
         double cpu0 = cpu_seconds();
-        if (c) spec_run(g, v, c, b, seq, st);
-        else plain_run(g, v, t, seq, p, st);
+        if (bench_run(g, t, c, seq, st) != 0) return -1;
         double share = st->core.seconds > 0.0 ? (cpu_seconds() - cpu0) / st->core.seconds : 1.0;
         if (share >= MIN_CPU_SHARE) break;
         if (attempt >= MAX_RERUNS || RERUNS >= RUNS / 10) { // keep it, and count it
@@ -393,6 +382,7 @@ static void measured_run(GPT *g, const Vocab *v, float t, Cell *c, SpecBuffers *
         RERUNS++;
     }
     RUNS++;
+    return 0;
 }
 
 // What a round is for: to warm up (counted nowhere), to choose (a cell's selection
@@ -404,21 +394,17 @@ typedef enum { WARM_UP, SELECT, TIMED } Phase;
 // that no cell always runs right after plain decoding. A cell's ratio in a round is plain's
 // wall time over its own. At t = 0 every speculative text is compared with plain
 // decoding's (greedy decoding must give the same text). 0 on success, -1 out of memory.
-static int bench_rounds(GPT *g, const Vocab *v, Cell **cells, int n, int rounds, Phase phase) {
-    int V = g->config.vocab_size, S = g->config.block_size, max_k = 1;
-    for (int j = 0; j < n; j++) max_k = cells[j]->K > max_k ? cells[j]->K : max_k;
-    SpecBuffers b = {0};
-    float *p = malloc((size_t)V * sizeof(float));
+static int bench_rounds(GPT *g, Cell **cells, int n, int rounds, Phase phase) {
     int *seq = malloc((size_t)(N_PROMPT + MAX_TOKENS) * sizeof(int));
     int *seq_plain = malloc((size_t)(N_PROMPT + MAX_TOKENS) * sizeof(int));
     int rc = -1;
-    if (!p || !seq || !seq_plain || build_spec_buffers(&b, max_k, V, S) != 0) goto out;
+    if (!seq || !seq_plain) goto out;
     for (int r = 0; r < rounds; r++) {
         RunStats sp, ss;
-        measured_run(g, v, cells[0]->t, NULL, NULL, seq_plain, p, &sp);
+        if (measured_run(g, cells[0]->t, NULL, seq_plain, &sp) != 0) goto out;
         for (int j = 0; j < n; j++) {
             Cell *c = cells[(j + r) % n];
-            measured_run(g, v, c->t, c, &b, seq, NULL, &ss);
+            if (measured_run(g, c->t, c, seq, &ss) != 0) goto out;
             c->same_text = memcmp(seq + N_PROMPT, seq_plain + N_PROMPT,
                                   (size_t)TOKENS * sizeof(int)) == 0;
             if (c->t == 0.0f) { // greedy: the same text as plain decoding, token for token
@@ -441,10 +427,8 @@ static int bench_rounds(GPT *g, const Vocab *v, Cell **cells, int n, int rounds,
     }
     rc = 0;
 out:
-    free_spec_buffers(&b);
     free(seq_plain);
     free(seq);
-    free(p);
     return rc;
 }
 
@@ -464,13 +448,13 @@ static Cell *choose(Cell **cells, int n, const Draft *d, float t, int p_min_on) 
 // ----------------------------------------------------------------------------
 // The commands, run as a reader runs them
 //
-// The bench's own runs are not ./specdec's: another binary, and a process whose memory
+// The bench's own runs are not ./beyond's: another binary, and a process whose memory
 // has served hundreds of runs; they measure a few percent apart (more at 136 MB, where the
 // layout of the buffers moves the multi-token passes). A reader runs the command in a
 // fresh process. So at the padded widths the chosen cells are timed by running their
 // commands (command_rounds), and each headline on the loaded model is checked against
-// COMMAND_RUNS runs of its command (check_commands). Both need ./specdec, built from the
-// same specdec.c (make bench builds it); without it the bench times every cell itself.
+// COMMAND_RUNS runs of its command (check_commands). Both need ./beyond, built from the
+// same beyond.c (make bench builds it); without it the bench times every cell itself.
 
 // Runs a command and reads what --compare printed on stderr (CMD_*); *text receives all of
 // it (malloc'd, the caller frees it). 0 on success.
@@ -495,16 +479,16 @@ static int run_command(const char *cmd, double fig[CMD_FIGS], char **text) {
         len += n;
         if (!strncmp(buf, "  wall time (ms)", 16)) // print_comparison's line: spec, plain
             sscanf(buf + 16, "%lf %lf", &fig[CMD_SPEC_MS], &fig[CMD_PLAIN_MS]);
-        // print_comparison's three speedup lines: "  speedup   1.234x: ...", "  full model
+        // print_accounting's three speedup lines: "  speedup   1.234x: ...", "  accounting
         // 1.234x: ...", "  papers' formula   1.234x: ..." (or no number, when unpriced)
         if (!strncmp(buf, "  speedup ", 10))
             found |= sscanf(buf + 10, "%lf", &fig[CMD_MEASURED]) == 1;
-        if (!strncmp(buf, "  full model ", 13))
+        if (!strncmp(buf, "  accounting ", 13))
             found |= (sscanf(buf + 13, "%lf", &fig[CMD_FULL]) == 1) << 1;
         if (!strncmp(buf, "  papers' formula ", 18))
             sscanf(buf + 18, "%lf", &fig[CMD_TEXTBOOK]);
     }
-    found = found == 3; // both the measured speedup and the full model were read
+    found = found == 3; // both the measured speedup and the accounting were read
     int rc = pclose(f);
     COMMAND_SECONDS += now_seconds() - t0;
     return rc == 0 && found && fig[CMD_SPEC_MS] > 0.0 ? 0 : -1;
@@ -528,7 +512,7 @@ static int command_rounds(Cell **cells, int n, int rounds) {
     return 0;
 }
 
-// Makes the command's runs the cell's timed pairs: measured, full model, textbook. Where
+// Makes the command's runs the cell's timed pairs: measured, accounting, textbook. Where
 // the command could not price the papers' formula (no round drafted K guesses: the window
 // cuts a long K), the bench prices it as pair_models does, with the curve's c(K+1) and
 // the selection run's alpha and c_draft.
@@ -546,7 +530,8 @@ static void timed_by_command(Cell *c) {
 }
 
 // Prints, from what the cell's median command run printed, both decoders' "where the time
-// went" tables and, with comparison, the comparison block (print_comparison), indented.
+// went" tables and, with comparison, the comparison block (print_comparison and
+// print_accounting), indented.
 static void print_command_text(const Cell *c, int comparison) {
     const char *p = c->cmd_text[mid_run(c)];
     int table = 0, block = 0;
@@ -568,12 +553,12 @@ static void print_command_text(const Cell *c, int comparison) {
 // The columns of a cell's row; limit > 0 adds both decoders against the bandwidth limit.
 static void print_cell_header(double limit) {
     fprintf(stderr, "  draft     K  p-min  guesses/round  acc.rate  alpha  tok/verify  E(alpha,K)"
-            "  passes/tok  plain tok/s  spec tok/s  c_draft   speedup (min-max)   full  textbook"
+            "  passes/tok  plain tok/s  spec tok/s  c_draft   speedup (min-max)   acct  textbook"
             "  select%s\n", limit > 0 ? "  plain/limit  spec/limit" : "");
 }
 
 // One row: the counters, the median pair's tokens/s, the measured speedup (median and the
-// pairs' min-max) beside the full model and the textbook, and the selection runs' median
+// pairs' min-max) beside the accounting and the textbook, and the selection runs' median
 // ('*': the K chosen on them). A cell with no timed pairs shows its selection run; a cell
 // timed by its command shows the command's runs (its counters: the bench's, the same).
 static void print_cell(const Cell *c, double limit) {
@@ -630,13 +615,13 @@ typedef struct {
 static Headline HEADLINES[MAX_HEADLINES];
 static int N_HEADLINES;
 
-// Prints a figure worth quoting, its spread and both models, and the command that makes
+// Prints a figure worth quoting, its spread, the accounting and the papers' formula, and the command that makes
 // it, and keeps it for the summary.
 static void headline(const char *label, Cell *c) {
     if (!c || !c->n_pairs) return;
     char tb[16] = "-"; // the papers' formula, if any round drafted K guesses to price it
     if (cell_textbook(c) > 0.0) snprintf(tb, sizeof(tb), "%.2fx", cell_textbook(c));
-    fprintf(stderr, "  %s: %.2fx (%.2f-%.2f over %d %s), full model %.2fx, textbook %s\n"
+    fprintf(stderr, "  %s: %.2fx (%.2f-%.2f over %d %s), accounting %.2fx, textbook %s\n"
             "      %s\n", label, cell_speedup(c), cell_lo(c), cell_hi(c), cell_runs(c),
             c->n_cmd ? "runs of the command" : "pairs", cell_full(c), tb, cell_command(c));
     if (N_HEADLINES < MAX_HEADLINES) {
@@ -682,7 +667,7 @@ static void csv_header(void) {
            "us_per_token_plain,us_per_token_spec,speedup,predicted_speedup,"
            "greedy_same,draft_passes,draft_share,accept_pos1,accept_pos2,accept_pos3,"
            "accept_pos4,accept_pos5,accept_pos6,accept_pos7,accept_pos8,speedup_min,"
-           "speedup_max,full_model,p_min,pairs,chosen,selection_speedup,load,timed_by\n");
+           "speedup_max,accounting,p_min,pairs,chosen,selection_speedup,load,timed_by\n");
 }
 static void csv_row(const char *sweep, int H, const Cell *c) {
     const RunStats *s = cell_spec(c), *pl = cell_plain(c);
@@ -722,10 +707,10 @@ static void csv_row(const char *sweep, int H, const Cell *c) {
 static double time_forward(GPT *g, const int *tokens, int kv, int T, int reps) {
     double t0 = now_seconds();
     for (int i = 0; i < reps; i++) {
-        g->state.kv_len = kv;
-        forward(g, tokens, T, NULL);
+        g->state.cache_len = kv;
+        forward(g, tokens, T);
     }
-    g->state.kv_len = 0;
+    g->state.cache_len = 0;
     return (now_seconds() - t0) / reps;
 }
 
@@ -823,32 +808,41 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps, int ro
 
 // Seconds one guess of draft d costs, timed like the target's pass in bench_curve
 // (medians of 9 timings of reps calls): a model draft's one-token forward at the same
-// cache length; for the bigram and prompt lookup, a draft_tokens call for 4 guesses after
-// `text` (n_text tokens of the bench's own kind of text), over the guesses it made.
-static double draft_guess_seconds(Draft *d, const int *text, int n_text, int reps) {
+// cache length; for the bigram and prompt lookup, a draft_tree call for a chain of 4 guesses
+// after `text` (n_text tokens of the bench's own kind of text, current_token in slot
+// n_text - 1 of a target of block size S and width C), over the guesses it made.
+static double draft_guess_seconds(Draft *d, const int *text, int n_text, int S, int C,
+                                  int reps) {
     double sec[9];
     if (d->kind == DRAFT_GPT) {
-        int S = d->model.config.block_size, kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0;
+        int kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0; // its block size is the target's S
         for (int r = 0; r < 9; r++) sec[r] = time_forward(&d->model, text, kv, 1, reps);
         return median(sec, 9);
     }
-    float *q = malloc((size_t)4 * d->V * sizeof(float));
-    if (!q) return 0.0;
-    int candidates[4];
-    SpecBuffers b = {.K = 4, .V = d->V, .candidates = candidates, .q_draft = q,
-                     .cache_len = n_text - 1}; // the draft's half of a round's buffers
+    // the draft's half of a round: a chain of 4 as a round builds it, on top of the text
+    TreeShape chain = chain_shape(4);
+    TreeBuffers tb;
+    if (build_tree_buffers(&tb, &chain, d->V, S, C) != 0) {
+        free_tree_buffers(&tb);
+        return 0.0;
+    }
+    tb.room = tb.max_rows; // every guess fits: the root and 4
+    tb.limit = 4;
+    tb.cache_len = n_text - 1;
     Sampler s = {1.0f, 0, 0.0f};
     Rng rng;
     rng_seed(&rng, 1);
     for (int r = 0; r < 9; r++) {
         long guesses = 0;
         double t0 = now_seconds();
-        for (int i = 0; i < reps; i++)
-            guesses += draft_tokens(d, &(Tokens){text, n_text}, 4, &s, &rng, &b);
+        for (int i = 0; i < reps; i++) {
+            draft_tree(d, &tb, &(Tokens){text, n_text}, &s, &rng);
+            guesses += tb.rows - 1; // the root is current_token, not a guess
+        }
         // lookup may find nothing: then the call's cost is that of one guess
         sec[r] = (now_seconds() - t0) / (guesses > reps ? guesses : reps);
     }
-    free(q);
+    free_tree_buffers(&tb);
     return median(sec, 9);
 }
 
@@ -888,7 +882,7 @@ static void k_chart(Cell *cells[BENCH_MAX_K][BENCH_MAX_DRAFTS], int n_drafts) {
 // selection rounds and PAIRS timed ones, after one warm-up round per temperature (a run
 // takes milliseconds here, so every K is timed). The best K of each draft is chosen on the
 // selection rounds; best[ti][j] receives it. 0 on success.
-static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const double *curve,
+static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const double *curve,
                    int csv, Cell *best[2][BENCH_MAX_DRAFTS]) {
     static Cell *cells[2][BENCH_MAX_K][BENCH_MAX_DRAFTS];
     double mb = g->n_params * 4.0 / 1e6;
@@ -904,9 +898,9 @@ static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const do
                     return -1;
             Cell **group = cells[ti][K - 1];
             // one warm-up round before the first group: caches and predictors settle
-            if ((K == 1 && bench_rounds(g, v, group, n_drafts, 1, WARM_UP) != 0) ||
-                bench_rounds(g, v, group, n_drafts, SELECT_SMALL, SELECT) != 0 ||
-                bench_rounds(g, v, group, n_drafts, PAIRS, TIMED) != 0)
+            if ((K == 1 && bench_rounds(g, group, n_drafts, 1, WARM_UP) != 0) ||
+                bench_rounds(g, group, n_drafts, SELECT_SMALL, SELECT) != 0 ||
+                bench_rounds(g, group, n_drafts, PAIRS, TIMED) != 0)
                 return -1;
         }
         Cell *all[BENCH_MAX_K * BENCH_MAX_DRAFTS];
@@ -945,28 +939,42 @@ static int k_sweep(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const do
 // ----------------------------------------------------------------------------
 // Why the draft is tempered
 
-// What the tempering hook sees: the round's buffers, and the untempered draft's sum.
+// What the tempering section adds up, over the K = 1 rounds that drafted their guess.
 typedef struct {
-    const SpecBuffers *b;
-    Draft *d;
-    int last_n_seq;        // the text's length before the round: seq[last_n_seq-1] was current
     double untempered_sum; // sum over rounds of sum_x min(p(x), table row(x))
     long n;                // rounds counted
 } TemperWatch;
 
-// Round hook: after each K = 1 round that drafted its guess (none does at the cache's last
-// slot), the chance that guess would have passed had the draft proposed from the table's
-// own row instead of the tempered one.
-static void temper_watch(void *ctx, const GPT *g, const int *seq, int n_seq) {
-    TemperWatch *w = ctx;
-    (void)g;
-    if (w->b->drafted > 0) {
-        int current = seq[w->last_n_seq - 1]; // the token the round drafted from
-        w->untempered_sum += expected_acceptance(w->b->p_target,
-                                                 bigram_get_probs(&w->d->bigram, current), w->d->V);
-        w->n++;
+// beyond.c's tree_generate, copied without the output, the trace and Medusa's hidden row,
+// for a draft with a bigram table: the same prefill, first token and rounds (tree_round),
+// and after each round that drafted its guess (none does at the cache's last slot) the
+// chance that guess would have passed had the draft proposed from the table's own row
+// instead of the tempered one: sum min(p, table row), p the target's row after
+// current_token (the round's p[0]). The one loop has no hook; this copy is the bench's.
+static void watched_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
+                             const RunOptions *o, int *seq, TemperWatch *w) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
+    tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
+    restart_draft_cache(d);
+    if (o->n_new > 0) {
+        served_probs(tb->p, logits, V, &o->sampler); // row 0 is free until the first pass
+        seq[n_seq++] = sample_from(tb->p, V, rng_uniform(o->rng));
     }
-    w->last_n_seq = n_seq;
+    while (n_seq - first < o->n_new) {
+        tb->limit = o->n_new - (n_seq - first);
+        int current = seq[n_seq - 1]; // the token the round drafts from
+        int n = tree_round(g, d, tb, &(Tokens){seq, n_seq}, o);
+        if (tb->rows > 1) { // it drafted its guess
+            w->untempered_sum += expected_acceptance(tb->p, bigram_get_probs(&d->bigram, current), V);
+            w->n++;
+        }
+        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        n_seq += n;
+    }
+    finish_stats(&o->st->core, n_seq - first, t0);
 }
 
 // The prompts the tempering section decodes: more positions than one text gives.
@@ -974,40 +982,42 @@ static const char *TEMPER_PROMPTS[] = {"To be or not to be, that is the ", "ROME
                                        "First Citizen:\n", "KING RICHARD III:\nNow is the "};
 #define TEMPER_N_PROMPTS 4
 
-// Why specdec.c tempers the draft (bigram_served_probs): alpha of a round's first guess, with the
-// draft row raised to 1/t like the target (what specdec.c does) and with the table's row
-// as it is, at the same positions: K = 1 rounds over every prompt, at six temperatures.
-// Untimed; the rounds run in round_copy.h's test_generate, which calls the hook.
+// Why specdec.c tempers the draft (bigram_probs): alpha of a round's first guess, with the
+// draft row raised to 1/t like the target (what specdec.c and beyond.c do) and with the
+// table's row as it is, at the same positions: K = 1 rounds over every prompt, at six
+// temperatures. Untimed; the rounds run in watched_generate, which adds up the second.
 static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
     float temps[6] = {0.0f, 0.5f, 0.7f, 1.0f, 1.5f, 2.0f};
     int prompt[64], seq[64 + MAX_TOKENS];
-    SpecBuffers b = {0};
-    if (build_spec_buffers(&b, 1, g->config.vocab_size, g->config.block_size) != 0) return;
+    TreeShape chain = chain_shape(1);
+    TreeBuffers tb;
+    if (build_tree_buffers(&tb, &chain, g->config.vocab_size, g->config.block_size,
+                           g->config.n_embd) != 0) {
+        free_tree_buffers(&tb);
+        return;
+    }
     fprintf(stderr, "\nwhy the draft is tempered: alpha of a round's first guess, K = 1, "
             "%d prompts x %d tokens\n     t  tempered q^(1/t)  untempered q  rounds\n",
             TEMPER_N_PROMPTS, TEMPER_TOKENS);
     for (int ti = 0; ti < 6; ti++) {
         RunStats st;
         memset(&st, 0, sizeof(st));
-        TemperWatch w = {&b, d, 0, 0.0, 0};
+        TemperWatch w = {0.0, 0};
+        tb.top = temps[ti] == 0.0f; // greedy: the draft's top guess, judged as a sure one
         for (int i = 0; i < TEMPER_N_PROMPTS; i++) {
             int np = (int)strlen(TEMPER_PROMPTS[i]);
             encode(v, (const unsigned char *)TEMPER_PROMPTS[i], (size_t)np, prompt);
-            DecodeOptions o = {.sampler.temperature = temps[ti], .K = 1, .vocab = v};
             Rng r;
             rng_seed(&r, 1000 + (uint64_t)i);
-            // the counters add up over the prompts: st is not reset between them; the
-            // first round drafts from the token the prefill sampled, seq[np]
-            w.last_n_seq = np + 1;
-            o.n_new = TEMPER_TOKENS;
-            o.rng = &r;
-            o.st = &st;
-            test_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq, ROUND, temper_watch, &w);
+            // the counters add up over the prompts: st is not reset between them
+            RunOptions o = {.n_new = TEMPER_TOKENS, .sampler = {temps[ti], 0, 0.0f},
+                            .vocab = v, .rng = &r, .st = &st};
+            watched_generate(g, d, &tb, &(Tokens){prompt, np}, &o, seq, &w);
         }
         fprintf(stderr, "  %4.1f  %16.3f  %12.3f  %6ld\n", temps[ti], run_alpha(&st),
                 w.n ? w.untempered_sum / w.n : 0.0, w.n);
     }
-    free_spec_buffers(&b);
+    free_tree_buffers(&tb);
 }
 
 // ----------------------------------------------------------------------------
@@ -1022,7 +1032,7 @@ static const int P_MIN_KS[] = {4, 8};
 // For the bigram and the GPT draft at t = 1: the best fixed K of the K sweep, again, beside
 // K = 4 and 8 with each P, all in one alternation (a warm-up, SELECT_SMALL selection
 // rounds, PAIRS timed ones); the best (K, P) per draft is chosen on the selection rounds.
-static int pmin_small(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const double *curve,
+static int pmin_small(GPT *g, Draft *drafts, int n_drafts, const double *curve,
                       Cell *const best_fixed[BENCH_MAX_DRAFTS], int csv) {
     Cell *cells[BENCH_MAX_DRAFTS * (1 + N_P_MIN_KS * N_P_MINS)];
     Cell *fixed[BENCH_MAX_DRAFTS] = {0};
@@ -1043,9 +1053,9 @@ static int pmin_small(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, const
             "sweep) beside K = 4 and 8 with a guess below P ending the round; all alternating "
             "with plain decoding: a warm-up round, %d selection rounds, %d timed; %s\n",
             mb, SELECT_SMALL, PAIRS, machine_note());
-    if (bench_rounds(g, v, cells, n, 1, WARM_UP) != 0 ||
-        bench_rounds(g, v, cells, n, SELECT_SMALL, SELECT) != 0 ||
-        bench_rounds(g, v, cells, n, PAIRS, TIMED) != 0)
+    if (bench_rounds(g, cells, n, 1, WARM_UP) != 0 ||
+        bench_rounds(g, cells, n, SELECT_SMALL, SELECT) != 0 ||
+        bench_rounds(g, cells, n, PAIRS, TIMED) != 0)
         return -1;
     print_cell_header(0.0);
     for (int i = 0; i < n; i++) {
@@ -1164,7 +1174,7 @@ static int widened_copy(const GPT *g, int H, GPT *out) {
 // One width at t = 1: its c(T), a selection round over every candidate cell, the chosen
 // cells' timed rounds, the table, where the time went, and the headlines. drafts:
 // n_drafts, the ceiling last. 0 on success, -1 out of memory.
-static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
+static int sweep_width(const GPT *g, Draft *drafts, int n_drafts,
                        const WidthPlan *plan, double bw, int csv, SweepRow *row) {
     double t0 = now_seconds();
     GPT w;
@@ -1195,7 +1205,7 @@ static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v
     row->n = n;
     fprintf(stderr, "  one selection round (plain decoding, then %d cells); %s\n", n,
             machine_note());
-    if (bench_rounds(&w, v, row->cells, n, 1, SELECT) != 0) goto out;
+    if (bench_rounds(&w, row->cells, n, 1, SELECT) != 0) goto out;
     // the chosen cells: each draft's best K, and the best --draft-p-min cell
     Cell *timed[2 * BENCH_MAX_DRAFTS];
     int n_timed = 0;
@@ -1204,14 +1214,14 @@ static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v
             Cell *c = choose(row->cells, n, &drafts[j], 1.0f, pm);
             if (c) timed[n_timed++] = c;
         }
-    // timed: each chosen cell's ./specdec command, run in turn; without ./specdec, the bench
+    // timed: each chosen cell's ./beyond command, run in turn; without ./beyond, the bench
     int by_command = 0;
     if (COMMAND_RUNS > 0) {
-        fprintf(stderr, "  %d timed rounds: each chosen cell's ./specdec command in turn (%d "
+        fprintf(stderr, "  %d timed rounds: each chosen cell's ./beyond command in turn (%d "
                 "cells); %s\n", plan->pairs, n_timed, machine_note());
         by_command = command_rounds(timed, n_timed, plan->pairs) == 0;
         if (!by_command)
-            fprintf(stderr, "  (a command failed: is ./specdec built? the bench times the cells "
+            fprintf(stderr, "  (a command failed: is ./beyond built? the bench times the cells "
                     "itself)\n");
     }
     for (int i = 0; i < n_timed; i++)
@@ -1220,7 +1230,7 @@ static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v
     if (!by_command) {
         fprintf(stderr, "  %d timed rounds of plain decoding and the %d chosen cells; %s\n",
                 plan->pairs, n_timed, machine_note());
-        if (bench_rounds(&w, v, timed, n_timed, plan->pairs, TIMED) != 0) goto out;
+        if (bench_rounds(&w, timed, n_timed, plan->pairs, TIMED) != 0) goto out;
     }
     fprintf(stderr, "  t = 1, the timed cells first, then the selection round's ('*': chosen); "
             "%s:\n", machine_note());
@@ -1248,13 +1258,14 @@ static int sweep_width(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v
             if (timed[k]->d == timed[i]->d && timed[k]->p_min == 0.0f)
                 pmin_gain(timed[i], timed[k], 1);
     // at the widest size, the whole comparison of each timed cell's median pair, as
-    // ./specdec --compare prints it for the command beside it
+    // ./beyond --compare prints it for the command beside it
     for (int i = 0; plan->p_min && !by_command && i < n_timed; i++) {
         const Cell *c = timed[i];
         fprintf(stderr, "\n  %s: the median pair, as --compare prints it:\n", cell_command(c));
         print_time_table(cell_spec(c), 1);
         print_time_table(cell_plain(c), 0);
-        print_comparison(cell_spec(c), cell_plain(c), c->K, c->t == 0.0f, c->same_text);
+        print_comparison(&cell_spec(c)->core, &cell_plain(c)->core, c->t == 0.0f, c->same_text);
+        print_accounting(cell_spec(c), cell_plain(c), c->K);
     }
     rc = 0;
 out:
@@ -1264,11 +1275,11 @@ out:
 }
 
 // The best K of each draft at each width, t = 1 (chosen on the selection runs): what its
-// timed pairs measured, both models beside it, and both decoders against the bandwidth
+// timed pairs measured, the accounting and the textbook beside it, and both decoders against the bandwidth
 // limit (a yardstick only where the weights sit in the caches).
 static void sweep_best(const SweepRow *rows, int n, const Draft *drafts, int n_drafts) {
     fprintf(stderr, "\nthe best K of each draft at t = 1:\n     weights  draft    K  guesses/round"
-            "  alpha  tok/verify  c_draft  plain tok/s  spec tok/s   speedup (min-max)   full  "
+            "  alpha  tok/verify  c_draft  plain tok/s  spec tok/s   speedup (min-max)   acct  "
             "textbook  plain/limit  spec/limit\n");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n_drafts; j++) {
@@ -1433,7 +1444,7 @@ static int write_svg(const char *path, const SweepRow *rows, int n, const Draft 
 // The sweep: bandwidth, every width of the plan, then the chart, the crossover and the
 // SVG. rows[0] is the loaded model, from the K sweep (best: its chosen cells). drafts:
 // n_drafts, the ceiling last. 0 on success.
-static int run_sweep(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
+static int run_sweep(const GPT *g, Draft *drafts, int n_drafts,
                      Cell *const best[2][BENCH_MAX_DRAFTS], int csv, const char *svg_path,
                      char *err, size_t errlen) {
     static SweepRow rows[4];
@@ -1457,7 +1468,7 @@ static int run_sweep(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
             fprintf(stderr, "%s(K = %d, P = %g)", q ? ", " : ", gpt with --draft-p-min at ",
                     P_MIN_WIDE[q].K, P_MIN_WIDE[q].p);
         fprintf(stderr, "; %d timed rounds\n", plan->pairs);
-        if (sweep_width(g, drafts, n_drafts, v, plan, bw, csv, &rows[i + 1]) != 0) {
+        if (sweep_width(g, drafts, n_drafts, plan, bw, csv, &rows[i + 1]) != 0) {
             snprintf(err, errlen, "out of memory for the model padded to %d units", plan->H);
             return -1;
         }
@@ -1472,9 +1483,9 @@ static int run_sweep(const GPT *g, Draft *drafts, int n_drafts, const Vocab *v,
 }
 
 // ----------------------------------------------------------------------------
-// The summary: the headline figures, the full model's check, the issue's targets
+// The summary: the headline figures, the accounting's check, the issue's targets
 
-// The headline figures again, each with its command; then whether the full model lands
+// The headline figures again, each with its command; then whether the accounting lands
 // within 10% of the measured median in every timed cell (the misses are listed); then
 // the issue's targets at 136 MB, t = 1 (the GPT draft >= 1.4x, the ceiling >= 1.8x).
 // Runs the command of every headline the bench timed itself COMMAND_RUNS times, all of
@@ -1489,16 +1500,17 @@ static void check_commands(void) {
             "process as a reader runs it (%s); the figures to quote from here on are the "
             "command's (the summary prints both)\n", COMMAND_RUNS, machine_note());
     if (command_rounds(todo, n, COMMAND_RUNS) != 0) {
-        fprintf(stderr, "  (a command failed: is ./specdec built? the bench's own figures "
+        fprintf(stderr, "  (a command failed: is ./beyond built? the bench's own figures "
                 "stand)\n");
         for (int i = 0; i < n; i++) todo[i]->n_cmd = 0;
     }
 }
 
-// One line of the summary: a figure's median (min-max) over n runs, both models beside it.
+// One line of the summary: a figure's median (min-max) over n runs, the accounting and the
+// textbook beside it.
 static void summary_line(const char *what, const double *m, const double *full,
                          const double *tb, int n, const char *unit) {
-    fprintf(stderr, "      %-8s %5.2fx (%.2f-%.2f, %d %s)  full %5.2fx  textbook ", what,
+    fprintf(stderr, "      %-8s %5.2fx (%.2f-%.2f, %d %s)  accounting %5.2fx  textbook ", what,
             median_of(m, n), min_of(m, n), max_of(m, n), n, unit, median_of(full, n));
     if (median_of(tb, n) > 0.0) fprintf(stderr, "%5.2fx", median_of(tb, n));
     else fprintf(stderr, "    -"); // no round drafted K guesses to price it by
@@ -1507,7 +1519,7 @@ static void summary_line(const char *what, const double *m, const double *full,
 static void print_summary(void) {
     fprintf(stderr, "\nheadline figures (%d tokens, ./specdec's default prompt and seed %llu): "
             "the speedup as the bench measured it, median (min-max) of its timed pairs, and as "
-            "the command measured it, fresh each run; the full model and the textbook beside "
+            "the command measured it, fresh each run; the accounting and the textbook beside "
             "each\n", TOKENS, (unsigned long long)SEED);
     int inside = 0, compared = 0, timed = 0, missed = 0;
     double worst = 0.0;
@@ -1543,7 +1555,7 @@ static void print_summary(void) {
     if (compared)
         fprintf(stderr, "commands: %d of the %d headlines the bench timed itself came back within "
                 "its spread in every run of the command\n", inside, compared);
-    // the full model against the measured speedup: every cell the bench timed (its medians),
+    // the accounting against the measured speedup: every cell the bench timed (its medians),
     // every run of a command (its own two figures)
     for (int i = 0; i < N_CELLS; i++) {
         const Cell *c = &POOL[i];
@@ -1555,13 +1567,13 @@ static void print_summary(void) {
             worst = fmax(worst, fabs(gap));
             if (fabs(gap) > 0.10) {
                 missed++;
-                fprintf(stderr, "MISS: the full model is %+.1f%% off the measured speedup: %s "
-                        "(%s: measured %.3f, full model %.3f)\n", 100.0 * gap, cell_command(c),
+                fprintf(stderr, "MISS: the accounting is %+.1f%% off the measured speedup: %s "
+                        "(%s: measured %.3f, accounting %.3f)\n", 100.0 * gap, cell_command(c),
                         k < 0 ? "the bench's medians" : "a run of the command", sp, full);
             }
         }
     }
-    fprintf(stderr, "full model against the measured speedup: %d of %d within 10%% (every cell "
+    fprintf(stderr, "accounting against the measured speedup: %d of %d within 10%% (every cell "
             "the bench timed, every run of a command; the largest gap %.1f%%)\n", timed - missed,
             timed, 100.0 * worst);
     fprintf(stderr, "runs: %ld kept; %ld made again because another process took their core "
@@ -1593,35 +1605,19 @@ static void print_summary(void) {
 // ----------------------------------------------------------------------------
 // Trees: tokens per verify pass, chain against tree at the same node count, and wall time
 
-// Tokens per verify pass of one decoder over the bench's prompt: a chain of K (shape NULL)
-// or a tree of this shape. Deterministic (seeded), so it is counted, not timed.
-static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const char *shape, int K,
+// Tokens per verify pass of one decoder over the bench's prompt, through the one loop
+// (run_tree): a chain of K (shape NULL: chain_shape(K)) or a tree of this shape. Deterministic (seeded), so it is counted, not timed.
+static double tokens_per_pass(GPT *g, Draft *d, float t, const char *shape, int K,
                               double *seconds) {
     int V = g->config.vocab_size, S = g->config.block_size;
-    RunStats st;
-    memset(&st, 0, sizeof(st));
-    Rng r;
-    rng_seed(&r, SEED);
-    DecodeOptions o = {.n_new = TOKENS, .K = K, .sampler = {t, 0, 0.0f}, .vocab = v, .rng = &r,
-                       .st = &st};
-    Tokens prompt = {PROMPT_TOKENS, N_PROMPT};
+    RunStats st = {0};
+    TreeShape ts = chain_shape(K);
+    char err[200];
     int seq[64 + MAX_TOKENS];
-    if (shape) {
-        TreeShape ts;
-        TreeBuffers tb;
-        char err[200];
-        if (parse_tree_shape(shape, V, S, &ts, err, sizeof(err)) != 0 ||
-            build_tree_buffers(&tb, &ts, V, S, g->config.n_embd) != 0)
-            return -1.0;
-        tb.greedy = t == 0.0f;
-        tree_generate(g, d, &tb, &prompt, &o, seq);
-        free_tree_buffers(&tb);
-    } else {
-        SpecBuffers b;
-        if (build_spec_buffers(&b, K, V, S) != 0) return -1.0;
-        speculative_generate(g, d, &b, &prompt, &o, seq);
-        free_spec_buffers(&b);
-    }
+    if (shape && parse_tree_shape(shape, V, S, &ts, err, sizeof(err)) != 0) return -1.0;
+    if (run_tree(g, d, &ts, &(Tokens){PROMPT_TOKENS, N_PROMPT}, (Sampler){t, 0, 0.0f}, SEED,
+                 TOKENS, seq, &st) != 0)
+        return -1.0;
     if (seconds) *seconds = st.core.seconds;
     return st.core.rounds ? (double)st.core.round_tokens / st.core.rounds : 0.0;
 }
@@ -1629,7 +1625,7 @@ static double tokens_per_pass(GPT *g, Draft *d, const Vocab *v, float t, const c
 // The tree section: for each model-free and model draft, at t = 0 and 1, the chain of K = 4
 // and 8 against every tree of as many nodes in a short list; then wall time at this size
 // (in this process, alternated with plain decoding) and at 136 MB (the command, 3 runs).
-static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
+static void bench_trees(GPT *g, Draft *drafts, int n_drafts) {
     static const char *const SHAPES[2][4] = {{"2,1", "4", "1,3", NULL},
                                               {"2,1,1,1", "4,1", "2,3", "8"}};
     static const int NODES[2] = {4, 8};
@@ -1641,25 +1637,25 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
         for (int ti = 0; ti < 2; ti++)
             for (int ni = 0; ni < 2; ni++) {
                 float t = (float)ti;
-                double chain = tokens_per_pass(g, &drafts[j], v, t, NULL, NODES[ni], NULL);
+                double chain = tokens_per_pass(g, &drafts[j], t, NULL, NODES[ni], NULL);
                 fprintf(stderr, "  %-8s %-3d %-5d %-7.3f", drafts[j].name, ti, NODES[ni], chain);
                 for (int s = 0; s < 4 && SHAPES[ni][s]; s++)
                     fprintf(stderr, " %s %.3f", SHAPES[ni][s],
-                            tokens_per_pass(g, &drafts[j], v, t, SHAPES[ni][s], 0, NULL));
+                            tokens_per_pass(g, &drafts[j], t, SHAPES[ni][s], 0, NULL));
                 fputc('\n', stderr);
             }
     }
     // Medusa's heads (4 levels at most): the chain of 4 is the tree 1,1,1,1 for them
     Draft medusa;
     char err[300];
-    if (setup_medusa(g, 4, &medusa, err, sizeof(err)) == 0)
+    if (setup_medusa(g, DEFAULT_MEDUSA, 4, &medusa, err, sizeof(err)) == 0)
         for (int ti = 0; ti < 2; ti++) {
             float t = (float)ti;
             fprintf(stderr, "  %-8s %-3d %-5d %-7.3f", "medusa", ti, 4,
-                    tokens_per_pass(g, &medusa, v, t, "1,1,1,1", 0, NULL));
+                    tokens_per_pass(g, &medusa, t, "1,1,1,1", 0, NULL));
             for (int s = 0; s < 3; s++)
                 fprintf(stderr, " %s %.3f", SHAPES[0][s],
-                        tokens_per_pass(g, &medusa, v, t, SHAPES[0][s], 0, NULL));
+                        tokens_per_pass(g, &medusa, t, SHAPES[0][s], 0, NULL));
             fputc('\n', stderr);
         }
     else
@@ -1674,13 +1670,11 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
     int n = PAIRS;
     for (int i = 0; i < n; i++) {
         double ts = 0.0, cs = 0.0, ps;
-        tokens_per_pass(g, gpt, v, 1.0f, "3,2,1,1", 4, &ts);
-        tokens_per_pass(g, gpt, v, 1.0f, NULL, 4, &cs);
+        tokens_per_pass(g, gpt, 1.0f, "3,2,1,1", 4, &ts);
+        tokens_per_pass(g, gpt, 1.0f, NULL, 4, &cs);
         int seq[64 + MAX_TOKENS];
-        float p[256];
         RunStats st;
-        memset(&st, 0, sizeof(st));
-        plain_run(g, v, 1.0f, seq, p, &st);
+        if (bench_run(g, 1.0f, NULL, seq, &st) != 0) return;
         ps = st.core.seconds;
         tree_r[i] = ps / ts;
         chain_r[i] = ps / cs;
@@ -1691,7 +1685,7 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
             min_of(chain_r, n), max_of(chain_r, n), n);
     if (COMMAND_RUNS == 0) return; // --quick: no commands
     char cmd[700];
-    snprintf(cmd, sizeof(cmd), "./specdec%s --compare --tree 3,2,1,1 --draft gpt -t 1 -n %d "
+    snprintf(cmd, sizeof(cmd), "./beyond%s --compare --tree 3,2,1,1 --draft gpt -t 1 -n %d "
              "--ffn-width 65536", CMD_PATHS, TOKENS);
     double tr[3], cr[3];
     int runs = 0;
@@ -1730,7 +1724,7 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
 int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
               const char *svg_path, char *err, size_t errlen) {
     double t_start = now_seconds(), cpu_start = cpu_seconds();
-    int V = g->config.vocab_size;
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
     fprintf(stderr, "every run: ./specdec's default prompt \"%s\" and seed %llu, %d new "
             "tokens; %s\n", PROMPT, (unsigned long long)SEED, TOKENS, machine_note());
     // the ceiling: a copy of the unpadded model, with a KV cache of its own, drafting for
@@ -1750,32 +1744,22 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     bench_curve(g, "this model", c, CURVE_REPS, 9, 1);
     // prompt lookup's cost depends on the text it searches: the bench's own, decoded greedily
     int text[64 + MAX_TOKENS], n_text = N_PROMPT + TOKENS;
-    float *p = malloc((size_t)V * sizeof(float));
-    if (!p) {
+    RunStats st;
+    if (bench_run(g, 0.0f, NULL, text, &st) != 0) {
         snprintf(err, errlen, "out of memory");
         return 1;
     }
-    DecodeOptions greedy = {.K = 1, .vocab = v};
-    RunStats st;
-    memset(&st, 0, sizeof(st));
-    Rng r;
-    rng_seed(&r, SEED);
-    greedy.n_new = TOKENS;
-    greedy.rng = &r;
-    greedy.st = &st;
-    generate(g, &(Tokens){PROMPT_TOKENS, N_PROMPT}, &greedy, text, p);
-    free(p);
     fprintf(stderr, "  c_draft, one guess over a one-token forward (a model draft: its one-token "
-            "forward; bigram: bigram_sample; lookup: its search of the text, per guess):\n   ");
+            "forward; bigram: its rows and draws in draft_tree; lookup: its search of the text, per guess):\n   ");
     for (int j = 0; j < n_drafts; j++)
         fprintf(stderr, " %s %.4f", drafts[j].name,
-                draft_guess_seconds(&drafts[j], text, n_text, CURVE_REPS) / c[0]);
+                draft_guess_seconds(&drafts[j], text, n_text, S, C, CURVE_REPS) / c[0]);
     fputc('\n', stderr);
     if (csv) csv_header();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 2. the K sweep, every draft beside plain decoding
     static Cell *best[2][BENCH_MAX_DRAFTS];
-    if (k_sweep(g, drafts, n_drafts, v, c, csv, best) != 0) {
+    if (k_sweep(g, drafts, n_drafts, c, csv, best) != 0) {
         snprintf(err, errlen, "out of memory in the K sweep");
         return 1;
     }
@@ -1783,7 +1767,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     // 3. why the bigram's row is tempered like the target
     bench_tempering(g, &drafts[0], v);
     // 4. --draft-p-min against the best fixed K
-    if (pmin_small(g, drafts, n_drafts, v, c, best[1], csv) != 0) {
+    if (pmin_small(g, drafts, n_drafts, c, best[1], csv) != 0) {
         snprintf(err, errlen, "out of memory in the --draft-p-min section");
         return 1;
     }
@@ -1791,22 +1775,22 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     check_commands();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 5. trees against chains
-    bench_trees(g, drafts, n_drafts, v);
+    bench_trees(g, drafts, n_drafts);
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 6. the same model, padded until a one-token pass is bound by memory
-    if (run_sweep(g, drafts, n_drafts, v, best, csv, svg_path, err, errlen) != 0) return 1;
-    // 7. the figures to quote, the models' check and the targets
+    if (run_sweep(g, drafts, n_drafts, best, csv, svg_path, err, errlen) != 0) return 1;
+    // 7. the figures to quote, the accounting's check and the targets
     print_summary();
     // greedy decoding must give plain decoding's text: every t = 0 run was compared
     if (GREEDY_DIFFER) {
         snprintf(err, errlen, "greedy check: %ld of %ld speculative texts at t = 0 differ from "
-                 "plain decoding's (a bug in specdec.c)", GREEDY_DIFFER, GREEDY_RUNS);
+                 "plain decoding's (a bug in beyond.c or specdec.c)", GREEDY_DIFFER, GREEDY_RUNS);
         return 1;
     }
     fprintf(stderr, "\ngreedy check: all %ld speculative texts at t = 0 (every draft, K and "
             "size, every run) are plain decoding's, byte for byte\n", GREEDY_RUNS);
     double wall = now_seconds() - t_start, cpu = cpu_seconds() - cpu_start;
-    fprintf(stderr, "\nbench: %.1f s, %.1f s of them in the ./specdec commands; this process on "
+    fprintf(stderr, "\nbench: %.1f s, %.1f s of them in the ./beyond commands; this process on "
             "a core %.0f%% of the rest; load %.2f at the end\n", wall, COMMAND_SECONDS,
             100.0 * cpu / (wall - COMMAND_SECONDS), load_average());
     return 0;
@@ -1820,8 +1804,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 // test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--quick]: see run_bench.
 int main(int argc, char **argv) {
     Options o;
-    memset(&o, 0, sizeof(o));
-    o.corpus_path = DEFAULT_CORPUS;
+    default_options(&o); // -m and -i below; the rest as ./specdec's defaults
     int csv = 0;
     const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1829,10 +1812,10 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--svg PATH] "
                    "[--commands N] [--quick]\n  c(T), then K = 1..8 at t = 0 and 1 for the bigram, "
-                   "GPT and lookup drafts and the\n  ceiling beside both speedup models, "
+                   "GPT and lookup drafts and the\n  ceiling beside the accounting and the papers' formula, "
                    "--draft-p-min, then the model padded to 136 MB\n  against the bandwidth "
                    "limit; medians of alternated runs (see test/bench.c);\n  --commands N runs "
-                   "each headline's ./specdec command N times beside it\n  (default 5; 0: none, "
+                   "each headline's ./beyond command N times beside it\n  (default 5; 0: none, "
                    "as --quick)\n");
             return close_stdout();
         }
@@ -1913,7 +1896,7 @@ int main(int argc, char **argv) {
     memset(drafts, 0, sizeof(drafts));
     memset(&ld, 0, sizeof(ld));
     int rc = 1;
-    if (setup_model(&o, &ld, err, sizeof(err)) != 0)
+    if (load_inputs(&o, &ld, err, sizeof(err)) != 0)
         goto done;
     // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
     N_PROMPT = (int)strlen(PROMPT);
@@ -1927,7 +1910,7 @@ int main(int argc, char **argv) {
         int tokens[64];
         if (encode_prompt(&ld.v, TEMPER_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
     }
-    print_config(&ld.g, ld.source);
+    print_config(&ld.g, ld.path);
     // the drafts: the bigram first (the tempering section reads its table), then the GPT
     // draft, which is left out with a note when this model cannot take it (no draft.bin, or
     // another vocabulary or block size), then prompt lookup
@@ -1947,6 +1930,7 @@ int main(int argc, char **argv) {
 done:
     if (rc != 0) error_line("%s", err);
     for (int i = 0; i < BENCH_MAX_DRAFTS; i++) free_draft(&drafts[i]);
+    free(ld.prompt);
     free_corpus(&ld.corpus);
     free_gpt(&ld.g);
     // the CSV went to stdout: a failed write of it is one line on stderr and exit 1

@@ -6,14 +6,17 @@
  * accepted) + P(reject) * residual (rejected, then drawn from norm(max(0, p - q))), which
  * is p, beside its frequency in 200,000 runs of specdec.c's real draft_tokens and
  * accept_reject; then the same rows greedy (t = 0). notes/math.md derives it.
+ * test/test_exact.c includes this file (with TESTING defined), after specdec.c or
+ * beyond.c: then this file includes nothing, and its draft_tokens and accept_reject are
+ * that build's (a broken build's mutants too).
  *
  *   test/explain        # the table, on stderr
  */
 #ifndef TESTING
 #define TESTING      // leaves out specdec.c's main: this file has its own ...
 #define EXPLAIN_MAIN // ... unless a test includes this file (with TESTING defined)
+#include "../specdec.c" // (a test includes specdec.c or beyond.c itself, first)
 #endif
-#include "../specdec.c"
 
 // ----------------------------------------------------------------------------
 // One position's accept/reject: exactly, and by running the real phases
@@ -32,7 +35,7 @@ static const float EXPLAIN_P[EXPLAIN_V] = {0.05f, 0.10f, 0.60f, 0.25f};
 // the chance the draft's token is accepted. Then the same position run `rounds` times
 // through the real draft_tokens and accept_reject (k = 1, no bonus), from a draft table
 // whose every row is q: counts[x] = times x was emitted, *n_accepted = times the draft's
-// token passed. At temperature 0 both rows become one-hot, as bigram_served_probs and
+// token passed. At temperature 0 both rows become one-hot, as bigram_probs and
 // tempered_softmax make them. With f non-NULL, prints the table.
 void explain_position(FILE *f, const char *title, const float *q, const float *p,
                       const char *names, int V, float temperature, long rounds, uint64_t seed,
@@ -41,9 +44,8 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     // target's softmax would give it at this temperature
     float table[EXPLAIN_V * EXPLAIN_V], q_used[EXPLAIN_V], p_used[EXPLAIN_V];
     for (int a = 0; a < V; a++) memcpy(table + a * V, q, (size_t)V * sizeof(float));
-    Draft d = {.kind = DRAFT_BIGRAM, .name = "bigram", .V = V, .bigram = {V, table}};
-    Sampler sampler = {temperature, 0, 0.0f}; // no top-k or top-p here
-    bigram_served_probs(q_used, &d.bigram, 0, &sampler);
+    BigramDraft d = {V, table};
+    bigram_probs(q_used, &d, 0, temperature);
     if (temperature == 0.0f) one_hot(p_used, V, argmax(p, V));
     else memcpy(p_used, p, (size_t)V * sizeof(float));
     // 1. exactly: the accept path and the residual path, in double precision
@@ -59,18 +61,18 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     // 2. by sampling: the draft proposes, accept_reject decides (k = 1, no bonus)
     Rng rng;
     rng_seed(&rng, seed);
-    int cand[1] = {0}, out[2];
-    float q_draft[EXPLAIN_V], p_target[2 * EXPLAIN_V], residual[EXPLAIN_V];
+    int cand[1] = {0}, all_tokens[2], out[2];
+    float draft_probs[EXPLAIN_V], p_target[2 * EXPLAIN_V], residual[EXPLAIN_V];
     double u[1];
-    SpecBuffers buf = {.K = 1, .V = V, .candidates = cand, .q_draft = q_draft, // the round's
-                       .p_target = p_target, .u = u, .residual = residual, .accepted = out};
+    SpecBuffers buf = {.K = 1, .V = V, .candidates = cand, .draft_probs = draft_probs, // the round's
+                       .all_tokens = all_tokens, .target_probs = p_target, .u = u,
+                       .residual = residual, .accepted = out};
     memcpy(p_target, p_used, (size_t)V * sizeof(float));
     memcpy(p_target + V, p_used, (size_t)V * sizeof(float)); // the bonus row, never used
     for (int x = 0; x < V; x++) counts[x] = 0;
     *n_accepted = 0;
     for (long r = 0; r < rounds; r++) {
-        int current[1] = {0}; // the sequence so far: token 0, the current token
-        draft_tokens(&d, &(Tokens){current, 1}, 1, &sampler, &rng, &buf);
+        draft_tokens(&d, 0, 1, temperature, &rng, &buf); // after token 0, the current token
         accept_reject(&buf, 1, 0, &rng);
         counts[out[0]]++;
         *n_accepted += buf.rejected_at < 0;

@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
-# The gdb walkthrough (test/gdb_walkthrough.gdb, explained in notes/debugging.md)
-# run in batch mode on ./specdec_debug, and its numbers checked. Run by
-# test/run_tests.sh (so by `make test`), or directly: bash test/gdb_test.sh.
+# The gdb walkthrough (test/gdb_walkthrough.gdb, explained in notes/debugging.md) run in
+# batch mode on ./specdec_debug, and its numbers checked against the program's own trace.
+# Run by test/run_tests.sh (so by `make test`), or directly: bash test/gdb_test.sh.
 # Needs gdb, a C compiler for `make debug`, ./specdec (make) and the corpus.
 #
 # What it checks: that the gdb file runs no code in the program (check 0: no `call`, no
-# f(x) in an expression, no string printf argument); and, from the "WALK ..." lines the
-# gdb file prints for round 1:
-#   - the four breakpoints are hit, in the order draft_tokens, verify_candidates,
-#     accept_reject, trim_kv_cache, each entry followed by its return;
-#   - the cache lengths: the verify pass runs all_tokens = [the lag tokens,
-#     current_token, c0..c(k-1)] and adds lag+k+1 positions (lag > 0 only in a round
-#     that restarts a full cache; never in this run); trim starts from cache_len, the
-#     position of current_token, which is the kv_len before the verify plus lag, and
-#     the cache_len draft_tokens was given; trim leaves cache_len_before + num_accepted;
-#   - num_accepted (what accept_reject returned and speculative_round passed on)
-#     is rejected_at+1 after a rejection, else k+1 (k when no bonus is allowed);
-#   - the first drafted token, its p and its q agree with round 1 of
-#     ./specdec --trace with the same arguments, to the trace's 3 decimals.
+# f(x) in an expression, no string printf argument); then, for two runs (the walkthrough's
+# own, whose round 1 starts at cache_len 6, and one on the default 32-character prompt,
+# whose round 1 follows a REFILL at cache_len 15), from the "WALK ..." lines the gdb file
+# prints for round 1:
+#   1. the four breakpoints are hit, in the order draft_tokens, verify_candidates,
+#      accept_reject, trim_kv_cache, each entry followed by its return;
+#   2. the cache: the verify pass runs all_tokens = [current_token, c0..c(k-1)] and adds
+#      k+1 positions; draft_tokens, verify_candidates and trim_kv_cache all see the same
+#      cache_len (the blog's cache_len_before_verify); trim leaves cache_len +
+#      num_accepted;
+#   3. num_accepted (what accept_reject returned and the loop passed on) is rejected_at+1
+#      after a rejection, else k+1 (k when no bonus is allowed);
+#   4. the debugger agrees with round 1 of ./specdec --trace with the same arguments:
+#      the round's header (current_token, cache_len, k), the guesses and their q, the
+#      VERIFY positions, every judged candidate's p, q, u and verdict (to the trace's 3
+#      decimals), the round's last token, and the TRIM line's two lengths; and, in the
+#      second run, the REFILL line before round 1, which leaves cache_len S/2-1 = 15.
 # What notes/debugging.md quotes of this run (and of every other gdb session it shows)
 # is checked by test/quotes_test.sh, which runs each session again and compares.
 #
@@ -37,11 +41,12 @@ fi
 GDB_FILE=test/gdb_walkthrough.gdb
 DEBUG_BIN=./specdec_debug
 RELEASE_BIN=./specdec
-# A short run whose first round starts at cache length 6 (the 6-token prompt) and
-# shows both outcomes: the first candidate is accepted, the second rejected. The
-# cache never fills (S = 32; 4 rounds reach 17 positions), so no round restarts it:
-# round 1 has lag = 0.
+# The walkthrough's run: round 1 starts at cache_len 6 (the 6-token prompt) and shows both
+# outcomes, the first candidate accepted and the second rejected.
 ARGS=(-n 12 -k 4 -s 62 -t 1 -p "ROMEO:")
+# The default prompt is 32 characters: the prefill fills the cache, so round 1 follows a
+# REFILL and starts at cache_len 15.
+ARGS_REFILL=(-n 8 -k 4 -s 62 -t 1)
 
 nfail=0
 pass() { echo "PASS $*"; }
@@ -85,151 +90,184 @@ fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_gdb.XXXXXX") || { echo "FAIL gdb walkthrough: mktemp -d failed"; exit 1; }
 trap 'rm -rf "$T"' EXIT
 
-# --- the two runs ----------------------------------------------------------------
+# --- reading the WALK lines and the trace ---------------------------------------------
 
-timeout 120 gdb -batch -nx -x "$GDB_FILE" --args "$DEBUG_BIN" "${ARGS[@]}" </dev/null >"$T/gdb.out" 2>&1
-rc=$?
-if ((rc != 0)); then
-    fail "gdb walkthrough: gdb -batch -x $GDB_FILE --args $DEBUG_BIN ${ARGS[*]} exited with status $rc$( ((rc == 124)) && echo ' (timed out after 120 s)')"
-    awk '{ line[NR % 15] = $0 } END { for (i = NR - 14; i <= NR; i++) if (i > 0) print line[i % 15] }' "$T/gdb.out"   # its last 15 lines
-    exit 1
-fi
-timeout 60 "$RELEASE_BIN" "${ARGS[@]}" --trace </dev/null >/dev/null 2>"$T/trace.err"
-rc=$?
-if ((rc != 0)); then
-    fail "gdb walkthrough: $RELEASE_BIN ${ARGS[*]} --trace exited with status $rc"
-    exit 1
-fi
-
-# --- reading the WALK lines --------------------------------------------------------
-
-# walk PHASE WHEN KEY: the value of KEY=... on the first "WALK PHASE WHEN" line that
-# has it (empty if there is none).
+# walk PHASE WHEN KEY: the value of the field KEY=... on the first "WALK PHASE WHEN" line
+# that has it (empty if there is none); KEY is matched whole ("cache_len" is not
+# "state.cache_len").
 walk() {
-    grep -m 1 "^WALK $1 $2 .*\b$3=" "$T/gdb.out" | sed "s/.*\b$3=\([^ ]*\).*/\1/"
+    awk -v ph="$1" -v when="$2" -v key="$3" '
+        $1 == "WALK" && $2 == ph && $3 == when {
+            for (i = 4; i <= NF; i++) if (index($i, key "=") == 1) { print substr($i, length(key) + 2); exit }
+        }' "$G"
 }
 # int_ok VALUE...: every VALUE is an integer (a missing line gives an empty one).
 int_ok() {
     local v
     for v in "$@"; do [[ $v =~ ^-?[0-9]+$ ]] || return 1; done
 }
+# near GDB TRACE: GDB (6 decimals) rounds to TRACE (3 decimals)
+near() {
+    [[ -n $1 && -n $2 ]] && awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.0005 + 1e-9) }'
+}
 
-# --- check 1: the breakpoints are hit in order ------------------------------------
-
-# the phase and event of each WALK line, consecutive repeats merged
-order=$(awk '$1 == "WALK" && $2 != "end" { s = $2 "." $3; if (s != last) printf "%s ", s; last = s }' "$T/gdb.out")
-want="draft.enter draft.return verify.enter verify.return accept.enter accept.return accept.judge accept.emit trim.enter trim.return "
-# and gdb's own "Breakpoint N, function (" lines, in order
-hits=$(sed -n 's/^Breakpoint [0-9]*, \([a-z_]*\) (.*/\1/p' "$T/gdb.out" | awk '{ printf "%s ", $0 }')
-want_hits="draft_tokens verify_candidates accept_reject trim_kv_cache "
-if [[ $order == "$want" && $hits == "$want_hits" ]]; then
-    pass "gdb walkthrough: breakpoints hit once each, in order: ${hits% }"
-else
-    fail "gdb walkthrough: breakpoints hit: '${hits% }' (want '${want_hits% }'); WALK lines: '${order% }'"
-fi
-
-# --- check 2: the cache lengths ----------------------------------------------------
-
-k=$(walk draft enter k)
-draft_cache_len=$(walk draft enter cache_len)
-kv_before=$(walk verify enter kv_len)
-lag=$(walk verify enter lag)
-current=$(walk verify enter current_token)
-kv_verified=$(walk verify return kv_len)
-trim_kv=$(walk trim enter kv_len)
-cache_before=$(walk trim enter cache_len_before)
-num_accepted=$(walk trim enter num_accepted)
-kv_after=$(walk trim return kv_len)
-n_returned=$(walk accept return n)
-rejected_at=$(walk accept return rejected_at)
-allow_bonus=$(walk accept enter allow_bonus)
-
-# all_tokens as the verify pass ran it: the lag tokens, current_token, then the guesses
-all_tokens=$(sed -n 's/^WALK verify return all_tokens\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$T/gdb.out" | tr '\n' ' ')
-guesses=$(sed -n 's/^WALK draft return candidates\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$T/gdb.out" | tr '\n' ' ')
-if int_ok "$k" "$lag" "$current" "$kv_before" "$kv_verified" "$trim_kv"; then
-    read -r -a run <<<"$all_tokens"
-    want_tail="$current ${guesses}" # what all_tokens holds from index lag on
-    if ((kv_verified == kv_before + lag + k + 1 && trim_kv == kv_verified)) &&
-        ((${#run[@]} == lag + k + 1)) && [[ "${run[*]:lag} " == "$want_tail" ]]; then
-        pass "gdb walkthrough: verify runs lag+k+1 tokens (lag=$lag, current_token $current, then the $k guesses) and adds as many positions: kv_len $kv_before -> $kv_verified (trim finds $trim_kv)"
-    else
-        fail "gdb walkthrough: verify: kv_len $kv_before -> $kv_verified with lag=$lag k=$k, want $((kv_before + lag + k + 1)); trim finds $trim_kv; all_tokens '${all_tokens% }', want ${lag} tokens then '${want_tail% }'"
+# check_run NAME ARGS...: runs the walkthrough and the trace with ARGS, and checks 1-4.
+check_run() {
+    local name=$1 rc
+    shift
+    G=$T/$name.gdb R=$T/$name.trace
+    local what="gdb walkthrough ($*)"
+    timeout 120 gdb -batch -nx -x "$GDB_FILE" --args "$DEBUG_BIN" "$@" </dev/null >"$G" 2>&1
+    rc=$?
+    if ((rc != 0)); then
+        fail "$what: gdb -batch -x $GDB_FILE --args $DEBUG_BIN $* exited with status $rc$( ((rc == 124)) && echo ' (timed out after 120 s)')"
+        tail -n 15 "$G"
+        return
     fi
-else
-    fail "gdb walkthrough: verify: missing numbers (k='$k' lag='$lag' current_token='$current' kv_len before='$kv_before' after='$kv_verified' at trim='$trim_kv')"
-fi
-
-if int_ok "$cache_before" "$kv_before" "$lag" "$draft_cache_len"; then
-    if ((cache_before == kv_before + lag && cache_before == draft_cache_len)); then
-        pass "gdb walkthrough: trim's cache_len_before=$cache_before is current_token's position: the kv_len before the verify pass ($kv_before) + lag ($lag), the cache_len draft_tokens got"
-    else
-        fail "gdb walkthrough: trim's cache_len_before=$cache_before, but the kv_len before the verify pass was $kv_before, lag $lag (want their sum), and draft_tokens got cache_len=$draft_cache_len"
+    timeout 60 "$RELEASE_BIN" "$@" --trace </dev/null >/dev/null 2>"$R.all"
+    rc=$?
+    if ((rc != 0)); then
+        fail "$what: $RELEASE_BIN $* --trace exited with status $rc"
+        return
     fi
-else
-    fail "gdb walkthrough: missing numbers (cache_len_before='$cache_before' kv_len before verify='$kv_before' lag='$lag' draft's cache_len='$draft_cache_len')"
-fi
+    sed -n '/^round 1:/,/^  TRIM/p' "$R.all" >"$R"
 
-if int_ok "$kv_after" "$cache_before" "$num_accepted"; then
-    if ((kv_after == cache_before + num_accepted)); then
-        pass "gdb walkthrough: trim leaves kv_len=$kv_after = cache_len_before $cache_before + num_accepted $num_accepted"
+    # --- check 1: the breakpoints are hit in order
+    local order want hits want_hits
+    order=$(awk '$1 == "WALK" && $2 != "end" { s = $2 "." $3; if (s != last) printf "%s ", s; last = s }' "$G")
+    want="draft.enter draft.return verify.enter verify.return accept.enter accept.return accept.judge accept.emit trim.enter trim.return "
+    hits=$(sed -n 's/^Breakpoint [0-9]*, \([a-z_]*\) (.*/\1/p' "$G" | awk '{ printf "%s ", $0 }')
+    want_hits="draft_tokens verify_candidates accept_reject trim_kv_cache "
+    if [[ $order == "$want" && $hits == "$want_hits" ]]; then
+        pass "$what: breakpoints hit once each, in order: ${hits% }"
     else
-        fail "gdb walkthrough: trim leaves kv_len=$kv_after, want cache_len_before $cache_before + num_accepted $num_accepted"
+        fail "$what: breakpoints hit: '${hits% }' (want '${want_hits% }'); WALK lines: '${order% }'"
     fi
-else
-    fail "gdb walkthrough: trim: missing numbers (kv_len after='$kv_after' cache_len_before='$cache_before' num_accepted='$num_accepted')"
-fi
 
-# accept_reject returns i+1 after rejecting candidate i, else k+1 with the bonus
-# token, or k in a last round that allows no bonus
-if int_ok "$num_accepted" "$n_returned" "$rejected_at" "$k" "$allow_bonus"; then
-    if ((rejected_at >= 0)); then
-        rule=$((rejected_at + 1)) why="rejected_at+1"
-    elif ((allow_bonus)); then
-        rule=$((k + 1)) why="k+1, no rejection, bonus"
+    # --- check 2: the cache
+    local k draft_cl verify_cl current verified trim_state trim_cl num_accepted after n_ret rejected_at allow_bonus
+    k=$(walk draft enter k)
+    draft_cl=$(walk draft enter cache_len)
+    verify_cl=$(walk verify enter cache_len)
+    current=$(walk verify enter current_token)
+    verified=$(walk verify return cache_len)
+    trim_state=$(walk trim enter state.cache_len)
+    trim_cl=$(walk trim enter cache_len)
+    num_accepted=$(walk trim enter num_accepted)
+    after=$(walk trim return state.cache_len)
+    n_ret=$(walk accept return n)
+    rejected_at=$(walk accept return rejected_at)
+    allow_bonus=$(walk accept enter allow_bonus)
+    local all_tokens guesses
+    all_tokens=$(sed -n 's/^WALK verify return all_tokens\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$G" | tr '\n' ' ')
+    guesses=$(sed -n 's/^WALK draft return candidates\[[0-9]*\]=\([0-9]*\) .*/\1/p' "$G" | tr '\n' ' ')
+    if int_ok "$k" "$current" "$verify_cl" "$verified" "$trim_state"; then
+        if ((verified == verify_cl + k + 1 && trim_state == verified)) && [[ $all_tokens == "$current $guesses" ]]; then
+            pass "$what: verify runs k+1 tokens (current_token $current, then the $k guesses) and adds as many positions: cache_len $verify_cl -> $verified (trim finds $trim_state)"
+        else
+            fail "$what: verify: cache_len $verify_cl -> $verified with k=$k, want $((verify_cl + k + 1)); trim finds $trim_state; all_tokens '${all_tokens% }', want '$current ${guesses% }'"
+        fi
     else
-        rule=$k why="k, no rejection, no bonus allowed"
+        fail "$what: verify: missing numbers (k='$k' current_token='$current' cache_len before='$verify_cl' after='$verified' at trim='$trim_state')"
     fi
-    if ((num_accepted == rule && n_returned == num_accepted)); then
-        pass "gdb walkthrough: num_accepted=$num_accepted = $why (rejected_at=$rejected_at, k=$k), as accept_reject returned"
+    if int_ok "$draft_cl" "$verify_cl" "$trim_cl"; then
+        if ((draft_cl == verify_cl && trim_cl == verify_cl)); then
+            pass "$what: draft_tokens, verify_candidates and trim_kv_cache see one cache_len, $trim_cl: the blog's cache_len_before_verify"
+        else
+            fail "$what: cache_len: draft_tokens' caller has $draft_cl, verify_candidates finds $verify_cl, trim_kv_cache gets $trim_cl (want one value)"
+        fi
     else
-        fail "gdb walkthrough: num_accepted=$num_accepted, accept_reject returned $n_returned, want $rule = $why (rejected_at=$rejected_at, k=$k)"
+        fail "$what: missing numbers (cache_len at draft='$draft_cl' at verify='$verify_cl' at trim='$trim_cl')"
     fi
-else
-    fail "gdb walkthrough: missing numbers (num_accepted='$num_accepted' n='$n_returned' rejected_at='$rejected_at' k='$k' allow_bonus='$allow_bonus')"
-fi
-
-# --- check 3: the debugger agrees with the program's own trace --------------------
-
-# round 1's first ACCEPT/REJECT line:    'N'    p=0.065 q=0.025 p/q=2.629 ...
-tline=$(sed -n '/^round 1:/,/^round 2:/p' "$T/trace.err" | grep -m 1 "^    '.*' *p=[0-9.]* q=[0-9.]* ")
-t_char=$(sed "s/^    \('.*'\) *p=.*/\1/" <<<"$tline")
-t_p=$(sed 's/.* p=\([0-9.]*\) .*/\1/' <<<"$tline")
-t_q=$(sed 's/.* q=\([0-9.]*\) .*/\1/' <<<"$tline")
-g_line=$(grep -m 1 '^WALK draft return candidates\[0\]=' "$T/gdb.out")
-g_char=$(sed "s/.* char=\('.*'\) q=.*/\1/" <<<"$g_line")
-g_q=$(walk draft return q)
-g_p=$(walk verify return 'p_target\[0\]')
-
-if [[ -n $tline && -n $g_line ]]; then
-    if [[ $g_char == "$t_char" ]]; then
-        pass "gdb walkthrough: first drafted token $g_char, as in the trace"
+    if int_ok "$after" "$trim_cl" "$num_accepted"; then
+        if ((after == trim_cl + num_accepted)); then
+            pass "$what: trim leaves state.cache_len=$after = cache_len $trim_cl + num_accepted $num_accepted"
+        else
+            fail "$what: trim leaves state.cache_len=$after, want cache_len $trim_cl + num_accepted $num_accepted"
+        fi
     else
-        fail "gdb walkthrough: first drafted token $g_char under gdb, $t_char in the trace"
+        fail "$what: trim: missing numbers (after='$after' cache_len='$trim_cl' num_accepted='$num_accepted')"
     fi
-else
-    fail "gdb walkthrough: no first candidate found (trace line: '$tline', gdb line: '$g_line')"
-fi
-# same NAME GDB TRACE: GDB (6 decimals) rounds to TRACE (3 decimals)
-same() {
-    if [[ -n $2 && -n $3 ]] && awk -v a="$2" -v b="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.0005 + 1e-9) }'; then
-        pass "gdb walkthrough: $1 of the first drafted token: $2 under gdb, $3 in the trace"
+
+    # --- check 3: num_accepted
+    local rule why
+    if int_ok "$num_accepted" "$n_ret" "$rejected_at" "$k" "$allow_bonus"; then
+        if ((rejected_at >= 0)); then
+            rule=$((rejected_at + 1)) why="rejected_at+1"
+        elif ((allow_bonus)); then
+            rule=$((k + 1)) why="k+1, no rejection, bonus"
+        else
+            rule=$k why="k, no rejection, no bonus allowed"
+        fi
+        if ((num_accepted == rule && n_ret == num_accepted)); then
+            pass "$what: num_accepted=$num_accepted = $why (rejected_at=$rejected_at, k=$k), as accept_reject returned"
+        else
+            fail "$what: num_accepted=$num_accepted, accept_reject returned $n_ret, want $rule = $why (rejected_at=$rejected_at, k=$k)"
+        fi
     else
-        fail "gdb walkthrough: $1 of the first drafted token: '$2' under gdb, '$3' in the trace (want equal to 3 decimals)"
+        fail "$what: missing numbers (num_accepted='$num_accepted' n='$n_ret' rejected_at='$rejected_at' k='$k' allow_bonus='$allow_bonus')"
+    fi
+
+    # --- check 4: the debugger agrees with round 1 of the trace
+    local bad=() head g_char t_char
+    head=$(grep -m 1 '^round 1:' "$R")
+    g_char=$(grep -m 1 '^WALK draft enter' "$G" | sed "s/.* char=\('.*'\) cache_len=.*/\1/")
+    [[ $head == "round 1: current_token $g_char, cache_len $draft_cl, k $k" ]] ||
+        bad+=("header '$head', gdb: current_token $g_char, cache_len $draft_cl, k $k")
+    # DRAFT: '\n' -> 'N' (q=0.025) -> ...: each guess and its q
+    local t_draft g_draft
+    t_draft=$(grep -m 1 '^  DRAFT ' "$R" | grep -o "'[^ ]*' (q=[0-9.]*)" | tr '\n' ' ')
+    g_draft=$(awk '/^WALK draft return candidates/ { c = $5; sub(/^char=/, "", c); q = $6; sub(/^q=/, "", q); printf "%s (q=%.3f) ", c, q }' "$G")
+    [[ $t_draft == "$g_draft" ]] || bad+=("DRAFT: trace '${t_draft% }', gdb '${g_draft% }'")
+    local t_pos g_pos
+    t_pos=$(sed -n 's/^  VERIFY .* at positions \([0-9]*\.\.[0-9]*\)$/\1/p' "$R")
+    g_pos=$(sed -n 's/^WALK verify return all_tokens.* pos=\([0-9]*\)$/\1/p' "$G" | sed -n '1p;$p' | paste -sd' ' | sed 's/ /../')
+    [[ $t_pos == "$g_pos" ]] || bad+=("VERIFY positions: trace '$t_pos', gdb '$g_pos'")
+    # every judged candidate: char, p, q, u, verdict
+    local njudged=0 tl gl i tv gv
+    while IFS= read -r tl; do
+        i=$njudged
+        njudged=$((njudged + 1))
+        gl=$(grep -m 1 "^WALK accept judge i=$i " "$G")
+        if [[ -z $gl ]]; then bad+=("candidate $i: in the trace, not under gdb"); continue; fi
+        t_char=$(sed "s/^    \('.*'\) *p=.*/\1/" <<<"$tl")
+        [[ $gl == *" char=$t_char p="* ]] || bad+=("candidate $i: trace $t_char, gdb '$gl'")
+        for f in p q u; do
+            tv=$(sed "s/.* $f=\([0-9.]*\) .*/\1/" <<<"$tl")
+            gv=$(sed "s/.* $f=\([0-9.]*\) .*/\1/" <<<"$gl")
+            near "$gv" "$tv" || bad+=("candidate $i: $f=$gv under gdb, $tv in the trace")
+        done
+        [[ ${tl##* } == "${gl##* }" ]] || bad+=("candidate $i: ${gl##* } under gdb, ${tl##* } in the trace")
+    done < <(grep "^    '.*' *p=[0-9.]* q=" "$R")
+    (($(grep -c '^WALK accept judge' "$G") == njudged)) || bad+=("gdb judged $(grep -c '^WALK accept judge' "$G") candidates, the trace $njudged")
+    # the round's last token: the trace's resample or bonus, gdb's last accepted[]
+    local t_last g_last
+    t_last=$(grep -m 1 -E -- '-> .*; discard|^  BONUS|^  STEP' "$R" | sed -E "s/.*-> ('[^;]*'|'.*')(;.*|, as .*)?$/\1/")
+    g_last=$(grep '^WALK accept emit' "$G" | tail -n 1 | sed 's/.* char=//')
+    [[ $t_last == "$g_last" ]] || bad+=("last token: trace $t_last, gdb $g_last")
+    local t_trim
+    t_trim=$(sed -n 's/^  TRIM    cache_len \([0-9]*\) -> \([0-9]*\) .*/\1 \2/p' "$R")
+    [[ $t_trim == "$verified $after" ]] || bad+=("TRIM: trace 'cache_len ${t_trim/ / -> }', gdb $verified -> $after")
+    if ((${#bad[@]} == 0)) && [[ -n $head ]]; then
+        pass "$what: round 1 as in ./specdec --trace: $head, ${k} guesses and their q, positions $t_pos, $njudged judged (p, q, u, verdict), last token $g_last, TRIM $verified -> $after"
+    else
+        fail "$what: gdb and ./specdec --trace disagree on round 1: ${bad[*]:-no round 1 in the trace}"
     fi
 }
-same p "$g_p" "$t_p"
-same q "$g_q" "$t_q"
+
+check_run walk "${ARGS[@]}"
+
+# the second run: round 1 follows the refill of a full cache, a pass of its own
+check_run refill "${ARGS_REFILL[@]}"
+refill_line=$(sed -n '/^REFILL /{p;q}' "$T/refill.trace.all")
+before_round=$(awk '/^REFILL /{ r = NR } /^round 1:/{ print (r && r < NR) ? "yes" : "no"; exit }' "$T/refill.trace.all")
+G=$T/refill.gdb
+refill_cl=$(walk draft enter cache_len)
+if [[ $before_round == yes && $refill_line == *"one target pass over the 15 before current_token at positions 0..14"* && $refill_cl == 15 ]]; then
+    pass "gdb walkthrough (${ARGS_REFILL[*]}): round 1 follows a REFILL pass of the 15 tokens before current_token, so the four phases see cache_len 15"
+else
+    fail "gdb walkthrough (${ARGS_REFILL[*]}): want a REFILL line before round 1 ('$refill_line', before: $before_round) and cache_len 15 at draft_tokens (gdb: '$refill_cl')"
+fi
 
 ((nfail == 0)) || exit 1
 exit 0

@@ -1,42 +1,41 @@
 # gdb walkthrough of ONE speculative round of specdec.c
 #
-# A round (speculative_round) first settles its context, then runs four phases, each a
-# function it calls:
+# The blog's four phases stand together in speculative_generate's loop, one call each:
 #
-#   0. CONTEXT            a full cache (kv_len == S) restarts: lag = S/2-1 tokens before
-#                         current_token are rerun by the verify pass (plain decoding's
-#                         refill, folded in); k is clamped to the room, S-1-cache_len
-#   1. draft_tokens       the bigram draft guesses k tokens c0..c(k-1), keeping q
-#   2. verify_candidates  one target pass over [the lag tokens, current_token, c0..c(k-1)],
-#                         giving p for the k guesses and the bonus row
+#   1. draft_tokens       the bigram draft guesses k tokens c0..c(k-1) after current_token,
+#                         keeping each row it drew from in b->draft_probs
+#   2. verify_candidates  one target pass over [current_token, c0..c(k-1)] at positions
+#                         cache_len .. cache_len+k, giving b->target_probs (k+1 rows)
 #   3. accept_reject      candidate i passes when u_i < min(1, p_i(c_i) / q_i(c_i))
-#   4. trim_kv_cache      the cache drops the positions of rejected candidates
+#   4. trim_kv_cache      the cache keeps cache_len + num_accepted positions
 #
-# The run below never fills the cache (S = 32; it reaches 17 positions), so round 1 has
-# lag = 0 and k = K = 4; notes/debugging.md shows a round that restarts it.
+# Before a round, if the cache is full, refill_cache runs the window's first tokens as a pass
+# of its own (the trace's REFILL line); the four calls never see it. The run below never
+# fills the cache (S = 32; its 4 rounds reach 17 positions); notes/debugging.md shows one
+# that does.
 #
-# This file stops in each phase twice: on entry (a breakpoint with a `commands`
-# block prints the arguments) and on return (`finish` brings us back to
-# speculative_round, where the buffers the phase filled are printed). After the
-# first round's trim it stops for good; nothing is printed for later rounds.
+# This file stops in each phase twice: on entry (a breakpoint with a `commands` block
+# prints what the phase is given) and on return (`finish` brings us back to
+# speculative_generate, where what the phase wrote into the round's buffers b is printed).
+# After the first round's trim it stops for good; nothing is printed for later rounds.
 #
 # Use it (build the debug binary first with `make debug`):
 #
 #   gdb -x test/gdb_walkthrough.gdb --args ./specdec_debug -n 12 -k 4 -s 62 -t 1 -p "ROMEO:"
 #   gdb -batch -x test/gdb_walkthrough.gdb --args ./specdec_debug -n 12 -k 4 -s 62 -t 1 -p "ROMEO:"
 #
-# The first form leaves you at the (gdb) prompt at the end of round 1, with the
-# program still alive: `print *b`, `continue` (stops at round 2's draft_tokens,
-# printing only the entry line), or `delete` and `continue` to run to the end.
-# test/gdb_test.sh runs the second form and checks the numbers; notes/debugging.md
-# explains them.
+# The first form leaves you at the (gdb) prompt at the end of round 1, in
+# speculative_generate, with the program still alive: `p b->accepted[0]@num_accepted`,
+# `continue` (stops at round 2's draft_tokens), or `delete` and `continue` to run to the
+# end. test/gdb_test.sh runs the second form and checks its numbers against
+# ./specdec --trace; notes/debugging.md explains them.
 #
-# Every line this file prints starts with "WALK <phase> <when>", so it can be
-# found with grep among gdb's own messages:
+# Every line this file prints starts with "WALK <phase> <when>", so it can be found with
+# grep among gdb's own messages:
 #
 #   WALK draft  enter | WALK draft  return
-#   WALK verify enter | WALK verify return (kv_len, then all_tokens, then p_target)
-#   WALK accept enter | WALK accept judge | WALK accept emit | WALK accept return
+#   WALK verify enter | WALK verify return (cache_len, then all_tokens, then target_probs)
+#   WALK accept enter | WALK accept return | WALK accept judge | WALK accept emit
 #   WALK trim   enter | WALK trim   return
 #
 # Probabilities are floats in the program; they are printed with 6 decimals (the
@@ -84,29 +83,30 @@ end
 
 # --- breakpoints on the four phases ---------------------------------------------
 
-# 1. DRAFT. On entry: the token the round starts from (the last of the text so far),
-# its position b->cache_len (the cache holds the cache_len tokens before it), how many
-# tokens to draft, and the temperature the bigram rows are sharpened or flattened with.
+# 1. DRAFT: draft_tokens(draft_model, current_token, k, temperature, rng, b). On entry: the
+# token the round starts from, the round's cache_len (a local of the caller: the cache
+# holds the cache_len tokens before current_token), how many tokens to draft, and the
+# temperature the bigram rows are sharpened or flattened with.
 break draft_tokens
 commands
-  # the vocabulary lives in the caller's DecodeOptions: fetch it once for walk_char
+  # the caller's DecodeOptions holds the vocabulary, and its local cache_len the round's
   up-silently 1
   set $vocab = o->vocab
+  set $walk_cache_len = cache_len
   down-silently 1
-  printf "WALK draft enter current_token=%d char=", text->tok[text->n - 1]
-  walk_char text->tok[text->n-1]
-  printf " cache_len=%d k=%d temperature=%g\n", b->cache_len, k, s->temperature
+  printf "WALK draft enter current_token=%d char=", current_token
+  walk_char current_token
+  printf " cache_len=%d k=%d temperature=%g\n", $walk_cache_len, k, temperature
 end
 
-# 2. VERIFY. On entry: the cache length before the pass (positions 0..kv_len-1 are
-# cached; current_token is NOT among them), b->lag (the tokens before current_token the
-# pass reruns first: 0 unless the round restarted a full cache, whose kv_len is then
-# 0), current_token (the last of the text), and the k guesses, b->candidates.
-# all_tokens is filled by the function itself, so it is printed on return.
+# 2. VERIFY: verify_candidates(target_model, current_token, k, temperature, b). On entry:
+# the cache's length before the pass (positions 0..cache_len-1 are cached; current_token
+# is NOT among them), current_token and the k guesses, b->candidates. all_tokens is
+# filled by the function itself, so it is printed on return.
 break verify_candidates
 commands
-  set $walk_kv0 = g->state.kv_len
-  printf "WALK verify enter kv_len=%d lag=%d current_token=%d k=%d\n", g->state.kv_len, b->lag, text->tok[text->n - 1], k
+  set $walk_cache0 = target_model->state.cache_len
+  printf "WALK verify enter cache_len=%d current_token=%d k=%d\n", target_model->state.cache_len, current_token, k
   set $i = 0
   while $i < k
     printf "WALK verify enter candidates[%d]=%d char=", $i, b->candidates[$i]
@@ -116,20 +116,22 @@ commands
   end
 end
 
-# 3. ACCEPT/REJECT. On entry: the draft length, the vocabulary size b->V (the width
-# of one q_draft or p_target row), and whether a bonus token may be drawn.
+# 3. ACCEPT/REJECT: accept_reject(b, k, allow_bonus, rng). On entry: the draft length,
+# the vocabulary size b->V (the width of one draft_probs or target_probs row), and
+# whether a bonus token may be drawn.
 break accept_reject
 commands
   printf "WALK accept enter k=%d V=%d allow_bonus=%d\n", k, b->V, allow_bonus
 end
 
-# 4. TRIM. On entry: how many tokens the round emitted (num_accepted, which
-# counts the resample or bonus token too), cache_len_before (the round's cache_len,
-# current_token's position: the cache length before the round, or lag after a
-# restart), and the cache length now, which still includes every verified position.
+# 4. TRIM: trim_kv_cache(target_model, num_accepted, cache_len). On entry: how many tokens
+# the round emitted (num_accepted, which counts the resample or bonus token too),
+# cache_len (the blog's cache_len_before_verify: the length before the verify pass, and
+# current_token's position), and the cache's length now, which still includes every
+# verified position.
 break trim_kv_cache
 commands
-  printf "WALK trim enter kv_len=%d cache_len_before=%d num_accepted=%d\n", g->state.kv_len, cache_len_before, num_accepted
+  printf "WALK trim enter state.cache_len=%d cache_len=%d num_accepted=%d\n", target_model->state.cache_len, cache_len, num_accepted
 end
 
 # --- one round, step by step ------------------------------------------------------
@@ -137,38 +139,37 @@ end
 # Start the program; it runs the prefill and stops at the first draft_tokens.
 run
 
-# Back in speculative_round: b->candidates[i] is the i-th guess and
-# b->q_draft[i*V + candidates[i]] the draft probability of that guess (q_draft
+# Back in speculative_generate: b->candidates[i] is the i-th guess and
+# b->draft_probs[i*V + candidates[i]] the draft's probability of that guess (draft_probs
 # holds k rows of V = b->V floats, row i being the distribution c_i was sampled from).
 finish
 set $i = 0
 while $i < k
   printf "WALK draft return candidates[%d]=%d char=", $i, b->candidates[$i]
   walk_char b->candidates[$i]
-  printf " q=%.6f\n", b->q_draft[$i * b->V + b->candidates[$i]]
+  printf " q=%.6f\n", b->draft_probs[$i * b->V + b->candidates[$i]]
   set $i = $i + 1
 end
 
-# Run to verify_candidates (its entry line is printed by its commands block), then
-# let the one forward pass happen. It ran all_tokens = [the lag tokens, current_token,
-# c0 .. c(k-1)] at the positions from the entry's kv_len on, so kv_len grew by
-# lag+k+1. Row i of p_target is the target's distribution for the token after
-# [.., current_token, c0 .. c(i-1)]: p_target[i*V + candidates[i]] is what the target
-# thinks of guess i. (Row k, the bonus row, is not printed; nor are the lag tokens'
-# rows, which the pass does not keep.)
+# Run to verify_candidates (its entry line is printed by its commands block), then let
+# the one forward pass happen. It ran all_tokens = [current_token, c0 .. c(k-1)] at the
+# positions from the entry's cache_len on, so the cache grew by k+1. Row i of
+# target_probs is the target's distribution for the token after [.., current_token,
+# c0 .. c(i-1)]: target_probs[i*V + candidates[i]] is what the target thinks of guess i.
+# (Row k, the bonus row, is not printed.)
 continue
 finish
-printf "WALK verify return kv_len=%d lag=%d\n", g->state.kv_len, b->lag
+printf "WALK verify return cache_len=%d\n", target_model->state.cache_len
 set $i = 0
-while $i < b->lag + k + 1
+while $i < k + 1
   printf "WALK verify return all_tokens[%d]=%d char=", $i, b->all_tokens[$i]
   walk_char b->all_tokens[$i]
-  printf " pos=%d\n", $walk_kv0 + $i
+  printf " pos=%d\n", $walk_cache0 + $i
   set $i = $i + 1
 end
 set $i = 0
 while $i < k
-  printf "WALK verify return p_target[%d]=%.6f char=", $i, b->p_target[$i * b->V + b->candidates[$i]]
+  printf "WALK verify return target_probs[%d]=%.6f char=", $i, b->target_probs[$i * b->V + b->candidates[$i]]
   walk_char b->candidates[$i]
   printf "\n"
   set $i = $i + 1
@@ -185,8 +186,8 @@ set $walk_n = $
 printf "WALK accept return n=%d rejected_at=%d\n", $walk_n, b->rejected_at
 set $i = 0
 while $i < k && ($i <= b->rejected_at || b->rejected_at < 0)
-  set $walk_p = b->p_target[$i * b->V + b->candidates[$i]]
-  set $walk_q = b->q_draft[$i * b->V + b->candidates[$i]]
+  set $walk_p = b->target_probs[$i * b->V + b->candidates[$i]]
+  set $walk_q = b->draft_probs[$i * b->V + b->candidates[$i]]
   printf "WALK accept judge i=%d char=", $i
   walk_char b->candidates[$i]
   printf " p=%.6f q=%.6f p/q=%.6f u=%.6f -> ", $walk_p, $walk_q, (double)$walk_p / $walk_q, b->u[$i]
@@ -209,13 +210,13 @@ while $i < $walk_n
   set $i = $i + 1
 end
 
-# Run to trim_kv_cache and let it cut the cache back to cache_len_before +
-# num_accepted: current_token and the accepted drafts stay, the last emitted token
-# does not (it is the next round's current_token, and is not cached yet).
+# Run to trim_kv_cache and let it cut the cache back to cache_len + num_accepted:
+# current_token and the accepted drafts stay, the last emitted token does not (it is
+# the next round's current_token, and is not cached yet).
 continue
 finish
-printf "WALK trim return kv_len=%d\n", g->state.kv_len
+printf "WALK trim return state.cache_len=%d\n", target_model->state.cache_len
 
-# One round is enough: the program stays stopped here, in speculative_round.
+# One round is enough: the program stays stopped here, in speculative_generate.
 # (gdb -batch kills it on exit; at the prompt you may go on exploring.)
 printf "WALK end of round 1\n"

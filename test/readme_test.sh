@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # README figures test, run by test/run_tests.sh (or directly: bash test/readme_test.sh).
-# The README quotes numbers a reader can check; this keeps five of them current:
-#   - the parameter count ("209,729 parameters"), against what ./specdec itself counts
-#     for its default model (the config line it prints) and against the lecture
-#     model's size computed here from its shapes;
-#   - the length of specdec.c ("`specdec.c` (N lines)"), against wc -l;
-#   - the size of the bad-input catalogue ("catalogue of N bad inputs"), against the
-#     number of cases in test/bad_inputs.txt;
-#   - where specdec.c's reader meets draft_tokens ("meets `draft_tokens` at line N"),
-#     against the line its definition starts on;
-#   - the share of specdec.c's lines that carry a comment ("N% of the file's lines
-#     carry a comment"), counted the way the project's checks count it (a line with
-#     //, /* or a leading *), rounded down.
+# The README states numbers and signatures a reader can check; this keeps them current:
+#   1. the parameter count ("209,729 parameters"), against what ./specdec itself counts
+#      for its default model (the config line it prints) and against the lecture
+#      model's size computed here from its shapes;
+#   2. the length of specdec.c ("`specdec.c` (N lines)"), against wc -l;
+#   3. the length of beyond.c ("`beyond.c` (N lines)"), against wc -l;
+#   4. where specdec.c's reader meets draft_tokens ("meets `draft_tokens` at line N"),
+#      against the line its definition starts on;
+#   5. where the blog's path ends ("take the first N lines, up to the end of `forward`"),
+#      against the line of the "}" that closes forward's definition;
+#   6. the share of specdec.c's lines that carry a comment ("N% of the file's lines
+#      carry a comment"), counted the way the project's checks count it (a line with
+#      //, /* or a leading *), rounded down;
+#   7. the blog->C table (the rows "| `PYTHON` | `C` |" under "## The blog's functions"):
+#      its Python column is the blog post's own signatures, each once (BLOG_SIGNATURES
+#      below, copied from the post's def lines and its call of the target model), and
+#      each C cell is the declaration of that function in specdec.c, from the return
+#      type to the "{", joined onto one line with runs of blanks collapsed.
 # Each number is read from README.md; a figure the README no longer states is a FAIL,
 # not a skip. One PASS/FAIL line per check; exit 1 if any failed.
 
@@ -59,15 +65,15 @@ else
     fail "README figures: README says specdec.c has $readme_lines lines, wc -l counts $actual_lines (update README.md)"
 fi
 
-# 3. The bad-input catalogue: its cases are the lines that are neither blank nor comments
-readme_cases=$(number_in '.*catalogue of \([0-9][0-9,]*\) bad inputs.*')
-actual_cases=$(grep -cvE '^[[:space:]]*(#|$)' test/bad_inputs.txt)
-if [[ -z $readme_cases ]]; then
-    fail "README figures: README.md no longer states the size of the bad-input catalogue"
-elif [[ $readme_cases == "$actual_cases" ]]; then
-    pass "README figures: the bad-input catalogue has $actual_cases cases, as README says"
+# 3. The line count of beyond.c
+readme_beyond=$(number_in '.*`beyond\.c` (\([0-9][0-9,]*\) lines).*')
+actual_beyond=$(wc -l <beyond.c | tr -d ' ')
+if [[ -z $readme_beyond ]]; then
+    fail "README figures: README.md no longer states beyond.c's length (\"\`beyond.c\` (N lines)\")"
+elif [[ $readme_beyond == "$actual_beyond" ]]; then
+    pass "README figures: beyond.c has $actual_beyond lines, as README says"
 else
-    fail "README figures: README says $readme_cases bad inputs, test/bad_inputs.txt has $actual_cases cases (update README.md)"
+    fail "README figures: README says beyond.c has $readme_beyond lines, wc -l counts $actual_beyond (update README.md)"
 fi
 
 # 4. Where draft_tokens starts
@@ -81,7 +87,19 @@ else
     fail "README figures: README says draft_tokens starts at line $readme_draft, specdec.c has it at line '${actual_draft}' (update README.md)"
 fi
 
-# 5. The comment share
+# 5. Where the blog's path ends: the "}" that closes forward's definition (the first line
+# after the definition's start that is just "}")
+readme_end=$(number_in '.*take the first \([0-9][0-9,]*\) lines, up to the end of `forward`.*')
+actual_end=$(awk '!on && /^[a-z].*[ *]forward\(/ && !/;[[:space:]]*$/ { on = 1 } on && /^}/ { print NR; exit }' specdec.c)
+if [[ -z $readme_end ]]; then
+    fail "README figures: README.md no longer says where the blog's path ends (\"take the first N lines, up to the end of \`forward\`\")"
+elif [[ $readme_end == "$actual_end" ]]; then
+    pass "README figures: forward ends at line $actual_end of specdec.c, where README says the blog's path ends"
+else
+    fail "README figures: README says the blog's path ends at line $readme_end, specdec.c's forward ends at line '${actual_end}' (update README.md)"
+fi
+
+# 6. The comment share
 readme_share=$(number_in ".*[^0-9]\([0-9][0-9]*\)% of the file's lines carry a comment.*")
 commented=$(grep -cE '//|/\*|^[[:space:]]*\*' specdec.c)
 actual_share=$((100 * commented / actual_lines))
@@ -91,6 +109,73 @@ elif [[ $readme_share == "$actual_share" ]]; then
     pass "README figures: $commented of specdec.c's $actual_lines lines carry a comment ($actual_share%), as README says"
 else
     fail "README figures: README says $readme_share% of specdec.c's lines carry a comment, the count gives $actual_share% ($commented of $actual_lines; update README.md)"
+fi
+
+# 7. The blog->C table. The blog post's signatures, as the post prints them: its def lines
+# (BigramDraftModel's methods, the four phases, the loop) and its call of the target model.
+BLOG_SIGNATURES=(
+    'BigramDraftModel.__init__(self, train_data, vocab_size, device)'
+    'get_probs(self, token_id)'
+    'sample(self, token_id)'
+    'draft_tokens(draft_model, current_token, K)'
+    'verify_candidates(target_model, current_token, candidates, past_kvs)'
+    'accept_reject(candidates, draft_probs, target_probs)'
+    'trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify)'
+    'speculative_generate(target_model, draft_model, prompt_tokens, max_new_tokens, K=4)'
+    'target_model(input_ids, pos=positions, past_kvs=past_kvs)'
+)
+# decl_of NAME: NAME's definition in specdec.c, from the return type to the "{", on one line
+decl_of() {
+    awk -v name="$1" '
+        !on && $0 ~ ("^[A-Za-z].*[ *]" name "\\(") { on = 1; s = "" }
+        on {
+            s = s " " $0
+            if ($0 ~ /;[[:space:]]*(\/\/.*)?$/ && $0 !~ /\{/) { on = 0; next } # a declaration only
+            if ($0 ~ /\{/) {
+                sub(/[[:space:]]*\{.*$/, "", s)
+                gsub(/[[:space:]]+/, " ", s)
+                sub(/^ /, "", s)
+                print s
+                exit
+            }
+        }' specdec.c
+}
+table=$(awk '/^## / { in_t = ($0 ~ /^## The blog.s functions/) } in_t && /^\| `/' "$README")
+bad=""
+nrows=0
+seen=" "
+while IFS= read -r row; do
+    [[ -n $row ]] || continue
+    nrows=$((nrows + 1))
+    py=$(cut -d'`' -f2 <<<"$row")
+    c=$(cut -d'`' -f4 <<<"$row")
+    known=
+    for sig in "${BLOG_SIGNATURES[@]}"; do
+        [[ $py == "$sig" ]] && known=1
+    done
+    if [[ -z $known ]]; then
+        bad+=" [the blog has no '$py']"
+    elif [[ $seen == *" $py "* ]]; then
+        bad+=" ['$py' twice]"
+    fi
+    seen+="$py "
+    name=$(sed -E 's/^.*[ *]([A-Za-z_][A-Za-z0-9_]*)\(.*/\1/' <<<"$c")
+    decl=$(decl_of "$name")
+    if [[ -z $decl ]]; then
+        bad+=" [specdec.c defines no '$name']"
+    elif [[ ${c%;} != "$decl" ]]; then
+        bad+=" ['$c' is not specdec.c's '$decl']"
+    fi
+done <<<"$table"
+for sig in "${BLOG_SIGNATURES[@]}"; do
+    [[ $seen == *" $sig "* ]] || bad+=" [no row for the blog's '$sig']"
+done
+if ((nrows == 0)); then
+    fail "README figures: README.md has no blog->C table (rows \"| \`PYTHON\` | \`C\` |\" under \"## The blog's functions\")"
+elif [[ -z $bad ]]; then
+    pass "README figures: the blog->C table's $nrows rows give the blog's own signatures and specdec.c's declarations"
+else
+    fail "README figures: the blog->C table is stale:$bad (update README.md)"
 fi
 
 ((nfail == 0))

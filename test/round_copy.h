@@ -1,79 +1,121 @@
 /*
- * test/round_copy.h: what test_exact.c and test_specdec.c share to plant bugs from the
- * test file, and to watch a generation round by round. Include it after the file has
- * #defined the phases it mutates (draft_tokens, accept_reject, trim_kv_cache, and any of
- * verify_candidates and restart_cache) to its own mutants, and defined BUG (0 in the
- * correct build) and BUG_NAME. specdec.c carries no test-only code and no hook: its
- * speculative_generate calls speculative_round by name. A test that must reach the loop
- * with a planted bug, or look at the caches after every round, runs test_generate, this
- * file's copy of speculative_generate, which calls ROUND: test_round (this copy of
- * speculative_round, routed through the mutants) in a broken build, speculative_round
- * itself in the correct one. The correct build checks that both copies, bug-free, give
- * speculative_generate's text, counters and caches.
+ * test/round_copy.h: what the tests share to watch a generation round by round, and to
+ * report on broken builds. Include it after specdec.c (or beyond.c) and check.h, with BUG
+ * (0 in the correct build) and BUG_NAME defined.
+ *
+ * specdec.c and beyond.c carry no hook and no test-only code. A broken build plants its bug
+ * as a one-line sed of specdec.c or beyond.c (the " * mutant" and " * mutant-beyond" header
+ * lines, test/run_tests.sh), so every copy below, which calls the phases by name, runs the
+ * mutated phases too. (A test may instead #define draft_tokens, verify_candidates,
+ * accept_reject, trim_kv_cache or refill_cache to mutants of its own before including this
+ * file: test_generate calls them by those names.)
+ *
+ *   test_generate       specdec.c's speculative_generate, copied line for line, with
+ *                       hook(ctx, ...) after every round (hook may be NULL);
+ *   test_tree_generate  beyond.c's tree_generate, copied, with a hook after every
+ *                       tree_round (only when beyond.c is included).
+ * A test that uses a copy must check, in its correct build, that the copy gives the real
+ * loop's text, counters and caches (test_exact.c's section 3 does, for both).
  */
 
-// speculative_round rebuilt from the phases as routed by the includer, with its
-// bookkeeping (the restart, the room, the draft's lag, b->asked, b->drafted), then
-// specdec.c's own count_round and trace_round: the round a broken build runs.
-static int test_round(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text, int remaining,
-                      const DecodeOptions *o) {
-    int S = g->config.block_size, k = o->K < remaining ? o->K : remaining;
-    b->restarted = g->state.kv_len == S;
-    b->lag = b->restarted ? restart_cache(g, d) : 0;
-    int cache_len = b->cache_len = g->state.kv_len + b->lag;
-    if (k > S - 1 - cache_len) k = S - 1 - cache_len;
-    b->asked = k;
-    GPT *draft_model = d->kind == DRAFT_GPT ? &d->model : NULL;
-    b->draft_lag = draft_model ? cache_len - draft_model->state.kv_len : 0;
-    double t0 = now_seconds();
-    k = draft_tokens(d, text, k, &o->sampler, o->rng, b);
-    b->drafted = k;
-    double t1 = now_seconds();
-    verify_candidates(g, text, k, &o->sampler, b);
-    double t2 = now_seconds();
-    int allow_bonus = k < remaining;
-    int n = accept_reject(b, k, allow_bonus, o->rng);
-    trim_kv_cache(g, draft_model, n, cache_len);
-    count_round(o->st, d, b, n, t1 - t0, t2 - t1);
-    if (o->trace) trace_round(o, d, b, n, g->state.kv_len);
-    return n;
-}
-
-// The round test_generate runs: the mutants' copy in a broken build, the real one otherwise.
-typedef int (*RoundFn)(GPT *g, Draft *d, SpecBuffers *b, const Tokens *text, int remaining,
-                       const DecodeOptions *o);
-#define ROUND (BUG ? test_round : speculative_round)
+// What the round just run did, for the hook: the guesses it drafted (k), the cache's
+// length before its verify pass (current_token's slot), whether a full cache was refilled
+// first (refill_cache), and how many tokens it emitted (b->accepted).
+typedef struct {
+    int k, cache_len, refilled, num_accepted;
+} CoreRound;
 
 // Called by test_generate after every round, with the text so far (seq[n_seq-1] is the
 // current token): the tests check the caches and the counters here.
-typedef void (*RoundHook)(void *ctx, const GPT *g, const int *seq, int n_seq);
+typedef void (*RoundHook)(void *ctx, const GPT *g, const SpecBuffers *b, const CoreRound *r,
+                          const int *seq, int n_seq);
 
-// speculative_generate, copied: the same prefill, first token and loop, with `round` in
-// place of speculative_round and hook(ctx, ...) after every round (hook may be NULL).
-static void test_generate(GPT *g, Draft *d, SpecBuffers *b, const Tokens *prompt,
-                          const DecodeOptions *o, int *seq, RoundFn round, RoundHook hook,
-                          void *ctx) {
-    int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
+// speculative_generate, copied: the same prefill, first token, refill and four phases, and
+// hook(ctx, ...) after every round.
+static void test_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
+                          const Tokens *prompt, const DecodeOptions *o, int *seq,
+                          RoundHook hook, void *ctx) {
+    int V = target_model->config.vocab_size, S = target_model->config.block_size;
+    int K = o->K, n_new = o->n_new;
+    float temperature = o->temperature;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, PASS_PREFILL, o->st);
-    restart_draft_cache(d);
-    if (n_new > 0) {
-        seq[n_seq] = sample_served(logits, V, &o->sampler, b->p_next, o->rng);
-        if (o->trace) trace_prefill(o, g->state.kv_len, seq[n_seq]);
-        show_round(o, NULL, seq, n_seq, 1);
-        n_seq++;
+    if (n_new == 0) {
+        finish_stats(o->st, 0, t0);
+        return;
     }
+    const float *logits = prefill(target_model, seq, n_seq, S, o->st);
+    int current_token = sample_token(logits, V, temperature, b->target_probs, o->rng);
+    seq[n_seq] = current_token;
+    if (o->trace) trace_prefill(o, target_model->state.cache_len, current_token);
+    show_tokens(o, seq + n_seq, 1);
+    n_seq++;
     while (n_seq - first < n_new && !output_failed(o)) {
+        int refilled = target_model->state.cache_len == S;
+        if (refilled) refill_cache(target_model, seq, n_seq, o);
+        int cache_len = target_model->state.cache_len;
         int remaining = n_new - (n_seq - first);
-        int n = round(g, d, b, &(Tokens){seq, n_seq}, remaining, o);
-        memcpy(seq + n_seq, b->accepted, (size_t)n * sizeof(int));
-        show_round(o, b, seq, n_seq, n);
-        n_seq += n;
-        if (hook) hook(ctx, g, seq, n_seq);
+        int k = K < remaining ? K : remaining;
+        if (k > S - 1 - cache_len) k = S - 1 - cache_len;
+        int allow_bonus = k < remaining;
+        draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
+        verify_candidates(target_model, current_token, k, temperature, b);
+        int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
+        trim_kv_cache(target_model, num_accepted, cache_len);
+        count_round(o->st, b, k, num_accepted);
+        if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
+        memcpy(seq + n_seq, b->accepted, (size_t)num_accepted * sizeof(int));
+        show_tokens(o, seq + n_seq, num_accepted);
+        n_seq += num_accepted;
+        current_token = seq[n_seq - 1];
+        CoreRound r = {k, cache_len, refilled, num_accepted};
+        if (hook) hook(ctx, target_model, b, &r, seq, n_seq);
     }
     finish_stats(o->st, n_seq - first, t0);
 }
+
+#ifdef TREE_MAX_DEPTH // beyond.c is included
+// Called by test_tree_generate after every tree_round, which emitted n tokens (tb holds the
+// round: its rows, p, q, path, restart), with the text so far.
+typedef void (*TreeHook)(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
+                         int n_seq);
+
+// tree_generate, copied: the same prefill, first token and loop of tree_round, with
+// hook(ctx, ...) after every round (hook may be NULL).
+static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
+                               const RunOptions *o, int *seq, TreeHook hook, void *ctx) {
+    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    double t0 = now_seconds();
+    int n_seq = start_sequence(seq, prompt), first = n_seq;
+    const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
+    tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
+    if (d) restart_draft_cache(d);
+    int last = g->state.cache_len - 1;
+    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
+    if (o->n_new > 0) {
+        float *p = tb->p;
+        served_probs(p, logits, V, &o->sampler);
+        seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
+        if (o->trace) trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
+        show_colored(o, seq, n_seq, 1, FROM_TARGET);
+        n_seq++;
+    }
+    while (n_seq - first < o->n_new && !(o->out && o->out->stream && ferror(o->out->stream))) {
+        tb->limit = o->n_new - (n_seq - first);
+        Tokens text = {seq, n_seq};
+        int n = tree_round(g, d, tb, &text, o);
+        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        show_colored(o, seq, n_seq, tb->passed, FROM_ACCEPTED);
+        int drew = tb->n_children[tb->path[tb->passed]] > 0;
+        TokenSource src = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;
+        if (n > tb->passed) show_colored(o, seq, n_seq + tb->passed, 1, src);
+        n_seq += n;
+        if (hook) hook(ctx, g, tb, n, seq, n_seq);
+    }
+    finish_stats(&o->st->core, n_seq - first, t0);
+    o->st->tree = tb->shape.nodes > tb->shape.depth;
+}
+#endif
 
 // Whether this build runs a test that can see the bugs in catches: the correct build
 // runs everything; a broken build runs only the tests that must catch its bug.

@@ -48,10 +48,10 @@
  *                       gave the last token: the row check (6) must fail.
  */
 #define TESTING
-#ifndef SPECDEC_C
-#define SPECDEC_C "../specdec.c"
+#ifndef BEYOND_C
+#define BEYOND_C "../beyond.c" // a mutant build includes an edited copy instead
 #endif
-#include SPECDEC_C
+#include BEYOND_C
 
 #include "check.h"
 
@@ -163,7 +163,7 @@ static double node_tv(TreeBuffers *tb, const float *p, const float *q, int W, in
         pd[x] = p[x] / ps;
         qd[x] = q[x] / qs;
     }
-    if (tb->greedy) { // sure children: the top W of q, in order
+    if (tb->top) { // sure children: the top W of q, in order
         float left[256];
         memcpy(left, q, (size_t)V * sizeof(float));
         for (int i = 0; i < W; i++) {
@@ -181,11 +181,11 @@ static double node_tv(TreeBuffers *tb, const float *p, const float *q, int W, in
 static void real_rows(Fixture *fx, const int *ctx, int n, const Sampler *s, float *p,
                       float *q_bigram, float *q_gpt) {
     int V = fx->vocab.size;
-    fx->model.state.kv_len = 0;
-    served_probs(p, forward(&fx->model, ctx, n, NULL) + (size_t)(n - 1) * V, V, s);
+    fx->model.state.cache_len = 0;
+    served_probs(p, forward(&fx->model, ctx, n) + (size_t)(n - 1) * V, V, s);
     bigram_served_probs(q_bigram, &fx->bigram.bigram, ctx[n - 1], s);
-    fx->gpt.model.state.kv_len = 0;
-    served_probs(q_gpt, forward(&fx->gpt.model, ctx, n, NULL) + (size_t)(n - 1) * V, V, s);
+    fx->gpt.model.state.cache_len = 0;
+    served_probs(q_gpt, forward(&fx->gpt.model, ctx, n) + (size_t)(n - 1) * V, V, s);
 }
 
 static void test_enumeration(Fixture *fx) {
@@ -209,10 +209,10 @@ static void test_enumeration(Fixture *fx) {
             for (int W = 2; W <= (samplers[si].top_k ? 3 : 2); W++)
                 for (int dq = 0; dq < 2; dq++) {
                     const float *q = dq ? qg : qb;
-                    tb.greedy = 0;
+                    tb.top = 0;
                     double tv = node_tv(&tb, p, q, W, 0);
                     double tv_short = node_tv(&tb, p, q, W, 1);
-                    tb.greedy = 1; // sure children, the same rows
+                    tb.top = 1; // sure children, the same rows
                     double tv_sure = node_tv(&tb, p, q, W, 0);
                     worst = fmax(worst, fmax(tv, tv_sure));
                     worst_short = fmax(worst_short, tv_short);
@@ -244,27 +244,40 @@ static void test_masked_pass(Fixture *fx) {
     int V = fx->vocab.size, S = g->config.block_size;
     Rng r;
     rng_seed(&r, 2024);
+    TreeShape shape = {1, {S - 1}, S - 1}; // room for any tree of up to S-1 guesses
+    TreeBuffers tb;
+    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
     long rows = 0, differ = 0;
     for (int trial = 0; trial < (SANITIZED ? 4 : 40); trial++) {
         int cache = (int)(rng_u64(&r) % 12); // tokens already in the cache
         int nodes = 1 + (int)(rng_u64(&r) % (S - cache - 1)); // the pass: current + nodes
         const int *text = fx->corpus.tokens + 3000 + 97 * trial;
-        int tokens[64], parents[64], path[64];
-        for (int i = 0; i <= nodes; i++) tokens[i] = text[cache + (int)(rng_u64(&r) % 8)];
-        parents[0] = cache - 1; // current_token follows the cache
-        for (int i = 1; i <= nodes; i++) parents[i] = cache + (int)(rng_u64(&r) % i); // earlier
-        g->state.kv_len = 0;
-        if (cache > 0) forward(g, text, cache, NULL);
+        int path[64];
+        // a random tree in beyond.c's row order: row 0 is current_token (at slot `cache`,
+        // after the cache), each later row's parent an earlier row
+        tb.cache_len = cache;
+        tb.rows = nodes + 1;
+        for (int i = 0; i <= nodes; i++) tb.token[i] = text[cache + (int)(rng_u64(&r) % 8)];
+        tb.parent[0] = -1;
+        tb.depth[0] = 0;
+        for (int i = 1; i <= nodes; i++) {
+            tb.parent[i] = (int)(rng_u64(&r) % i);
+            tb.depth[i] = tb.depth[tb.parent[i]] + 1;
+        }
+        g->state.cache_len = 0;
+        if (cache > 0) forward(g, text, cache);
+        mask_rows(&tb, 0, tb.rows, 0, S); // beyond.c's mask and positions, as verify_tree's
         float logits[64 * 65];
-        memcpy(logits, forward(g, tokens, nodes + 1, parents), (size_t)(nodes + 1) * V * sizeof(float));
+        memcpy(logits, tree_forward(g, tb.token, tb.rows, tb.positions, tb.sees),
+               (size_t)(nodes + 1) * V * sizeof(float));
         for (int i = 0; i <= nodes; i++) { // the causal pass over node i's path
             int n = 0;
-            for (int s = cache + i; s >= cache; s = parents[s - cache]) path[n++] = tokens[s - cache];
+            for (int a = i; a >= 0; a = tb.parent[a]) path[n++] = tb.token[a];
             int seq[64];
             memcpy(seq, text, (size_t)cache * sizeof(int));
             for (int j = 0; j < n; j++) seq[cache + j] = path[n - 1 - j];
-            g->state.kv_len = 0;
-            const float *want = forward(g, seq, cache + n, NULL) + (size_t)(cache + n - 1) * V;
+            g->state.cache_len = 0;
+            const float *want = forward(g, seq, cache + n) + (size_t)(cache + n - 1) * V;
             differ += memcmp(want, logits + (size_t)i * V, (size_t)V * sizeof(float)) != 0;
             rows++;
         }
@@ -273,6 +286,7 @@ static void test_masked_pass(Fixture *fx) {
     snprintf(what, sizeof(what), "one masked tree pass == a causal pass over each root-to-node "
              "path, bit for bit: %ld of %ld rows differ (random parent arrays)", differ, rows);
     expect("BREAK_TREE_MASK", differ == 0 && rows > 0, what);
+    free_tree_buffers(&tb);
 }
 
 // ----------------------------------------------------------------------------
@@ -281,10 +295,10 @@ static void test_masked_pass(Fixture *fx) {
 // Compares slots 0 .. kv_len-1 of a model's cache with a fresh pass over the tokens they
 // hold, the window's first kv_len from seq[start]; 1 if equal, bit for bit.
 static int cache_is_recompute(GPT *m, GPT *fresh, const int *seq, int start) {
-    int kv = m->state.kv_len, C = m->config.n_embd, S = m->config.block_size;
+    int kv = m->state.cache_len, C = m->config.n_embd, S = m->config.block_size;
     if (kv == 0) return 1;
-    fresh->state.kv_len = 0;
-    forward(fresh, seq + start, kv, NULL);
+    fresh->state.cache_len = 0;
+    forward(fresh, seq + start, kv);
     for (int l = 0; l < m->config.n_layer; l++) {
         size_t off = (size_t)l * S * C, n = (size_t)kv * C * sizeof(float);
         if (memcmp(m->state.key_cache + off, fresh->state.key_cache + off, n) ||
@@ -304,16 +318,15 @@ static void test_cache_after_rounds(Fixture *fx) {
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    Stats st = {0};
+    RunStats st = {0};
     Rng rng;
     rng_seed(&rng, 7);
-    DecodeOptions o = {.sampler = {1.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab, .rng = &rng,
-                       .st = &st};
+    RunOptions o = {.sampler = {1.0f, 0, 0.0f}, .vocab = &fx->vocab, .rng = &rng, .st = &st};
     int seq[600], n_seq = 20, rounds = 0, bad = 0, bad_draft = 0, moved = 0, lasts = 0;
     memcpy(seq, fx->corpus.tokens + 9000, (size_t)n_seq * sizeof(int));
-    g->state.kv_len = 0;
-    forward(g, seq, n_seq - 1, NULL); // the cache holds every token before current_token
-    fx->gpt.model.state.kv_len = 0;
+    g->state.cache_len = 0;
+    forward(g, seq, n_seq - 1); // the cache holds every token before current_token
+    fx->gpt.model.state.cache_len = 0;
     while (n_seq < (SANITIZED ? 80 : 400)) {
         // tokens still wanted: 1 to 5 in turn, so that some rounds are a generation's last,
         // where a path that passes to the limit gets no bonus and its last token is not cached
@@ -324,9 +337,9 @@ static void test_cache_after_rounds(Fixture *fx) {
         memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
         n_seq += n;
         rounds++;
-        int start = n_seq - 1 - g->state.kv_len; // the window: the target holds all before current
+        int start = n_seq - 1 - g->state.cache_len; // the window: the target holds all before current
         bad += !cache_is_recompute(g, &fresh, seq, start);
-        bad_draft += fx->gpt.model.state.kv_len > g->state.kv_len || // a prefix of it, at most
+        bad_draft += fx->gpt.model.state.cache_len > g->state.cache_len || // a prefix of it, at most
                      !cache_is_recompute(&fx->gpt.model, &fresh_draft, seq, start);
     }
     char what[300];
@@ -351,7 +364,8 @@ static void test_greedy(Fixture *fx) {
     int n_new = SANITIZED ? 40 : 300, cases = 0, same = 0;
     int *want = malloc(sizeof(int) * (64 + n_new)), *got = malloc(sizeof(int) * (64 + n_new));
     float p[256];
-    DecodeOptions o = {.n_new = n_new, .sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab};
+    DecodeOptions o = {.n_new = n_new, .temperature = 0.0f, .K = 4, .vocab = &fx->vocab};
+    RunOptions ro = {.n_new = n_new, .sampler = {0.0f, 0, 0.0f}, .vocab = &fx->vocab};
     for (int pi = 0; pi < 2; pi++) {
         const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 200 + 4000 * pi;
         int n_prompt = pi ? 3 : 40; // a short prompt, and one longer than the window
@@ -369,11 +383,12 @@ static void test_greedy(Fixture *fx) {
                 if (di == 2 && shape.depth > fx->medusa.medusa->n_heads) continue; // 4 heads
                 TreeBuffers tb;
                 build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-                tb.greedy = 1;
-                Stats ts = {0};
+                tb.top = 1;
+                RunStats ts = {0};
                 rng_seed(&rng, 99 + si);
-                o.st = &ts;
-                tree_generate(g, drafts[di], &tb, &(Tokens){prompt, n_prompt}, &o, got);
+                ro.rng = &rng;
+                ro.st = &ts;
+                tree_generate(g, drafts[di], &tb, &(Tokens){prompt, n_prompt}, &ro, got);
                 int n = n_prompt + n_new;
                 int ok = memcmp(want, got, (size_t)n * sizeof(int)) == 0;
                 if (!ok) printf("  differs: shape %s, draft %s, prompt %d\n", shapes[si],
@@ -401,16 +416,15 @@ static void test_medusa_row(Fixture *fx) {
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, C);
-    tb.greedy = 1;
-    Stats st = {0};
+    tb.top = 1;
+    RunStats st = {0};
     Rng rng;
     rng_seed(&rng, 5);
-    DecodeOptions o = {.sampler = {0.0f, 0, 0.0f}, .K = 4, .vocab = &fx->vocab, .rng = &rng,
-                       .st = &st};
+    RunOptions o = {.sampler = {0.0f, 0, 0.0f}, .vocab = &fx->vocab, .rng = &rng, .st = &st};
     int seq[600], n_seq = 20, rounds = 0, right = 0, longer = 0;
     memcpy(seq, fx->corpus.tokens + 20000, (size_t)n_seq * sizeof(int));
-    g->state.kv_len = 0;
-    forward(g, seq, n_seq - 1, NULL); // the cache holds every token before current_token
+    g->state.cache_len = 0;
+    forward(g, seq, n_seq - 1); // the cache holds every token before current_token
     memcpy(tb.hidden, g->state.ln_f + (size_t)(n_seq - 2) * C, (size_t)C * sizeof(float));
     while (n_seq < (SANITIZED ? 80 : 400)) {
         tb.limit = 1000;
@@ -467,22 +481,22 @@ static void test_chi_square(Fixture *fx) {
     float p1[256], p2[256];
     int ctx[8];
     memcpy(ctx, prompt, (size_t)n_prompt * sizeof(int));
-    g->state.kv_len = 0;
-    served_probs(p1, forward(g, ctx, n_prompt, NULL) + (size_t)(n_prompt - 1) * V, V, &s);
+    g->state.cache_len = 0;
+    served_probs(p1, forward(g, ctx, n_prompt) + (size_t)(n_prompt - 1) * V, V, &s);
     for (int a = 0; a < V; a++) {
         ctx[n_prompt] = a;
-        g->state.kv_len = 0;
-        served_probs(p2, forward(g, ctx, n_prompt + 1, NULL) + (size_t)n_prompt * V, V, &s);
+        g->state.cache_len = 0;
+        served_probs(p2, forward(g, ctx, n_prompt + 1) + (size_t)n_prompt * V, V, &s);
         for (int b = 0; b < V; b++) expected[a * V + b] = (double)p1[a] * p2[b];
     }
     TreeShape shape = {2, {6, 2}, 18}; // six siblings: a wrong Q would show in the later ones
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    DecodeOptions o = {.n_new = 3, .sampler = s, .K = 2, .vocab = &fx->vocab};
+    RunOptions o = {.n_new = 3, .sampler = s, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 20000, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[16];
     for (long i = 0; i < N; i++) { // x1 from the prefill, x2 (and x3) from a tree round
-        Stats st = {0};
+        RunStats st = {0};
         Rng rng;
         rng_seed(&rng, 1000 + (uint64_t)i);
         o.rng = &rng;
@@ -521,11 +535,11 @@ int main(void) {
         load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
         setup_draft("bigram", &fx.vocab, &fx.corpus, 32, &fx.bigram, err, sizeof(err)) != 0 ||
         setup_draft("gpt", &fx.vocab, &fx.corpus, 32, &fx.gpt, err, sizeof(err)) != 0 ||
-        setup_medusa(&fx.model, 4, &fx.medusa, err, sizeof(err)) != 0) {
+        setup_medusa(&fx.model, DEFAULT_MEDUSA, 4, &fx.medusa, err, sizeof(err)) != 0) {
         check(0, "load the corpus, the model and the drafts (run 'make data'): %s", err);
         return 1;
     }
-    (void)usage; (void)setup_model; (void)run_generation;
+    (void)usage; (void)run_generation;
     double t0 = now_seconds();
     test_enumeration(&fx);
     printf("(enumeration: %.1f s)\n", now_seconds() - t0);
