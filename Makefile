@@ -54,7 +54,7 @@ beyond: beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ beyond.c $(LDFLAGS) $(LDLIBS)
 
 # The trainer, the bench, explain, ffn_forms and early_exit: one C file each, with specdec.c
-# included.
+# (explain) or beyond.c (the others, which need what it adds) included.
 tinyshakespeare/train: tinyshakespeare/train.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ tinyshakespeare/train.c $(LDFLAGS) $(LDLIBS)
 test/bench: test/bench.c beyond.c specdec.c
@@ -170,8 +170,8 @@ test: all debug data
 # Measure speed: c(T), the K sweep beside both speedup models, --draft-p-min, then the same
 # model padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
 # limit, with the crossover and its chart in notes/speed.svg (notes/speed.md); each headline
-# figure beside its ./specdec command, which the bench runs too (so it needs ./specdec).
-bench: specdec beyond test/bench data
+# figure beside its ./beyond command, which the bench runs too (so it needs ./beyond).
+bench: beyond test/bench data
 	test/bench --svg notes/speed.svg
 
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.

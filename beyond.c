@@ -1372,7 +1372,7 @@ typedef struct {
 
 // The help text of -h: specdec's, then what beyond adds.
 void beyond_usage(FILE *f) {
-    usage(f);
+    usage(f, "./beyond");
     fprintf(f, "./beyond takes every option above, and:\n"
         "  --draft D   bigram (default: the blog's table), gpt (" DEFAULT_DRAFT ",\n"
         "              a small GPT with its own KV cache), lookup (copies earlier text),\n"

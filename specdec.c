@@ -1634,9 +1634,9 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
 
-// The help text of -h.
-void usage(FILE *f) {
-    fprintf(f, "usage: ./specdec [options]\n"
+// The help text of -h; program is "./specdec", or "./beyond", which adds its own options.
+void usage(FILE *f, const char *program) {
+    fprintf(f, "usage: %s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
@@ -1650,9 +1650,11 @@ void usage(FILE *f) {
         "  --no-prompt print only the generated text, not the prompt before it\n"
         "  --selftest  greedy equivalence and exact sampling checks, one PASS/FAIL line each\n"
         "  -h, --help  this text\n"
-        "Generated text goes to stdout; config, trace and stats go to stderr. What the papers\n"
-        "add (other drafts, top-k/top-p, trees, Medusa heads) is in ./beyond (./beyond -h).\n",
+        "Generated text goes to stdout; config, trace and stats go to stderr.\n", program,
         MAX_NEW_TOKENS);
+    if (!strcmp(program, "./specdec")) // where the rest is
+        fprintf(f, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
+                "./beyond (./beyond -h).\n");
 }
 
 // Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
@@ -1737,7 +1739,8 @@ int parse_table(int argc, char **argv, const OptionSpec *options, const char *pr
                                  "./beyond, which takes every option of ./specdec too (see "
                                  "./beyond -h)", a);
         if (!opt) // a typo, or the name of a tool beside it
-            return fail_with(err, errlen, "unknown option '%s' (see %s -h)", a, program);
+            return fail_with(err, errlen, "unknown option '%s' (see %s -h; the tools beside it "
+                             "are tinyshakespeare/train, test/bench and test/explain)", a, program);
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1921,7 +1924,7 @@ int main(int argc, char **argv) {
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above
-        usage(stdout);
+        usage(stdout, "./specdec");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort

@@ -4,10 +4,11 @@
 # README.md and notes/*.md quote real output. Every fenced code block whose first line
 # is a command of this project is run again here, and its output must match the
 # lines quoted under the command:
-#   - a block is checked when its first line starts with "./specdec ", "test/explain",
-#     "test/early_exit", "tinyshakespeare/train eval" or "tinyshakespeare/train medusa-eval",
-#     or is a one-line "for" loop that echoes "$(./specdec ...)" (an optional "$ " before
-#     it is dropped); the command runs from the repository root
+#   - a block is checked when its first line starts with "./specdec ", "./beyond ",
+#     "test/explain", "test/early_exit", "tinyshakespeare/train eval" or
+#     "tinyshakespeare/train medusa-eval", or is a one-line "for" loop that echoes
+#     "$(./specdec ...)" or "$(./beyond ...)" (an optional "$ " before it is dropped); the
+#     command runs from the repository root
 #     with bash, and both of its streams are compared (a quoted command that wants only one says 2>/dev/null or
 #     2>&1 >/dev/null itself);
 #   - a quoted line that is just "…" stands for any number of output lines (an
@@ -39,14 +40,15 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_docs.XXXXXX") || { echo "FAIL quoted outp
 trap 'rm -rf "$T"' EXIT
 
 # mask: the numbers that measure time become N (stdin to stdout): on the lines that are
-# all timing (wall time, speedup, the full model, the papers' formula, c(T), ETA, ms/step)
-# every number; on the rows of --compare's tables (where the time went, the cost per token:
-# a row named by a kind of pass) every decimal, so a row's passes and tokens are still
+# all timing (./specdec's and ./beyond's wall time; ./beyond --compare's speedup, its
+# accounting, the papers' formula and c(T); ETA, ms/step) every number; on the rows of
+# ./beyond's tables (where the time went, the cost per token: a row named by a kind of
+# pass, drafting, the rest or every pass) every decimal, so a row's passes and tokens are still
 # compared; elsewhere each number followed by a time unit ("4.1 s", "12.5 ms", "14827
 # tokens/s", "20.8 GFLOP/s"), so a loss or a count on the same line is still compared.
 # Runs of spaces shrink to one.
 mask() {
-    sed -E -e '/wall time|speedup|full model|papers. formula|c\(T\)|ETA|ms\/step/ { s/[0-9]+(\.[0-9]+)?/N/g; s/ +/ /g; }' \
+    sed -E -e '/wall time|speedup|^ *accounting |papers. formula|c\(T\)|ETA|ms\/step/ { s/[0-9]+(\.[0-9]+)?/N/g; s/ +/ /g; }' \
            -e '/^    (prefill|refill|verify|verify \+ refill|one-token step|drafting|the rest|every pass) / { s/[0-9]+\.[0-9]+%?/N/g; s/ +/ /g; }' \
            -e 's/[0-9]+(\.[0-9]+)? ?(s|ms|us|tokens\/s|GFLOP\/s)([^A-Za-z0-9]|$)/N \2\3/g' \
            -e 's/[[:space:]]+$//'
@@ -77,8 +79,9 @@ for f in $files; do
         cmd=${cmd#\$ }
         case $cmd in
             *" ["*) continue ;; # a synopsis ("./specdec [-m model.bin] ..."), not a command
-            "./specdec "* | test/explain* | test/early_exit* | "tinyshakespeare/train eval"* | \
-                "tinyshakespeare/train medusa-eval"* | "for "*"do echo "*'$(./specdec '*) ;;
+            "./specdec "* | "./beyond "* | test/explain* | test/early_exit* | \
+                "tinyshakespeare/train eval"* | "tinyshakespeare/train medusa-eval"* | \
+                "for "*"do echo "*'$(./specdec '* | "for "*"do echo "*'$(./beyond '*) ;;
             *) continue ;;
         esac
         nblocks=$((nblocks + 1))

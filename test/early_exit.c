@@ -22,7 +22,7 @@
  * How the early exit runs. forward() loops over g->config.n_layer blocks, then ln_f and
  * lm_head. Setting n_layer to l for one call runs blocks 0 .. l-1 and then the model's own
  * ln_f and lm_head: the exit after block l, with no copy of any weight. It is set back
- * right after. The pass writes only layers 0 .. l-1 of the cache, and kv_len is reset to 0
+ * right after. The pass writes only layers 0 .. l-1 of the cache, and cache_len is reset to 0
  * before every window, so every exit, and the full model, starts from an empty cache.
  * l = 4 is the full model through the same path: its rows must be those of a plain
  * forward() with the config untouched, bit for bit (checked and printed), so its alpha is 1.
@@ -38,10 +38,10 @@
  * notes/speed.md ("Drafts from the target itself") reads the numbers.
  */
 #ifndef TESTING
-#define TESTING         // leaves out specdec.c's main: this file has its own ...
+#define TESTING         // leaves out beyond.c's and specdec.c's mains: this file has its own ...
 #define EARLY_EXIT_MAIN // ... unless a test includes this file (with TESTING defined)
 #endif
-#include "../specdec.c"
+#include "../beyond.c" // specdec.c's model and stats; beyond.c's DEFAULT_DRAFT, --draft gpt's file
 
 // ----------------------------------------------------------------------------
 // One row of the report: what a draft's rows give against the full model's
@@ -83,10 +83,10 @@ static void score_row(ExitScore *e, const float *q, const float *p, const float 
 static const float *exit_forward(GPT *g, const int *tokens, int T, int l) {
     int L = g->config.n_layer;
     g->config.n_layer = l; // forward runs blocks 0 .. l-1, then ln_f and lm_head
-    g->state.kv_len = 0;   // every window from an empty cache
-    const float *logits = forward(g, tokens, T, NULL);
+    g->state.cache_len = 0; // every window from an empty cache
+    const float *logits = forward(g, tokens, T);
     g->config.n_layer = L; // the model is whole again
-    g->state.kv_len = 0;
+    g->state.cache_len = 0;
     return logits;
 }
 
@@ -200,8 +200,8 @@ int main(int argc, char **argv) {
         int T = corpus.n_val - 1 - start < (size_t)S ? (int)(corpus.n_val - 1 - start) : S;
         // the full model by a plain forward, the config untouched: the rows every draft is
         // judged against (and the exits' last call must have left the model whole)
-        g.state.kv_len = 0;
-        memcpy(full, forward(&g, val + start, T, NULL), (size_t)T * row);
+        g.state.cache_len = 0;
+        memcpy(full, forward(&g, val + start, T), (size_t)T * row);
         for (int t = 0; t < T; t++)
             tempered_softmax(p_full + (size_t)t * V, full + (size_t)t * V, V, 1.0f);
         for (int l = 1; l <= L; l++) {

@@ -1,8 +1,9 @@
 /*
  * test/fuzz_args.c: a libFuzzer target for the command lines: parse_args and
- * encode_prompt of ./specdec (specdec.c), and the option loops of tinyshakespeare/train,
- * `tinyshakespeare/train eval` and `tinyshakespeare/train init` (tinyshakespeare/train.c,
- * which includes specdec.c whole).
+ * encode_prompt of ./specdec (specdec.c), parse_beyond_args of ./beyond (beyond.c), and the
+ * option loops of tinyshakespeare/train, `tinyshakespeare/train eval` and
+ * `tinyshakespeare/train init` (tinyshakespeare/train.c, which includes beyond.c, and so
+ * specdec.c, whole).
  *
  * The command line is the program's other untrusted input. Whatever the words, each of
  * these must return without a crash, a hang or a read past an argument's end, and a
@@ -13,8 +14,9 @@
  * Input: the first byte chooses the mode (modulo 6); the rest is split on NUL bytes
  * into words, each copied into a buffer of exactly its own length (so ASan sees a read
  * past its terminator):
- *   0  parse_args({"specdec", words...}); an accepted prompt then goes through
- *      encode_prompt with Tiny Shakespeare's 65-character vocabulary, as main does
+ *   0  parse_args({"specdec", words...}) and parse_beyond_args on the same words; an
+ *      accepted prompt then goes through encode_prompt with Tiny Shakespeare's
+ *      65-character vocabulary, as main does
  *   1  main_train({"tinyshakespeare/train", words..., "-i", "/dev/null"})
  *   2  main_eval({"tinyshakespeare/train", "eval", words..., "-m", "/dev/null"})
  *   3  encode_prompt(first word) with the Tiny Shakespeare vocabulary
@@ -32,8 +34,8 @@
  * Build and run: test/fuzz_test.sh (make fuzz; briefly in make test). Replay one input:
  *   test/build/fuzz_args FILE
  */
-#define TESTING // leaves out the trainer's main and specdec.c's
-#include "../tinyshakespeare/train.c" // specdec.c, main_train, main_eval, main_init
+#define TESTING // leaves out the trainer's main, beyond.c's and specdec.c's
+#include "../tinyshakespeare/train.c" // beyond.c, specdec.c, main_train, main_eval, main_init
 
 #define MAX_WORDS 256
 #define ERRLEN 512 // what main gives parse_args
@@ -120,40 +122,65 @@ static int is_word(const char *s, char **argv, int argc) {
     return 0;
 }
 
-// Mode 0: parse_args, then what an accepted command line promises.
+// What an accepted command line promises of the options ./specdec and ./beyond share.
+static void check_core_options(const Options *o, char **argv, int argc) {
+    // every path and the prompt: the default or a word of argv, never a copy or a temporary
+    if (o->model_path && !is_word(o->model_path, argv, argc)) fail("-m does not point into argv", NULL);
+    if (strcmp(o->corpus_path, DEFAULT_CORPUS) && !is_word(o->corpus_path, argv, argc))
+        fail("-i does not point into argv", NULL);
+    if (strcmp(o->prompt, DEFAULT_PROMPT) && !is_word(o->prompt, argv, argc))
+        fail("-p does not point into argv", NULL);
+    // the documented ranges
+    if (o->n_new < 1 || o->n_new > MAX_NEW_TOKENS) fail("-n out of range accepted", NULL);
+    if (o->K < 1 || o->K > 4096) fail("-k out of range accepted", NULL);
+    if (!isfinite(o->temperature) || o->temperature < 0.0f || o->temperature > 1e6f ||
+        (o->temperature > 0.0f && o->temperature < FLT_MIN))
+        fail("-t out of range accepted", NULL);
+    // the combinations the parsers refuse
+    if (o->plain && (o->compare || o->trace)) fail("--plain with --compare or --trace accepted", NULL);
+    if (o->run_selftest && (o->trace || o->compare || o->plain))
+        fail("two actions accepted in one run", NULL);
+}
+
+// Mode 0: parse_args (./specdec) and parse_beyond_args (./beyond) on the same words, then
+// what an accepted command line promises.
 static void fuzz_parse_args(int argc, char **argv) {
     Options o;
     char err[ERRLEN];
     err[0] = '\0';
     int rc = parse_args(argc, argv, &o, err, sizeof(err));
+    Vocab v;
+    build_vocab(&v, (const unsigned char *)SHAKESPEARE, sizeof(SHAKESPEARE) - 1);
     if (rc != 0) {
         if (rc != -1) fail("parse_args returned neither 0 nor -1", NULL);
         check_message(err, sizeof(err));
+    } else {
+        check_core_options(&o, argv, argc);
+        check_prompt(&v, o.prompt); // main's next step for a generation run
+    }
+    // ./beyond: every option of ./specdec, and its own
+    BeyondOptions b;
+    err[0] = '\0';
+    rc = parse_beyond_args(argc, argv, &b, err, sizeof(err));
+    if (rc != 0) {
+        if (rc != -1) fail("parse_beyond_args returned neither 0 nor -1", NULL);
+        check_message(err, sizeof(err));
         return;
     }
-    // every path and the prompt: the default or a word of argv, never a copy or a temporary
-    if (o.model_path && !is_word(o.model_path, argv, argc)) fail("-m does not point into argv", NULL);
-    if (strcmp(o.corpus_path, DEFAULT_CORPUS) && !is_word(o.corpus_path, argv, argc))
-        fail("-i does not point into argv", NULL);
-    if (strcmp(o.prompt, DEFAULT_PROMPT) && !is_word(o.prompt, argv, argc))
-        fail("-p does not point into argv", NULL);
-    // the documented ranges
-    if (o.n_new < 1 || o.n_new > MAX_NEW_TOKENS) fail("-n out of range accepted", NULL);
-    if (o.K < 1 || o.K > 4096) fail("-k out of range accepted", NULL);
-    if (!isfinite(o.temperature) || o.temperature < 0.0f || o.temperature > 1e6f ||
-        (o.temperature > 0.0f && o.temperature < FLT_MIN))
-        fail("-t out of range accepted", NULL);
-    if (o.color < -1 || o.color > 1) fail("colour neither on, off nor unset", NULL);
-    // the combinations parse_args refuses
-    if (o.top_p != 0.0f && !(o.top_p >= FLT_MIN && o.top_p <= 1.0f))
+    check_core_options(&b.core, argv, argc);
+    if (strcmp(b.draft, "bigram") && !is_word(b.draft, argv, argc))
+        fail("--draft does not point into argv", NULL);
+    if (b.tree && !is_word(b.tree, argv, argc)) fail("--tree does not point into argv", NULL);
+    if (b.color < -1 || b.color > 1) fail("colour neither on, off nor unset", NULL);
+    if (b.top_p != 0.0f && !(b.top_p >= FLT_MIN && b.top_p <= 1.0f))
         fail("--top-p out of range accepted", NULL);
-    if (o.plain && (o.compare || o.trace)) fail("--plain with --compare or --trace accepted", NULL);
-    if (o.run_selftest && (o.trace || o.compare || o.plain))
-        fail("two actions accepted in one run", NULL);
-    // main's next step for a generation run: the prompt against the vocabulary
-    Vocab v;
-    build_vocab(&v, (const unsigned char *)SHAKESPEARE, sizeof(SHAKESPEARE) - 1);
-    check_prompt(&v, o.prompt);
+    if (b.top_k < 0 || b.top_k > 256) fail("--top-k out of range accepted", NULL);
+    if (b.ffn_width < 0 || b.ffn_width > MAX_FFN_WIDTH) fail("--ffn-width out of range accepted", NULL);
+    if (!(b.draft_p_min >= 0.0f && b.draft_p_min <= 1.0f) ||
+        (b.draft_p_min > 0.0f && b.draft_p_min < FLT_MIN))
+        fail("--draft-p-min out of range accepted", NULL);
+    if (b.core.run_selftest && b.tree) fail("--selftest with --tree accepted", NULL);
+    check_prompt(&v, b.core.prompt);
 }
 
 // Modes 1, 2 and 5: a trainer command's whole main, its stderr caught in memory; it

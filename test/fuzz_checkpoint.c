@@ -1,7 +1,8 @@
 /*
  * test/fuzz_checkpoint.c: a libFuzzer target for the two file loaders, the checkpoint
  * (parse_checkpoint, load_checkpoint, in specdec.c) and the training state
- * (load_train_state, in tinyshakespeare/train.c, which includes specdec.c whole).
+ * (load_train_state, in tinyshakespeare/train.c, which includes beyond.c, and so specdec.c,
+ * whole).
  *
  * A loader reads bytes that anyone can hand it, so whatever they are it must return
  * cleanly, leak nothing, and accept only a file that passes every check its format
@@ -35,8 +36,8 @@
  * valid files made by test/fuzz_seeds.c, nothing committed. Replay one input:
  *   test/build/fuzz_checkpoint FILE
  */
-#define TESTING // leaves out the trainer's main and specdec.c's
-#include "../tinyshakespeare/train.c" // specdec.c, and the trainer's save side
+#define TESTING // leaves out the trainer's main, beyond.c's and specdec.c's
+#include "../tinyshakespeare/train.c" // specdec.c (through beyond.c), and the trainer's save side
 
 #define FIT_MAX (64 * 1024) // mode 2 never builds a file larger than this: keeps runs fast
 #define ERRLEN 256           // what load_checkpoint gives parse_checkpoint (its why[256])
@@ -161,8 +162,8 @@ static void check_accepted(const unsigned char *buf, size_t n, GPT *g, const Voc
     // the run state was built for this config: one token through the model touches the
     // embeddings, every block and lm_head (ASan checks the buffers' sizes)
     int tok = (int)(V - 1);
-    g->state.kv_len = 0;
-    forward(g, &tok, 1, NULL);
+    g->state.cache_len = 0;
+    forward(g, &tok, 1);
 }
 
 // Modes 0-3: the checkpoint, parsed from memory or loaded from the temporary file.

@@ -9,12 +9,12 @@
  * behind its two state mode bytes (a fuzzer starting from a valid file reaches the
  * deep checks in a few mutations; from nothing it would first have to guess the
  * magic, the version and a config whose size it matches). ARGS_DIR gets a mode byte
- * and NUL-separated words for every option of parse_args and of tinyshakespeare/train,
- * its eval and its init, and a few prompts. test/fuzz_test.sh builds and runs this
- * before fuzzing.
+ * and NUL-separated words for every option of parse_args, parse_beyond_args and
+ * tinyshakespeare/train, its eval and its init, and a few prompts. test/fuzz_test.sh
+ * builds and runs this before fuzzing.
  */
-#define TESTING // leaves out the trainer's main and specdec.c's
-#include "../tinyshakespeare/train.c" // specdec.c, and the checkpoint and state writers
+#define TESTING // leaves out the trainer's main, beyond.c's and specdec.c's
+#include "../tinyshakespeare/train.c" // beyond.c, specdec.c, the checkpoint and state writers
 
 static const char *ckpt_dir, *args_dir;
 static int n_written;
@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
     model_seeds("min", (Config){1, 1, 1, 2, 0, 4}, "a");
     model_seeds("tiny", (Config){1, 1, 8, 4, 0, 32}, "To be\n");
     model_seeds("two", (Config){2, 2, 4, 3, 0, 16}, "abcde");
-    // parse_args: every option, each flag, and values at their edges
+    // parse_args and parse_beyond_args (mode 0 runs both): every option, each flag, and
+    // values at their edges
     ARGS(0, "-p", "To be or not", "-n", "5", "-k", "3", "-t", "0.5", "-s", "42");
     ARGS(0, "--trace", "-m", "model.bin", "-i", "input.txt");
     ARGS(0, "--compare", "-t", "0", "-n", "10000000");
@@ -118,6 +119,9 @@ int main(int argc, char **argv) {
     ARGS(0, "--no-color", "-p", "ROMEO:\n", "-k", "31");
     ARGS(0, "--selftest", "-s", "18446744073709551615");
     ARGS(0, "-h", "--help", "-p", "");
+    ARGS(0, "--no-prompt", "--draft", "gpt", "--tree", "3,2,1,1", "--top-k", "5");
+    ARGS(0, "--draft", "lookup", "--draft-p-min", "0.5", "--ffn-width", "16777216");
+    ARGS(0, "--tree", "1,1,1,1", "-k", "4", "--top-k", "256", "--top-p", "1");
     ARGS(0, "-t", "1e-40");
     ARGS(0, "-n", "0x10");
     // train, eval and init: every option of each

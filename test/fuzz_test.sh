@@ -13,10 +13,11 @@
 #
 # Output protocol (as every test here): one "PASS "/"FAIL " line per regression input
 # and per target, with the executions and final coverage of the run; exit 1 on any
-# FAIL. The fuzzer's own log goes to test/build/fuzz_<target>.log; on a failure its
-# end is shown here too, with the saved input and the commands to replay and minimise it.
+# FAIL. The fuzzer's own log goes to $B/fuzz_<target>.log (B: $TEST_BUILD, default
+# test/build); on a failure its end is shown here too, with the saved input and the
+# commands to replay and minimise it.
 #
-# Files, all under test/build/ (git-ignored) except the regressions:
+# Files, all under $B (git-ignored) except the regressions:
 #   fuzz_checkpoint, fuzz_args  the targets; fuzz_seeds, which writes the seeds
 #   fuzz_seeds_<target>/        seeds, rewritten every run (nothing binary is committed)
 #   fuzz_corpus_<target>/       the corpus libFuzzer grows; kept, so runs build on each other
@@ -51,7 +52,7 @@ FLAGS=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std
 SEED_FLAGS=(-g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -std=c11
             -ffp-contract=off -Wall -Wextra)
 read -r -a TARGETS <<<"${FUZZ_TARGETS:-checkpoint args}"
-B=test/build
+B=${TEST_BUILD:-test/build} # the runner's build folder, when it names one
 
 nfail=0
 pass() { echo "PASS $*"; }

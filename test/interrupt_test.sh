@@ -5,8 +5,9 @@
 # A terminal's Ctrl-C sends SIGINT to its foreground process group. This test starts
 # an inner test/run_tests.sh in a process group of its own (setsid), with its build
 # directory in a temporary folder (so it never touches test/build, which the outer run
-# is using) and a filter that selects the two self-test units, which run ./specdec for
-# several seconds. Once a ./specdec of the inner run is alive, it sends SIGINT to the
+# is using) and a filter that selects the two self-test units on the shipped model, which
+# run ./specdec --selftest (seconds) and ./beyond --selftest (several seconds) side by side.
+# Once a ./specdec and a ./beyond of the inner run are both alive, it sends SIGINT to the
 # inner run's whole process group, exactly as the terminal would, and checks:
 #   - the inner run exits within 30 s, with status 130 and its closing count line;
 #   - no process of the inner run is left (each carries a marker in its environment).
@@ -35,8 +36,14 @@ for tool in setsid timeout env; do
         exit 1
     fi
 done
-if [[ ! -x ./specdec ]]; then
-    fail "interrupt: ./specdec is missing (run make)"
+for bin in ./specdec ./beyond; do
+    if [[ ! -x $bin ]]; then
+        fail "interrupt: $bin is missing (run make)"
+        exit 1
+    fi
+done
+if [[ ! -f tinyshakespeare/model.bin ]]; then
+    fail "interrupt: tinyshakespeare/model.bin is missing (the self-tests this test stops run on it)"
     exit 1
 fi
 
@@ -58,31 +65,36 @@ marked() {
         sed 's|^/proc/\([0-9]*\)/environ$|\1|' | grep -vx -e "$$" -e "$BASHPID"
 }
 
-# marked_specdec: true if one of the marked processes is a running ./specdec.
-marked_specdec() {
+# marked_running PROGRAM: true if one of the marked processes is a running PROGRAM --selftest.
+marked_running() {
     local p
     for p in $(marked); do
-        [[ $({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) == ./specdec\ --selftest* ]] && return 0
+        [[ $({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null) == "$1 --selftest"* ]] && return 0
     done
     return 1
 }
+# both_running: a ./specdec and a ./beyond of the inner run are both alive.
+both_running() { marked_running ./specdec && marked_running ./beyond; }
 
 # The inner run, in its own session and process group (its pid is the group's id).
 # A job started with & in a script ignores SIGINT, and bash cannot trap a signal that
 # was ignored when it started; a terminal's foreground job has it at its default, so
 # env --default-signal=INT gives the inner run what `make test` has at a terminal.
-SPECDEC_INTERRUPT_MARK=$MARK TESTS_FILTER="./specdec --selftest" TEST_BUILD="$T/build" \
+# The filter selects "./specdec --selftest -m tinyshakespeare/model.bin" and the same of
+# ./beyond, and no sanitizer build (their names hold the random model's path).
+SPECDEC_INTERRUPT_MARK=$MARK TESTS_FILTER="--selftest -m tinyshakespeare/model.bin" TEST_BUILD="$T/build" \
     TEST_JOBS=2 setsid env --default-signal=INT bash test/run_tests.sh >"$T/out" 2>&1 &
 inner=$!
 
-# Wait (up to 120 s: the machine may be busy) until a ./specdec of the inner run is alive.
+# Wait (up to 120 s: the machine may be busy) until a ./specdec and a ./beyond of the inner
+# run are alive together.
 for ((i = 0; i < 1200; i++)); do
-    marked_specdec && break
+    both_running && break
     kill -0 "$inner" 2>/dev/null || break
     sleep 0.1
 done
-if ! marked_specdec; then
-    fail "interrupt: no ./specdec --selftest of the inner run was seen running (inner output: $(tail -3 "$T/out" | tr '\n' ' '))"
+if ! both_running; then
+    fail "interrupt: no ./specdec --selftest and ./beyond --selftest of the inner run were seen running together (inner output: $(tail -3 "$T/out" | tr '\n' ' '))"
     exit 1
 fi
 before=$(marked | wc -l)
@@ -113,7 +125,7 @@ for ((i = 0; i < 50; i++)); do
 done
 left=$(marked)
 if [[ -z $left ]]; then
-    pass "interrupt: all $before processes of the inner run (./specdec, timeout, shells) are gone"
+    pass "interrupt: all $before processes of the inner run (./specdec, ./beyond, timeout, shells) are gone"
 else
     fail "interrupt: processes of the inner run still alive after SIGINT: $(for p in $left; do { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null; echo -n '; '; done)"
 fi

@@ -11,10 +11,11 @@
 #      line N of specdec.c, character for character (one FAIL per session block, naming
 #      its first stale line and the --replay that refreshes it).
 #   b. C quotes: every line of a ```c block, with runs of blanks collapsed, must be a line
-#      of specdec.c, or the declaration of one of its functions: its signature from the
-#      return type to the "{" (or ";"), joined onto one line, with a ";" after it. Quoted
-#      lines that are source lines, one after the other, must also follow each other in
-#      specdec.c (a "…" line between them allows a gap).
+#      of specdec.c or of beyond.c (C_SRCS), or the declaration of one of their functions:
+#      its signature from the return type to the "{" (or ";"), joined onto one line, with a
+#      ";" after it. Quoted lines that are source lines, one after the other, must also
+#      follow each other in ONE of the files (a "…" line between them allows a gap): which
+#      file a run of lines comes from is decided by the file that holds them in that order.
 #   c. gdb sessions: a fenced block whose shell lines ("$ ..." and their "\" continuation
 #      lines) end in a gdb command, and that quotes output after it, is replayed. The
 #      shell lines run again from the repository root (so a `line=$(grep -n ...)` finds
@@ -83,7 +84,8 @@ elif [[ -n ${SPECDEC_BIN:-} ]]; then
     exit 0
 fi
 
-SRC=specdec.c
+SRC=specdec.c # the source gdb shows: ./specdec_debug is built from it alone
+C_SRCS="specdec.c beyond.c" # the files a ```c quote may come from (check b)
 DEBUG_BIN=./specdec_debug
 GDB_TIMEOUT=120 # seconds per replayed session; one takes about 1.2 s (specdec_debug runs -n 12)
 # the documents, globs expanded (a name that does not exist stays, and fails below)
@@ -156,7 +158,8 @@ session() {
     done <"$b"
     ((nshell > 0)) || return 1
     last=$(sed -E 's/[[:space:]]+/ /g' <<<"$last")
-    case $last in
+    # an environment for the command (ASAN_OPTIONS=detect_leaks=0 gdb ...) is no part of its name
+    case $(sed -E 's/^([A-Za-z_][A-Za-z_0-9]*=[^ ]* )+//' <<<"$last") in
         "gdb "*) echo gdb >"$d/kind" ;;
         "bash test/gdb_test.sh") echo test >"$d/kind" ;;
         *) return 1 ;;
@@ -344,11 +347,17 @@ for f in "${files[@]}"; do
     for b in $(blocks "$T/$key" b); do
         [[ $(cat "${b/b./g.}") == c ]] || continue
         first=$(cat "${b/b./l.}")
-        out=$(awk -v src="$SRC" -v first="$first" '
+        out=$(awk -v srcs="$C_SRCS" -v first="$first" '
             function norm(s) { gsub(/[ \t]+/, " ", s); sub(/^ /, "", s); sub(/ $/, "", s); return s }
             function parens(s) { gsub(/\( /, "(", s); gsub(/ \)/, ")", s); return s }
             BEGIN {
-                while ((getline l < src) > 0) { raw[++n] = l; nl[n] = norm(l); at[nl[n]] = at[nl[n]] " " n }
+                # the files one after the other, each followed by a line no quote can match, so
+                # a run of quoted lines never continues from one file into the next
+                nf = split(srcs, file, " ")
+                for (f = 1; f <= nf; f++) {
+                    while ((getline l < file[f]) > 0) { raw[++n] = l; nl[n] = norm(l); from[n] = f; at[nl[n]] = at[nl[n]] " " n }
+                    raw[++n] = ""; nl[n] = "\001"; from[n] = f
+                }
                 # a declaration starts at column 0 with a name and has "(": join its lines
                 # up to the "{" of a definition or the ";" of a prototype
                 for (i = 1; i <= n; i++) {
@@ -363,28 +372,37 @@ for f in "${files[@]}"; do
             }
             {
                 q = norm($0); ln = first + NR - 1
-                if (q == "" || q == "…") { run = 0; next }
-                d = q; if (sub(/;$/, "", d) && (parens(d) in decl)) { ndecl++; run = 0; next }
-                if (!(q in at)) { print "BAD\t" ln "\t" $0; run = 0; next }
+                if (q == "" || q == "…") { settle(); run = 0; next }
+                d = q; if (sub(/;$/, "", d) && (parens(d) in decl)) { settle(); ndecl++; run = 0; next }
+                if (!(q in at)) { settle(); print "BAD\t" ln "\t" $0; run = 0; next }
                 nsrc++
-                if (!run) { delete cand; split(substr(at[q], 2), c, " "); for (x in c) cand[c[x]] = 1; run = 1; next }
+                if (!run) { settle(); delete cand; split(substr(at[q], 2), c, " "); for (x in c) cand[c[x]] = 1; run = 1; next }
                 # the run goes on: keep the starts where this line comes next in the file
                 ok = 0
                 for (p in cand) if (nl[p + run] == q) ok = 1; else delete cand[p]
-                if (!ok) { print "GAP\t" ln "\t" $0; run = 0; next }
+                if (!ok) { print "GAP\t" ln "\t" $0; run = 0; next } # (cand is empty: nothing to settle)
                 run++
             }
-            END { print "COUNT\t" nsrc + 0 "\t" ndecl + 0 }' "$b")
-        read -r _ nsrc ndecl < <(grep '^COUNT' <<<"$out")
+            # settle: the file(s) that hold the run just ended, named once for the PASS line
+            function settle(   p, f) {
+                if (!run) return
+                for (p in cand) used[file[from[p]]] = 1
+            }
+            END {
+                settle(); names = ""
+                for (f = 1; f <= nf; f++) if (file[f] in used) names = names (names == "" ? "" : " and ") file[f]
+                print "COUNT\t" nsrc + 0 "\t" ndecl + 0 "\t" (names == "" ? "none" : names)
+            }' "$b")
+        IFS=$'\t' read -r _ nsrc ndecl infiles < <(grep '^COUNT' <<<"$out")
         bad=$(grep -v '^COUNT' <<<"$out")
         if [[ -z $bad ]]; then
-            pass "quoted source: $f:$first: a C quote of $nsrc source lines and $ndecl declarations, all in $SRC"
+            pass "quoted source: $f:$first: a C quote of $nsrc source lines ($([[ $infiles == none ]] && echo "none" || echo "from $infiles, in order")) and $ndecl declarations, all in ${C_SRCS// / or }"
         else
             while IFS=$'\t' read -r what ln text; do
                 if [[ $what == BAD ]]; then
-                    fail "quoted source: $f:$ln: '$(sed -E 's/^[[:space:]]+//' <<<"$text")' is no line of $SRC and no declaration in it (copy it from $SRC again)"
+                    fail "quoted source: $f:$ln: '$(sed -E 's/^[[:space:]]+//' <<<"$text")' is no line of ${C_SRCS// / or } and no declaration in them (copy it from the file again)"
                 else
-                    fail "quoted source: $f:$ln: '$(sed -E 's/^[[:space:]]+//' <<<"$text")' does not follow the quoted line above it in $SRC (copy the lines again, or put a … line between them)"
+                    fail "quoted source: $f:$ln: '$(sed -E 's/^[[:space:]]+//' <<<"$text")' does not follow the quoted line above it in ${C_SRCS// / or } (copy the lines again, or put a … line between them)"
                 fi
             done <<<"$bad"
         fi

@@ -141,7 +141,8 @@ compile_and_run() {
         echo "FAIL $out did not compile ($CC $* -o $out $src -lm)"
         return 1
     fi
-    run_timed "./$out"
+    [[ $out == /* ]] || out=./$out # TEST_BUILD may be absolute
+    run_timed "$out"
 }
 
 # Units run in the background; unit i writes $work/i.log, then $work/i.rc.
@@ -293,7 +294,8 @@ for src in test/test_*.c; do
             fi
             macro=SPECDEC_C
             [[ $file == beyond ]] && macro=BEYOND_C
-            extra+=("-D$macro=\"$PWD/$mutant\"")
+            [[ $mutant == /* ]] || mutant=$PWD/$mutant # TEST_BUILD may be absolute
+            extra+=("-D$macro=\"$mutant\"")
             [[ $file == beyond ]] && extra+=("-DSPECDEC_C=\"$PWD/specdec.c\"")
         done
         [[ ${extra[0]:-} == stale ]] && continue

@@ -85,8 +85,8 @@
  *      size, the folded pass S/2 + k tokens), alpha (Stats.judged, alpha_sum) equals the
  *      test's own sum, and the accepted count is within 4.5 sigma of it. The core with the
  *      bigram draft at t = 1, 0.7 and 0 (2,000 tokens each); the chain with the bigram draft
- *      at t = 1 (2,000), the model draft at t = 1, top-k 5 top-p 0.9, --draft-p-min 0.7, and
- *      lookup at t = 1 (1,000 tokens each).
+ *      at t = 1, the model draft at t = 1, top-k 5 top-p 0.9, --draft-p-min 0.7, and lookup
+ *      at t = 1 (1,000 tokens each).
  *   6. test/explain's numbers (explain_position, test/explain.c, included here and so
  *      built on this build's draft_tokens and accept_reject): the exact column is p, the
  *      measured column fits it.
@@ -1770,7 +1770,7 @@ static void test_cache_and_stats(Fixture *fx) {
         {0, &fx->draft, 0.0f, {1.0f, 0, 0.0f}, 2000, 120},
         {0, &fx->draft, 0.0f, {0.7f, 0, 0.0f}, 2000, 100},
         {0, &fx->draft, 0.0f, {0.0f, 0, 0.0f}, 2000, 100},
-        {1, &fx->draft, 0.0f, {1.0f, 0, 0.0f}, 2000, 100},
+        {1, &fx->draft, 0.0f, {1.0f, 0, 0.0f}, 1000, 50},
         {1, &fx->gpt, 0.0f, {1.0f, 0, 0.0f}, 1000, 50},
         {1, &fx->gpt, 0.0f, {1.0f, 5, 0.9f}, 1000, 50},
         {1, &fx->gpt, 0.7f, {1.0f, 0, 0.0f}, 1000, 50},
