@@ -623,7 +623,7 @@ static void test_filters(Fixture *fx) {
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
     RunOptions o = {.n_new = 2, .sampler = s, .vocab = &fx->vocab};
-    long N = SANITIZED ? 2000 : 10000, outside = 0, *counts = calloc((size_t)V * V, sizeof(long));
+    long N = SANITIZED ? 2000 : 6000, outside = 0, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[64];
     for (long i = 0; i < N; i++) {
         RunStats st = {0};
@@ -671,7 +671,7 @@ static void test_filters(Fixture *fx) {
     const Sampler cuts[] = {{1.0f, 5, 0.0f}, {0.8f, 0, 0.8f}, {1.2f, 10, 0.9f}};
     Draft *drafts[2] = {&fx->bigram, &fx->gpt};
     float *rows = malloc((size_t)S * V * sizeof(float));
-    long tokens = 0, bad = 0, n_runs = SANITIZED ? 5 : 40;
+    long tokens = 0, bad = 0, n_runs = SANITIZED ? 5 : 20;
     n_prompt = 4;
     int n_new = S - n_prompt; // the text ends in the window's last slot
     for (int ci = 0; ci < 3; ci++)
