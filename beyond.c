@@ -755,7 +755,8 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     count_pass(&st->core);
     tally_pass(st, kind, tb->lag + tb->rows, verify_seconds);
     if (d) st->draft_seconds += draft_seconds; // plain decoding drafts nothing
-    if (d && d->kind == DRAFT_GPT) st->draft_passes += tb->draft_ran > 0 ? tb->depth[tb->rows - 1] : 0;
+    if (d && d->kind == DRAFT_GPT && tb->draft_ran > 0) // one pass a level it grew
+        st->draft_passes += tb->depth[tb->rows - 1];
     if (tb->shape.depth == 0) return; // plain decoding: a step, not a round
     int judged = tb->passed + (n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0);
     for (int i = 0; i < judged; i++) { // depth i+1: the children of path[i] were judged
@@ -813,7 +814,7 @@ void write_text(FILE *f, const Vocab *v, const int *toks, const unsigned char *s
 
 // How a generation of the one loop is run.
 typedef struct {
-    int n_new;          // tokens to generate after the prompt
+    int max_new_tokens; // tokens to generate after the prompt
     Sampler sampler;    // the served distribution: temperature (0 = greedy), top-k, top-p
     int trace;          // print the prefill and every round on stderr
     const Vocab *vocab; // for the trace and the output
@@ -860,7 +861,8 @@ static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
     fprintf(stderr, "\ntree round %ld: current_token %s at slot %d, %d guesses in %d level%s\n",
             o->st->core.rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
     if (tb->restarted) // the cache was full: the pass reruns the window first
-        fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n", tb->lag);
+        fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n",
+                tb->lag);
     if (tb->stopped) // --draft-p-min ended the chain
         fprintf(stderr, "  (the draft stopped after guess %d: its own chance was below "
                 "--draft-p-min)\n", tb->rows - 1);
@@ -1013,7 +1015,8 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
 // returns how many tokens the pass reruns.
 static int restart_cache(GPT *g, Draft *d) {
     g->state.cache_len = 0; // the pass writes the window from position 0
-    if (d) restart_draft_cache(d); // the draft restarts at the same index: its first pass catches up
+    if (d) // the draft restarts at the same index: its first pass catches up
+        restart_draft_cache(d);
     return g->config.block_size / 2 - 1;
 }
 
@@ -1048,9 +1051,9 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
 }
 
 // Speculative decoding with trees of tb's shape, any draft d: prefill, then rounds until
-// o->n_new tokens exist. A shape of no levels (d may be NULL) is plain decoding, step by
+// o->max_new_tokens tokens exist. A shape of no levels (d may be NULL) is plain decoding, step by
 // step, with the same random stream as specdec.c's generate. seq: room for
-// max(prompt->n, 1) + n_new.
+// max(prompt->n, 1) + max_new_tokens.
 void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
                    const RunOptions *o, int *seq) {
     int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
@@ -1061,16 +1064,18 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
     if (d) restart_draft_cache(d);
     int last = g->state.cache_len - 1; // the prefill's row the first token comes from
     memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
-    if (o->n_new > 0) {
+    if (o->max_new_tokens > 0) {
         float *p = tb->p; // row 0 is free until the first round's pass
         served_probs(p, logits, V, &o->sampler);
         seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
-        if (o->trace) trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
+        if (o->trace) // specdec.c's line, which needs only the vocabulary
+            trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
         show_colored(o, seq, n_seq, 1, FROM_TARGET);
         n_seq++;
     }
-    while (n_seq - first < o->n_new && !(o->out && o->out->stream && ferror(o->out->stream))) {
-        tb->limit = o->n_new - (n_seq - first); // the path may give every token still wanted
+    int failed = 0; // the stream failed (a closed pipe, a full disk): stop there
+    while (n_seq - first < o->max_new_tokens && !failed) {
+        tb->limit = o->max_new_tokens - (n_seq - first); // the path may give every token wanted
         Tokens text = {seq, n_seq}; // the text so far: current_token last
         int n = tree_round(g, d, tb, &text, o);
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
@@ -1079,6 +1084,7 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
         TokenSource src = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;
         if (n > tb->passed) show_colored(o, seq, n_seq + tb->passed, 1, src); // no guess: a sample
         n_seq += n;
+        failed = o->out && o->out->stream && ferror(o->out->stream);
     }
     finish_stats(&o->st->core, n_seq - first, t0);
     // a tree with a level of two children or more: the stats leave out the chain's formulas
@@ -1199,7 +1205,8 @@ int widen_ffn(GPT *g, int H2) {
         // row of C, the new units' rows after the old. The rest are copied whole, as one row.
         size_t rows = i == 11 ? L * C : i == 12 || i == 13 ? L : 1;
         for (size_t r = 0; r < rows; r++) // a row's real values first, then zeros to its new end
-            memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows), from[i] / rows * sizeof(float));
+            memcpy(dst + r * (to[i] / rows), src + r * (from[i] / rows),
+                   from[i] / rows * sizeof(float));
         src += from[i]; // the next tensor, in both blocks
         dst += to[i];
     }
@@ -1214,14 +1221,14 @@ int widen_ffn(GPT *g, int H2) {
 // Decodes prompt with the one loop, tree shape `shape` and draft d (NULL with a shape of no
 // levels: plain decoding), into seq; st receives the counters. 0, or -1 out of memory.
 int run_tree(GPT *g, Draft *d, const TreeShape *shape, const Tokens *prompt, Sampler s,
-             uint64_t seed, int n_new, int *seq, RunStats *st) {
+             uint64_t seed, int max_new_tokens, int *seq, RunStats *st) {
     TreeBuffers tb;
     Rng rng;
     rng_seed(&rng, seed);
     int rc = build_tree_buffers(&tb, shape, g->config.vocab_size, g->config.block_size,
                                 g->config.n_embd);
     tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // sure guesses
-    RunOptions o = {.n_new = n_new, .sampler = s, .rng = &rng, .st = st};
+    RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = s, .rng = &rng, .st = st};
     if (rc == 0) tree_generate(g, d, &tb, prompt, &o, seq);
     free_tree_buffers(&tb);
     return rc;
@@ -1238,23 +1245,23 @@ TreeShape chain_shape(int K) {
 // any temperature for the shape of no levels, which draws as generate does).
 static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *shape,
                        const Tokens *prompt, float t) {
-    int n_new = 300, start = prompt->n > 0 ? prompt->n : 1;
-    int *a = malloc((size_t)(start + n_new) * sizeof(int));
-    int *b = malloc((size_t)(start + n_new) * sizeof(int));
+    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
+    int *a = malloc((size_t)(start + n) * sizeof(int));
+    int *b = malloc((size_t)(start + n) * sizeof(int));
     float p[256];
     RunStats st = {0};
     Stats sp = {0};
     Rng rng;
     rng_seed(&rng, 7);
-    DecodeOptions plain = {.n_new = n_new, .temperature = t, .rng = &rng, .st = &sp};
-    int same = a && b && run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n_new, a, &st) == 0;
+    DecodeOptions plain = {.max_new_tokens = n, .temperature = t, .rng = &rng, .st = &sp};
+    int same = a && b && run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n, a, &st) == 0;
     if (same) {
         generate(g, prompt, &plain, b, p);
-        same = st.core.emitted == n_new &&
-               memcmp(a + start, b + start, (size_t)n_new * sizeof(int)) == 0;
+        same = st.core.emitted == n &&
+               memcmp(a + start, b + start, (size_t)n * sizeof(int)) == 0;
     }
     printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
-           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n_new,
+           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n,
            same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
            ratio(st.core.round_tokens, st.core.rounds));
     free(a);
@@ -1265,24 +1272,24 @@ static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *sha
 // The bigram's chain through the one loop against specdec.c's speculative_generate, sampled
 // at t = 1 with the same seed: the same draws in the same order give the same text.
 static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K) {
-    int n_new = 300, start = prompt->n > 0 ? prompt->n : 1;
-    int *a = malloc((size_t)(start + n_new) * sizeof(int));
-    int *c = malloc((size_t)(start + n_new) * sizeof(int));
+    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
+    int *a = malloc((size_t)(start + n) * sizeof(int));
+    int *c = malloc((size_t)(start + n) * sizeof(int));
     RunStats st = {0};
     Stats sc = {0};
     SpecBuffers b = {0};
     Rng rng;
     rng_seed(&rng, 7);
-    DecodeOptions o = {.n_new = n_new, .K = K, .temperature = 1.0f, .rng = &rng, .st = &sc};
+    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = 1.0f, .rng = &rng, .st = &sc};
     TreeShape chain = chain_shape(K);
     int same = a && c && build_spec_buffers(&b, K, g->config.vocab_size) == 0 &&
-               run_tree(g, bigram, &chain, prompt, (Sampler){1.0f, 0, 0.0f}, 7, n_new, a, &st) == 0;
+               run_tree(g, bigram, &chain, prompt, (Sampler){1.0f, 0, 0.0f}, 7, n, a, &st) == 0;
     if (same) {
         speculative_generate(g, &bigram->bigram, &b, prompt, &o, c);
-        same = memcmp(a + start, c + start, (size_t)n_new * sizeof(int)) == 0;
+        same = memcmp(a + start, c + start, (size_t)n * sizeof(int)) == 0;
     }
     printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
-           "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n_new);
+           "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n);
     free_spec_buffers(&b);
     free(a);
     free(c);
@@ -1324,7 +1331,7 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
     static const char *const tree_labels[] = {"3,2,1,1", "2,2,2", "4,1"};
     static const char *const prompt_labels[] = {"empty", "half window", "two windows"};
     TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
-    const int Ks[5] = {1, 2, 3, 5, 8}; // chain lengths; specdec.c's self-test runs the bigram's 1..8
+    const int Ks[5] = {1, 2, 3, 5, 8}; // chains; specdec.c's self-test runs the bigram's 1..8
     for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
         for (int d = 0; d < n_drafts; d++)
             for (int j = 0; j < 5 && Ks[j] < S; j++, cases++) { // chains: lookup and Medusa too
@@ -1538,7 +1545,8 @@ int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int bloc
     const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
     Vocab dv;
     FileRole role = {"draft checkpoint", "--draft takes bigram, gpt, lookup, medusa or a "
-                                         "checkpoint's path; make train-draft writes " DEFAULT_DRAFT};
+                                         "checkpoint's path; make train-draft writes "
+                                         DEFAULT_DRAFT};
     if (read_checkpoint(path, role, &d->model, &dv, err, errlen) != 0)
         return -1;
     if (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0)
@@ -1591,7 +1599,7 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
     const Options *c = &o->core;
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens\n",
             (unsigned long long)c->seed, c->temperature, c->temperature == 0 ? " (greedy)" : "",
-            shape->depth, c->n_new);
+            shape->depth, c->max_new_tokens);
     if (o->tree && !c->plain) // the tree's shape, and what a whole one holds
         fprintf(stderr, "tree: %s, %d guesses in %d levels, cut to the window's free slots\n",
                 o->tree, shape->nodes, shape->depth);
@@ -1621,7 +1629,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     GPT *g = &ld->core.g;
     int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
     int K = ld->shape.depth; // --tree: the chain beside it is as deep
-    int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->n_new;
+    int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->max_new_tokens;
     TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
     int *text[N_RUNS]; // (cap) each run's text, prompt + output (refills read it), to compare
     TreeBuffers tb[N_RUNS] = {0};
@@ -1639,10 +1647,12 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    Output out = {.stream = c->trace || c->compare ? NULL : stdout, .source = source, .color = color};
+    FILE *stream = c->trace || c->compare ? NULL : stdout;
+    Output out = {.stream = stream, .source = source, .color = color};
     RunStats st[N_RUNS] = {0};
     Rng rng; // seeded afresh before each decoder
-    RunOptions opt = {.n_new = c->n_new, .sampler = {c->temperature, o->top_k, o->top_p},
+    RunOptions opt = {.max_new_tokens = c->max_new_tokens,
+                      .sampler = {c->temperature, o->top_k, o->top_p},
                       .trace = c->trace, .vocab = &ld->core.v, .out = &out, .rng = &rng};
     print_run_header(o, d, &ld->shape, color);
     // the runs: the tree (--tree), the chain (without --tree, or beside it with --compare),
@@ -1662,17 +1672,18 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
         tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
                       &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
         if (!out.stream) write_text(stdout, &ld->core.v, text[run] + start, source + start,
-                                    c->n_new, color);
+                                    c->max_new_tokens, color);
         fputc('\n', stdout);
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
         if (rc == 0)
             print_run_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ?
-                            "tree decoding" : "speculative decoding", &st[run], run != RUN_PLAIN, K);
+                            "tree decoding" : "speculative decoding", &st[run], run != RUN_PLAIN,
+                            K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
     if (rc == 0 && c->compare) { // equal texts are required at t = 0, merely possible at t > 0
         int same = memcmp(text[spec] + start, text[RUN_PLAIN] + start,
-                          (size_t)c->n_new * sizeof(int)) == 0;
+                          (size_t)c->max_new_tokens * sizeof(int)) == 0;
         print_comparison(&st[spec].core, &st[RUN_PLAIN].core, c->temperature == 0.0f, same);
         print_accounting(&st[spec], &st[RUN_PLAIN], K);
     }
@@ -1719,9 +1730,11 @@ int main(int argc, char **argv) {
     int S = ld.core.g.config.block_size, n_drafts = o.core.run_selftest ? 4 : 1;
     for (int i = 0; i < n_drafts - 1 || (i == 0 && n_drafts == 1); i++) {
         const char *kind = o.core.run_selftest ? every_kind[i] : o.draft;
+        Draft *d = &drafts[i];
+        GPT *g = &ld.core.g;
         int failed = !strcmp(kind, "medusa")
-                         ? setup_medusa(&ld.core.g, DEFAULT_MEDUSA, ld.shape.depth, &drafts[i], err, sizeof(err))
-                         : setup_draft(kind, &ld.core.v, &ld.core.corpus, S, &drafts[i], err, sizeof(err));
+                         ? setup_medusa(g, DEFAULT_MEDUSA, ld.shape.depth, d, err, sizeof(err))
+                         : setup_draft(kind, &ld.core.v, &ld.core.corpus, S, d, err, sizeof(err));
         if (failed) goto done;
         drafts[i].p_min = o.draft_p_min; // lookup's and medusa's are refused above
     }
@@ -1737,7 +1750,7 @@ int main(int argc, char **argv) {
     rc = o.core.run_selftest ? beyond_selftest(&ld.core.g, drafts, n_drafts, &ld.core.corpus) != 0
                              : run_beyond(&o, &ld, &drafts[0]);
     if (rc == 1 && !o.core.run_selftest) // generation fails only for want of memory
-        snprintf(err, sizeof(err), "out of memory for %d tokens", o.core.n_new);
+        snprintf(err, sizeof(err), "out of memory for %d tokens", o.core.max_new_tokens);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);

@@ -18,7 +18,8 @@
  *   make run                  # build ./specdec, fetch the corpus, run the demo
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   make debug                # ./specdec_debug: -O0 -g3, address + UB sanitizers
- *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug
+ *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
+ *       -n 24 -s 277 -p "To be or not to be, "   # stops in round 1 of the demo's trace
  *   (gdb) p b->candidates[0]@k   # the round's guesses; then `finish`: how many it emits
  *
  * Map: the blog's Python, and where it is here, in reading order
@@ -27,13 +28,12 @@
  *   BigramDraftModel.get_probs   bigram_get_probs()
  *   BigramDraftModel.sample      bigram_sample()
  *   draft_tokens                 draft_tokens()          The four phases of one round
- *   verify_candidates            verify_candidates()
- *   accept_reject                accept_reject()
+ *   verify_candidates            verify_candidates()     (candidates, draft_probs and
+ *   accept_reject                accept_reject()          target_probs: SpecBuffers' fields)
  *   trim_kv_cache                trim_kv_cache()
- *   speculative_generate         speculative_generate()  The loop, beside generate()
- *   target_model(idx, past_kvs)  forward()               The target model
- *   The blog's lists draft_probs and target_probs are SpecBuffers fields of the same names.
- *   After forward, plumbing the lesson can skip: tokenizer, stats, trace, loading, self-test, CLI.
+ *   speculative_generate         speculative_generate()  The loop
+ *   target_model(input_ids, pos=positions, past_kvs=past_kvs)  forward()  The target model
+ *   (the baseline it must match) generate()              Plain decoding; then plumbing to skip
  *
  * Size letters in the shape comments (declared once, here): T tokens in one pass; C n_embd
  * (64); V vocab_size (65); L n_layer (4); NH n_head (4), HS = C / NH (16); S block_size (32);
@@ -365,6 +365,7 @@ typedef struct {
     float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised
     int *accepted;       // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus
+    float *prefill_probs; // (V)      the prefill's row, which the first token is sampled from
     int rejected_at;     //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
 
@@ -481,7 +482,7 @@ void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
 }
 
 // ----------------------------------------------------------------------------
-// The loop: speculative decoding, and plain decoding, the baseline it must match
+// The loop: speculative decoding
 
 // Token ids and how many, in one argument, as the blog's tensors carry their length.
 typedef struct {
@@ -491,9 +492,9 @@ typedef struct {
 
 typedef struct Stats Stats; // a generation's counters (passes, rounds, acceptance): after the model
 
-// How a generation is run: shared by generate and speculative_generate.
+// How a generation is run: shared by speculative_generate and generate (plain decoding).
 typedef struct {
-    int n_new;          // tokens to generate after the prompt: the blog's max_new_tokens
+    int max_new_tokens; // tokens to generate after the prompt, as the blog's argument
     int K;              // draft length, e.g. 4: the blog's K
     float temperature;  // softmax(logits / t) for the target and the draft; 0 = greedy
     int trace;          // print the prefill and every speculative round on stderr
@@ -533,8 +534,9 @@ const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     return logits + (size_t)(n - 1) * g->config.vocab_size;
 }
 
-// The prompt as tokens into seq (room for max(prompt->n, 1) + n_new); returns their count. An empty
-// prompt starts from token 0 ('\n' here), as the lecture's generate from torch.zeros((1, 1)).
+// The prompt as tokens into seq (room for max(prompt->n, 1) + max_new_tokens); returns their
+// count. An empty prompt starts from token 0 ('\n' here), as the lecture's generate starts
+// from torch.zeros((1, 1)).
 int start_sequence(int *seq, const Tokens *prompt) {
     if (prompt->n == 0) { // a round needs a current token to start from
         seq[0] = 0;
@@ -542,31 +544,6 @@ int start_sequence(int *seq, const Tokens *prompt) {
     }
     memcpy(seq, prompt->tok, (size_t)prompt->n * sizeof(int));
     return prompt->n;
-}
-
-// Plain decoding with the same cache, one target pass per token: the baseline speculation must
-// match. seq gets the prompt (or the start token), then o->n_new tokens; p: (V) each step's row.
-void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
-    int V = g->config.vocab_size, S = g->config.block_size, n_new = o->n_new;
-    double t0 = now_seconds();
-    // seq[first..] is the generated part; seq[n_seq-1] is always the current token
-    int n_seq = start_sequence(seq, prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, o->st);
-    while (n_seq - first < n_new && !output_failed(o)) {
-        // sample the next token from the logits of the current token
-        seq[n_seq] = sample_token(logits, V, o->temperature, p, o->rng);
-        show_tokens(o, seq + n_seq, 1);
-        n_seq++;
-        if (n_seq - first == n_new) break; // the last token needs no pass
-        // feed it back: a refill when the cache is full, else one token on top of the cache
-        if (g->state.cache_len == S) {
-            logits = prefill(g, seq, n_seq, S / 2, o->st);
-            continue;
-        }
-        logits = forward(g, &seq[n_seq - 1], 1);
-        count_pass(o->st);
-    }
-    finish_stats(o->st, n_seq - first, t0);
 }
 
 // The context rule in a speculative round: a full cache restarts the window where plain
@@ -577,53 +554,63 @@ void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, fl
 void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int n = g->config.block_size / 2 - 1; // the tokens before current_token
     g->state.cache_len = 0;
-    if (n > 0) prefill(g, seq, n_seq - 1, n, o->st); // its logits are not needed
-    if (o->trace) trace_refill(n);
+    if (n > 0) // its logits are not needed
+        prefill(g, seq, n_seq - 1, n, o->st);
+    if (o->trace)
+        trace_refill(n);
 }
 
-// Speculative decoding, the blog's speculative_generate: prefill, then rounds until o->n_new tokens
-// exist, each drafting k = min(K, tokens still needed) guesses (fewer where the cache has less
-// room), then verify, accept/reject and trim. seq: room for max(prompt->n, 1) + n_new.
+// Speculative decoding, the blog's speculative_generate: prefill, then rounds until
+// max_new_tokens tokens exist, each drafting k = min(K, tokens still needed) guesses (fewer
+// where the cache has less room), then verify, accept/reject and trim. seq gets the prompt
+// (or the start token), then the generated tokens: room for max(prompt->n, 1) + max_new_tokens.
 void speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
                           const Tokens *prompt, const DecodeOptions *o, int *seq) {
     int V = target_model->config.vocab_size, S = target_model->config.block_size;
-    int K = o->K, n_new = o->n_new;
+    int K = o->K, max_new_tokens = o->max_new_tokens;
     float temperature = o->temperature;
     double t0 = now_seconds();
-    int n_seq = start_sequence(seq, prompt), first = n_seq;
-    if (n_new == 0) { // nothing wanted: not even a prefill
+    int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
+    int *generated = seq + n_prompt; // the blog's list generated, after the prompt
+    int n_generated = 0;
+    if (max_new_tokens == 0) { // nothing wanted: not even a prefill
         finish_stats(o->st, 0, t0);
         return;
     }
-    // 1. prefill; the first token is sampled from it (target_probs row 0 is free until verify)
-    const float *logits = prefill(target_model, seq, n_seq, S, o->st);
-    int current_token = sample_token(logits, V, temperature, b->target_probs, o->rng);
-    seq[n_seq] = current_token;
-    if (o->trace) trace_prefill(o, target_model->state.cache_len, current_token);
-    show_tokens(o, seq + n_seq, 1);
-    n_seq++;
-    // 2. the speculative loop; current_token = seq[n_seq-1], never in the cache
-    while (n_seq - first < n_new && !output_failed(o)) {
-        if (target_model->state.cache_len == S) refill_cache(target_model, seq, n_seq, o);
+    // 1. prefill, and the first token, sampled from its last row
+    const float *logits = prefill(target_model, seq, n_prompt, S, o->st);
+    int current_token = sample_token(logits, V, temperature, b->prefill_probs, o->rng);
+    generated[n_generated] = current_token;
+    if (o->trace)
+        trace_prefill(o, target_model->state.cache_len, current_token);
+    show_tokens(o, generated, 1);
+    n_generated++;
+    // 2. the speculative loop; current_token is never in the cache
+    while (n_generated < max_new_tokens && !output_failed(o)) {
+        if (target_model->state.cache_len == S) // the context rule: a full cache restarts
+            refill_cache(target_model, seq, n_prompt + n_generated, o);
         int cache_len = target_model->state.cache_len;
-        int remaining = n_new - (n_seq - first); // >= 1: the loop's condition
+        int remaining = max_new_tokens - n_generated; // >= 1: the loop's condition
         int k = K < remaining ? K : remaining; // as the blog clamps k
-        if (k > S - 1 - cache_len) k = S - 1 - cache_len; // the guesses must fit the cache
+        if (k > S - 1 - cache_len) // the guesses must fit the cache
+            k = S - 1 - cache_len;
         int allow_bonus = k < remaining; // never emit more than was asked for
         // the blog's four phases, one line each
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
         verify_candidates(target_model, current_token, k, temperature, b);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        // count and show the round, then update state: the last token is the next current
+        // count and show the round
         count_round(o->st, b, k, num_accepted);
-        if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
-        memcpy(seq + n_seq, b->accepted, (size_t)num_accepted * sizeof(int));
-        show_tokens(o, seq + n_seq, num_accepted);
-        n_seq += num_accepted;
-        current_token = seq[n_seq - 1];
+        if (o->trace)
+            trace_round(o, b, k, num_accepted, cache_len);
+        show_tokens(o, b->accepted, num_accepted);
+        // update state: the blog's generated.extend(accepted) and current_token = accepted[-1]
+        memcpy(generated + n_generated, b->accepted, (size_t)num_accepted * sizeof(int));
+        n_generated += num_accepted;
+        current_token = b->accepted[num_accepted - 1];
     }
-    finish_stats(o->st, n_seq - first, t0);
+    finish_stats(o->st, n_generated, t0);
 }
 
 // ----------------------------------------------------------------------------
@@ -809,6 +796,40 @@ float *forward(GPT *g, const int *tokens, int T) {
 }
 
 // ----------------------------------------------------------------------------
+// Plain decoding: the baseline speculative decoding must match
+//
+// The same model, cache and context rule, one target pass per token. With the same seed and
+// t = 0 it gives speculative decoding's text byte for byte (the self-test, and --compare).
+
+// Plain decoding with the same cache, one target pass per token: the baseline speculation
+// must match. seq gets the prompt (or the start token), then o->max_new_tokens tokens;
+// p: (V) holds each step's row.
+void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
+    int V = g->config.vocab_size, S = g->config.block_size;
+    double t0 = now_seconds();
+    int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
+    int *generated = seq + n_prompt; // the new tokens, after the prompt
+    int n_generated = 0;
+    const float *logits = prefill(g, seq, n_prompt, S, o->st);
+    while (n_generated < o->max_new_tokens && !output_failed(o)) {
+        // sample the next token from the logits of the current token
+        generated[n_generated] = sample_token(logits, V, o->temperature, p, o->rng);
+        show_tokens(o, generated + n_generated, 1);
+        n_generated++;
+        if (n_generated == o->max_new_tokens) // the last token needs no pass
+            break;
+        // feed it back: a refill when the cache is full, else one token on top of the cache
+        if (g->state.cache_len == S) {
+            logits = prefill(g, seq, n_prompt + n_generated, S / 2, o->st);
+            continue;
+        }
+        logits = forward(g, &generated[n_generated - 1], 1);
+        count_pass(o->st);
+    }
+    finish_stats(o->st, n_generated, t0);
+}
+
+// ----------------------------------------------------------------------------
 // Plumbing: the model's memory, the tokenizer and the round's buffers
 // From here on, the file is plumbing, which a reader of the blog can skip (the trace's
 // printers, in "Trace and stats", show what a round decided).
@@ -970,14 +991,15 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->u = calloc((size_t)K, sizeof(double));
     b->residual = alloc_floats((size_t)V);
     b->accepted = calloc((size_t)K + 1, sizeof(int));
+    b->prefill_probs = alloc_floats((size_t)V);
     int ok = b->candidates && b->draft_probs && b->all_tokens && b->target_probs && b->u;
-    return ok && b->residual && b->accepted ? 0 : -1;
+    return ok && b->residual && b->accepted && b->prefill_probs ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
-                     b->residual, b->accepted};
+                     b->residual, b->accepted, b->prefill_probs};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
@@ -1437,28 +1459,28 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
 
 // Greedy speculative vs greedy plain on one prompt and one K: the texts must be equal.
 int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const Tokens *prompt,
-                         int K, int n_new) {
+                         int K, int n) {
     int V = g->config.vocab_size, start = prompt->n > 0 ? prompt->n : 1; // seq[start..]: new text
-    int *seq_spec = malloc((size_t)(start + n_new) * sizeof(int));
-    int *seq_plain = malloc((size_t)(start + n_new) * sizeof(int));
+    int *seq_spec = malloc((size_t)(start + n) * sizeof(int)); // n: the tokens to generate
+    int *seq_plain = malloc((size_t)(start + n) * sizeof(int));
     float p[256]; // plain decoding's row (V <= 256, validate_config)
     SpecBuffers b;
     Stats ss = {0}, sp = {0};
     Rng r1, r2; // different streams: greedy decoding must not depend on them
     rng_seed(&r1, 1);
     rng_seed(&r2, 2);
-    DecodeOptions os = {.n_new = n_new, .K = K, .rng = &r1, .st = &ss}; // t = 0: greedy
-    DecodeOptions op = {.n_new = n_new, .K = K, .rng = &r2, .st = &sp}; // no text, no trace
+    DecodeOptions os = {.max_new_tokens = n, .K = K, .rng = &r1, .st = &ss}; // t = 0: greedy
+    DecodeOptions op = {.max_new_tokens = n, .K = K, .rng = &r2, .st = &sp}; // no text, no trace
     int same = seq_spec && seq_plain && build_spec_buffers(&b, K, V) == 0;
     if (same) { // both decoders from the same prompt; each refills its own cache from scratch
         speculative_generate(g, d, &b, prompt, &os, seq_spec);
         generate(g, prompt, &op, seq_plain, p);
         free_spec_buffers(&b);
-        same = ss.emitted == n_new && sp.emitted == n_new && // the new text; the prompt is shared
-               memcmp(seq_spec + start, seq_plain + start, (size_t)n_new * sizeof(int)) == 0;
+        same = ss.emitted == n && sp.emitted == n && // the new text; the prompt is shared
+               memcmp(seq_spec + start, seq_plain + start, (size_t)n * sizeof(int)) == 0;
     }
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
-           "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n_new,
+           "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
            same ? "byte-identical" : "DIFFER", ss.target_passes, stats_alpha(&ss), sp.target_passes);
     free(seq_spec);
     free(seq_plain);
@@ -1623,7 +1645,7 @@ int close_stdout(void) {
 // What the command line asked for: each field is its option's value (usage lists them).
 typedef struct {
     const char *model_path, *corpus_path, *prompt; // -m, -i, -p
-    int n_new, K;           // -n, -k
+    int max_new_tokens, K;  // -n, -k
     float temperature;      // -t
     uint64_t seed;          // -s
     int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
@@ -1766,7 +1788,8 @@ size_t core_options(Options *o, OptionSpec *table) {
         {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL},
         {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL},
-        {"-n", OPT_WHOLE, &o->n_new, 1, MAX_NEW_TOKENS, "a whole number of tokens, 1 to 10000000"},
+        {"-n", OPT_WHOLE, &o->max_new_tokens, 1, MAX_NEW_TOKENS,
+         "a whole number of tokens, 1 to 10000000"},
         {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1"},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64"},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
@@ -1777,7 +1800,7 @@ size_t core_options(Options *o, OptionSpec *table) {
 
 // The defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed (repeatable).
 void default_options(Options *o) {
-    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .n_new = 200,
+    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
                    .temperature = 1.0f, .seed = 42};
 }
 
@@ -1871,7 +1894,7 @@ int end_text(const DecodeOptions *o, const int *seq, int n) {
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft) {
     GPT *g = &ld->g;
     int V = g->config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
-    int cap = start + o->n_new; // the prompt (or the start token) and the new tokens
+    int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *spec = malloc((size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     int *plain = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
@@ -1881,18 +1904,18 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft) {
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
     Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    DecodeOptions opt = {.n_new = o->n_new, .K = o->K, .temperature = o->temperature,
-                         .trace = o->trace, .vocab = &ld->v, .rng = &rng,
+    DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K,
+                         .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v, .rng = &rng,
                          .out = o->trace || o->compare ? NULL : stdout};
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
-            o->K, o->n_new);
+            o->K, o->max_new_tokens);
     if (rc == 0 && !o->plain) { // speculative decoding, the lesson
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st_spec;
         speculative_generate(g, draft, &b, &prompt, &opt, spec);
-        rc = end_text(&opt, spec + start, o->n_new);
+        rc = end_text(&opt, spec + start, o->max_new_tokens);
         if (rc == 0) print_stats("speculative decoding", &st_spec, 1, o->K);
     }
     if (rc == 0 && (o->plain || o->compare)) { // plain decoding: one target pass per token
@@ -1901,12 +1924,13 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft) {
         rng_seed(&rng, o->seed);
         opt.st = &st_plain;
         generate(g, &prompt, &opt, plain, p);
-        rc = end_text(&opt, plain + start, o->n_new);
+        rc = end_text(&opt, plain + start, o->max_new_tokens);
         if (rc == 0) print_stats("plain decoding", &st_plain, 0, o->K);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
         print_comparison(&st_spec, &st_plain, o->temperature == 0.0f,
-                         memcmp(spec + start, plain + start, (size_t)o->n_new * sizeof(int)) == 0);
+                         memcmp(spec + start, plain + start,
+                                (size_t)o->max_new_tokens * sizeof(int)) == 0);
     free_spec_buffers(&b);
     void *owned[] = {spec, plain, p};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
@@ -1939,7 +1963,7 @@ int main(int argc, char **argv) {
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
                         : run_generation(&o, &ld, &draft);
     if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
-        snprintf(err, sizeof(err), "out of memory for %d tokens", o.n_new);
+        snprintf(err, sizeof(err), "out of memory for %d tokens", o.max_new_tokens);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);

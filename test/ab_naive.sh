@@ -72,7 +72,7 @@ double ab_decode(int spec, int K, float t, int n, unsigned long long seed) {
     Stats st; memset(&st, 0, sizeof st);
     Rng r; rng_seed(&r, seed);
 #ifdef AB_NAIVE
-    DecodeOptions o = {.n_new = n, .K = K, .temperature = t, .vocab = &Vb, .rng = &r, .st = &st};
+    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = t, .vocab = &Vb, .rng = &r, .st = &st};
     if (spec) speculative_generate(&G, &D, &SB, &(Tokens){prompt, np}, &o, seq);
     else generate(&G, &(Tokens){prompt, np}, &o, seq, p);
 #else

@@ -959,12 +959,12 @@ static void watched_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *pr
     const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
     tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
     restart_draft_cache(d);
-    if (o->n_new > 0) {
+    if (o->max_new_tokens > 0) {
         served_probs(tb->p, logits, V, &o->sampler); // row 0 is free until the first pass
         seq[n_seq++] = sample_from(tb->p, V, rng_uniform(o->rng));
     }
-    while (n_seq - first < o->n_new) {
-        tb->limit = o->n_new - (n_seq - first);
+    while (n_seq - first < o->max_new_tokens) {
+        tb->limit = o->max_new_tokens - (n_seq - first);
         int current = seq[n_seq - 1]; // the token the round drafts from
         int n = tree_round(g, d, tb, &(Tokens){seq, n_seq}, o);
         if (tb->rows > 1) { // it drafted its guess
@@ -1010,7 +1010,7 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
             Rng r;
             rng_seed(&r, 1000 + (uint64_t)i);
             // the counters add up over the prompts: st is not reset between them
-            RunOptions o = {.n_new = TEMPER_TOKENS, .sampler = {temps[ti], 0, 0.0f},
+            RunOptions o = {.max_new_tokens = TEMPER_TOKENS, .sampler = {temps[ti], 0, 0.0f},
                             .vocab = v, .rng = &r, .st = &st};
             watched_generate(g, d, &tb, &(Tokens){prompt, np}, &o, seq, &w);
         }

@@ -131,7 +131,7 @@ static void check_core_options(const Options *o, char **argv, int argc) {
     if (strcmp(o->prompt, DEFAULT_PROMPT) && !is_word(o->prompt, argv, argc))
         fail("-p does not point into argv", NULL);
     // the documented ranges
-    if (o->n_new < 1 || o->n_new > MAX_NEW_TOKENS) fail("-n out of range accepted", NULL);
+    if (o->max_new_tokens < 1 || o->max_new_tokens > MAX_NEW_TOKENS) fail("-n out of range accepted", NULL);
     if (o->K < 1 || o->K > 4096) fail("-k out of range accepted", NULL);
     if (!isfinite(o->temperature) || o->temperature < 0.0f || o->temperature > 1e6f ||
         (o->temperature > 0.0f && o->temperature < FLT_MIN))

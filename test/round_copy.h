@@ -36,11 +36,11 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
                           const Tokens *prompt, const DecodeOptions *o, int *seq,
                           RoundHook hook, void *ctx) {
     int V = target_model->config.vocab_size, S = target_model->config.block_size;
-    int K = o->K, n_new = o->n_new;
+    int K = o->K, max_new_tokens = o->max_new_tokens;
     float temperature = o->temperature;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt), first = n_seq;
-    if (n_new == 0) {
+    if (max_new_tokens == 0) {
         finish_stats(o->st, 0, t0);
         return;
     }
@@ -50,11 +50,11 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
     if (o->trace) trace_prefill(o, target_model->state.cache_len, current_token);
     show_tokens(o, seq + n_seq, 1);
     n_seq++;
-    while (n_seq - first < n_new && !output_failed(o)) {
+    while (n_seq - first < max_new_tokens && !output_failed(o)) {
         int refilled = target_model->state.cache_len == S;
         if (refilled) refill_cache(target_model, seq, n_seq, o);
         int cache_len = target_model->state.cache_len;
-        int remaining = n_new - (n_seq - first);
+        int remaining = max_new_tokens - (n_seq - first);
         int k = K < remaining ? K : remaining;
         if (k > S - 1 - cache_len) k = S - 1 - cache_len;
         int allow_bonus = k < remaining;
@@ -92,7 +92,7 @@ static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *
     if (d) restart_draft_cache(d);
     int last = g->state.cache_len - 1;
     memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
-    if (o->n_new > 0) {
+    if (o->max_new_tokens > 0) {
         float *p = tb->p;
         served_probs(p, logits, V, &o->sampler);
         seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
@@ -100,8 +100,8 @@ static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *
         show_colored(o, seq, n_seq, 1, FROM_TARGET);
         n_seq++;
     }
-    while (n_seq - first < o->n_new && !(o->out && o->out->stream && ferror(o->out->stream))) {
-        tb->limit = o->n_new - (n_seq - first);
+    while (n_seq - first < o->max_new_tokens && !(o->out && o->out->stream && ferror(o->out->stream))) {
+        tb->limit = o->max_new_tokens - (n_seq - first);
         Tokens text = {seq, n_seq};
         int n = tree_round(g, d, tb, &text, o);
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Test aggregator for specdec. Normally run as `make test`, which builds
-# ./specdec (and ./specdec_debug, to prove it builds) and fetches the corpus first.
+# Test aggregator for specdec. Normally run as `make test`, which builds ./specdec,
+# ./beyond and the tools beside them (and ./specdec_debug, to prove it builds) and fetches
+# the corpus first.
 #
 # What it runs, always from the repository root:
 #   1. every test/test_*.c, compiled into test/build/ (or $TEST_BUILD): <name> with the release
 #      flags and <name>_san with AddressSanitizer + UBSan; a test whose header
 #      has lines " * broken build: -DBREAK_X" also as <name>_broken_X, once per
-#      flag, which plants a known bug (the tests that must see it expect to fail); with a
+#      flag, which plants a known bug (the tests that must see it expect to fail). With a
 #      line " * mutant BREAK_X: EDIT" the bug is a sed EDIT of one line of specdec.c, which
-#      the build includes instead of specdec.c itself (SPECDEC_C);
-#   2. ./specdec --selftest on a seeded random model (test/build/random1337.bin, which
-#      tinyshakespeare/train init --seed 1337 writes), the same with
-#      test/build/specdec_san (a sanitizer build of specdec.c), and ./specdec --selftest
-#      on the shipped trained model tinyshakespeare/model.bin;
-#   3. every test/*_test.sh, run with bash, against ./specdec and again
-#      against test/build/specdec_san (through SPECDEC_BIN).
+#      the build includes instead of specdec.c itself (-DSPECDEC_C=copy); with a line
+#      " * mutant-beyond BREAK_X: EDIT" it is a sed EDIT of one line of beyond.c, which the
+#      build includes instead of beyond.c (-DBEYOND_C=copy, and -DSPECDEC_C=the real
+#      specdec.c by its absolute path). An EDIT that no longer changes exactly one line
+#      is a FAIL (the mutant is stale);
+#   2. the programs' built-in self-tests: ./specdec --selftest and ./beyond --selftest on a
+#      seeded random model (test/build/random1337.bin, which tinyshakespeare/train init
+#      --seed 1337 writes), the same with test/build/specdec_san and test/build/beyond_san
+#      (sanitizer builds of specdec.c and beyond.c), and ./specdec --selftest and
+#      ./beyond --selftest on the shipped trained model tinyshakespeare/model.bin;
+#   3. every test/*_test.sh, run with bash, against ./specdec and ./beyond and again
+#      against the sanitizer builds (through SPECDEC_BIN and BEYOND_BIN).
 # Each of these units (a compile and its run) is independent, so up to
 # TEST_JOBS of them run at once; the output of each is shown whole, in the
 # order above, as soon as it and the units before it have finished.
@@ -29,7 +35,8 @@
 #   TESTS_FILTER  only run tests whose name contains this substring; names
 #                 look like test/build/test_x, test/build/test_x_san,
 #                 test/build/test_x_broken_Y, ./specdec --selftest -m test/build/random1337.bin,
-#                 test/x_test.sh
+#                 ./beyond --selftest -m tinyshakespeare/model.bin, test/x_test.sh,
+#                 test/x_test.sh (sanitizers)
 #   TEST_TIMEOUT  seconds before one test program is killed (default 1800;
 #                 needs the timeout command, 0 disables)
 #   TEST_JOBS     units run at once (default: the number of CPUs)

@@ -3,7 +3,13 @@
  * the served distribution's cut (apply_top_k_top_p), prompt lookup's match (lookup_match),
  * setup_draft, --ffn-width (widen_ffn), and the model draft (DRAFT_GPT) in the one loop
  * (tree_generate): its KV cache against a recompute after every round, and an alpha floor
- * for each draft. (test/test_specdec.c tests specdec.c's core; test/test_tree.c the trees.)
+ * for each draft; print_run_stats (acceptance by position, rounds with no guess, where the
+ * time went); one tree_round at the cache's edge and a lookup round with no match; the
+ * RunStats of sampled chains (pass kinds and sizes, judged_at/accepted_at, draft passes,
+ * empty rounds, token sources, alpha) against the test's own count of every round; the pass
+ * tallies against the context rule's refills; and --draft-p-min (tb->stopped): greedy text,
+ * the stopping rule round by round, and alpha floors. (test/test_specdec.c tests specdec.c's
+ * core; test/test_tree.c the trees.)
  *
  * tinyshakespeare/train.c is included whole with TESTING defined: it includes beyond.c
  * (BEYOND_C, "../beyond.c" by default), which includes specdec.c, and adds save_checkpoint.
@@ -35,7 +41,8 @@
  *
  * Sanitizer builds run the model-heavy parts with fewer tokens (60 instead of 300 per cache
  * run; 500 instead of 2,000 per alpha run, printed, not held to the floors, which are set
- * for 2,000). Compiled with -DALPHA_SPREAD, the program only prints the alpha of each case
+ * for 2,000; 150 instead of 500 per stats run; 100 or 120 instead of 300 or 400 per
+ * --draft-p-min and pass-tally run; --draft-p-min's alpha floors are left to the release build). Compiled with -DALPHA_SPREAD, the program only prints the alpha of each case
  * for seeds 1..10 (the spread the floors were set from), to re-measure them.
  */
 #define TESTING
@@ -491,13 +498,13 @@ static void test_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *promp
     if (d) restart_draft_cache(d);
     int last = g->state.cache_len - 1;
     memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
-    if (o->n_new > 0) {
+    if (o->max_new_tokens > 0) {
         served_probs(tb->p, logits, V, &o->sampler);
         seq[n_seq] = sample_from(tb->p, V, rng_uniform(o->rng));
         n_seq++;
     }
-    while (n_seq - first < o->n_new) {
-        tb->limit = o->n_new - (n_seq - first);
+    while (n_seq - first < o->max_new_tokens) {
+        tb->limit = o->max_new_tokens - (n_seq - first);
         Tokens text = {seq, n_seq};
         int n = tree_round(g, d, tb, &text, o);
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
@@ -511,7 +518,7 @@ static void test_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *promp
 // Runs test_generate with a chain of K, draft d at sampler s and seed; st receives the
 // counters, seq the text.
 static void watched_run(GPT *g, Draft *d, int K, Sampler s, uint64_t seed, const Tokens *prompt,
-                        int n_new, int *seq, RunStats *st, RoundHook hook, void *ctx) {
+                        int max_new_tokens, int *seq, RunStats *st, RoundHook hook, void *ctx) {
     TreeShape shape = chain_shape(K);
     TreeBuffers tb;
     Rng rng;
@@ -523,7 +530,7 @@ static void watched_run(GPT *g, Draft *d, int K, Sampler s, uint64_t seed, const
         return;
     }
     tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // as run_tree sets it
-    RunOptions o = {.n_new = n_new, .sampler = s, .rng = &rng, .st = st};
+    RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = s, .rng = &rng, .st = st};
     test_generate(g, d, &tb, prompt, &o, seq, hook, ctx);
     free_tree_buffers(&tb);
 }
@@ -636,18 +643,18 @@ static void test_draft_cache(Fixture *fx) {
     if (!check(load_pair(&m, &fx->corpus) == 0, "cache test: load %s and the model draft %s "
                "twice each", DEFAULT_MODEL, DEFAULT_DRAFT)) { free_pair(&m); return; }
     GPT *g = &m.target;
-    int V = g->config.vocab_size, n_new = SANITIZED ? 60 : 300;
+    int V = g->config.vocab_size, max_new_tokens = SANITIZED ? 60 : 300;
     int to_be[64], n_to_be = encode_str(&m.vocab, "To be or not to be, that is the ", to_be);
     struct { const char *name; const int *tok; int n; } prompts[2] = {
         {"to-be (32 chars)", to_be, n_to_be}, {"corpus-50", fx->corpus.tokens + 234567, 50}};
-    int cap = 50 + n_new;
+    int cap = 50 + max_new_tokens;
     int *seq = malloc((size_t)cap * sizeof(int)), *plain[2];
     float *p = malloc((size_t)V * sizeof(float));
     for (int pi = 0; pi < 2; pi++) { // greedy plain decoding (specdec.c's), for the equivalence
         Stats st = {0};
         Rng r;
         rng_seed(&r, 1);
-        DecodeOptions o = {.n_new = n_new, .rng = &r, .st = &st};
+        DecodeOptions o = {.max_new_tokens = max_new_tokens, .rng = &r, .st = &st};
         plain[pi] = malloc((size_t)cap * sizeof(int));
         generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, plain[pi], p);
     }
@@ -661,7 +668,7 @@ static void test_draft_cache(Fixture *fx) {
             CacheWatch w = {.draft = &m.draft.model, .fresh_target = &m.fresh_target,
                             .fresh_draft = &m.fresh_draft.model};
             watched_run(g, &m.draft, K, (Sampler){t, 0, 0.0f}, 500 + K,
-                        &(Tokens){prompts[pi].tok, prompts[pi].n}, n_new, seq, &st,
+                        &(Tokens){prompts[pi].tok, prompts[pi].n}, max_new_tokens, seq, &st,
                         watch_cache, &w);
             int ok = w.bad_len == 0 && w.bad_rows == 0 && w.bad_target == 0 && w.calls > 0;
             all_ok &= ok;
@@ -672,16 +679,16 @@ static void test_draft_cache(Fixture *fx) {
                        "rounds (%ld after a bonus, %ld restarting the cache, %ld at its last "
                        "slot) the draft's cache_len is right (%ld wrong) and its cache, and the "
                        "target's, equal a fresh recompute bit for bit (%ld and %ld differ)%s%s",
-                       K, t, prompts[pi].name, n_new, w.calls, w.after_bonus, w.after_restart,
+                       K, t, prompts[pi].name, max_new_tokens, w.calls, w.after_bonus, w.after_restart,
                        w.after_step, w.bad_len, w.bad_rows, w.bad_target,
                        w.first[0] ? "; first: " : "", w.first);
             if (t == 0.0f) {
                 int start = prompts[pi].n, same = memcmp(seq + start, plain[pi] + start,
-                                                         (size_t)n_new * sizeof(int)) == 0;
-                check(same && st.core.emitted == n_new, "greedy with the model draft, K=%d "
+                                                         (size_t)max_new_tokens * sizeof(int)) == 0;
+                check(same && st.core.emitted == max_new_tokens, "greedy with the model draft, K=%d "
                       "prompt %s%s%s: %d tokens %s plain decoding's (%ld of %ld guesses "
                       "accepted)", K, prompts[pi].name, BUG ? ", built with -D" : "", BUG_NAME,
-                      n_new, same ? "identical to" : "DIFFER from", st.core.accepted,
+                      max_new_tokens, same ? "identical to" : "DIFFER from", st.core.accepted,
                       st.core.drafted);
             }
         }
@@ -712,9 +719,9 @@ static void test_generate_faithful(Fixture *fx) {
                "draft")) { free_pair(&m); return; }
     GPT *g = &m.target;
     int S = g->config.block_size, K = 4, prompt[64];
-    int n_new = (SANITIZED ? 2 : 8) * S + 20, np = encode_str(&m.vocab, "ROMEO:\nO, ", prompt);
-    int *a = malloc((size_t)(np + n_new) * sizeof(int)),
-        *c = malloc((size_t)(np + n_new) * sizeof(int));
+    int max_new_tokens = (SANITIZED ? 2 : 8) * S + 20, np = encode_str(&m.vocab, "ROMEO:\nO, ", prompt);
+    int *a = malloc((size_t)(np + max_new_tokens) * sizeof(int)),
+        *c = malloc((size_t)(np + max_new_tokens) * sizeof(int));
     Draft lookup;
     char err[512];
     setup_draft("lookup", &m.vocab, &fx->corpus, S, &lookup, err, sizeof(err));
@@ -726,23 +733,23 @@ static void test_generate_faithful(Fixture *fx) {
             int kv[2], dkv[2];
             Sampler s = {ti ? 1.0f : 0.0f, 0, 0.0f};
             memset(st, 0, sizeof(st));
-            run_tree(g, drafts[di], &shape, &(Tokens){prompt, np}, s, 61 + ti, n_new, a, &st[0]);
+            run_tree(g, drafts[di], &shape, &(Tokens){prompt, np}, s, 61 + ti, max_new_tokens, a, &st[0]);
             kv[0] = g->state.cache_len;
             dkv[0] = drafts[di]->model.state.cache_len;
-            watched_run(g, drafts[di], K, s, 61 + ti, &(Tokens){prompt, np}, n_new, c, &st[1],
+            watched_run(g, drafts[di], K, s, 61 + ti, &(Tokens){prompt, np}, max_new_tokens, c, &st[1],
                         NULL, NULL);
             kv[1] = g->state.cache_len;
             dkv[1] = drafts[di]->model.state.cache_len;
             zero_clocks(&st[0]);
             zero_clocks(&st[1]);
-            check(memcmp(a, c, (size_t)(np + n_new) * sizeof(int)) == 0 &&
+            check(memcmp(a, c, (size_t)(np + max_new_tokens) * sizeof(int)) == 0 &&
                   memcmp(&st[0], &st[1], sizeof(RunStats)) == 0 && kv[0] == kv[1] &&
                   dkv[0] == dkv[1] && st[0].core.rounds > 0 &&
                   st[0].pass[PASS_FOLDED].passes + st[0].pass[PASS_REFILL].passes > 0,
                   "test_generate, %s draft, t=%d, K=%d, %d tokens: the same text, RunStats and "
                   "final cache lengths (target %d, %d; draft %d, %d) as tree_generate (%ld "
                   "rounds, %ld accepted, %ld bonus, %ld restarting the cache: a round with no "
-                  "guess that restarts it counts as a refill)", drafts[di]->name, ti, K, n_new,
+                  "guess that restarts it counts as a refill)", drafts[di]->name, ti, K, max_new_tokens,
                   kv[0], kv[1], dkv[0], dkv[1], st[0].core.rounds, st[0].core.accepted,
                   st[0].core.bonus,
                   st[0].pass[PASS_FOLDED].passes + st[0].pass[PASS_REFILL].passes);
@@ -812,7 +819,7 @@ static double alpha_run(GPT *g, Draft *d, const Vocab *v, int K, float t, uint64
     } else {
         Rng r;
         rng_seed(&r, seed);
-        DecodeOptions o = {.n_new = n, .temperature = t, .rng = &r, .st = &st->core};
+        DecodeOptions o = {.max_new_tokens = n, .temperature = t, .rng = &r, .st = &st->core};
         generate(g, &(Tokens){prompt, np}, &o, all, p);
     }
     if (seq) memcpy(seq, all + np, (size_t)n * sizeof(int));
@@ -1079,7 +1086,7 @@ static void test_round_context(Fixture *fx) {
         memset(&st, 0, sizeof(st));
         Rng r;
         rng_seed(&r, 3);
-        RunOptions o = {.n_new = 100, .sampler = {0.0f, 0, 0.0f}, .rng = &r, .st = &st};
+        RunOptions o = {.max_new_tokens = 100, .sampler = {0.0f, 0, 0.0f}, .rng = &r, .st = &st};
         tb.limit = 100;
         int n = tree_round(&g, &fx->draft, &tb, &(Tokens){text, n_seq}, &o);
         int drafted = tb.rows - 1, lag = cases[c].want_lag, pos = kv == S ? lag : kv;
@@ -1151,7 +1158,7 @@ static void test_lookup_round(Fixture *fx) {
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, 5);
-    RunOptions o = {.n_new = 10, .sampler = {0.0f, 0, 0.0f}, .rng = &r, .st = &st};
+    RunOptions o = {.max_new_tokens = 10, .sampler = {0.0f, 0, 0.0f}, .rng = &r, .st = &st};
     int out = tree_round(&g, &lk, &tb, &(Tokens){seq, n}, &o);
     check(out == 1 && tb.rows == 1 && tb.room == 5 && !tb.restarted && tb.accepted[0] == want &&
           g.state.cache_len == n && st.empty_rounds == 1 && st.core.rounds == 1 &&
@@ -1246,7 +1253,7 @@ static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, const in
 static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float t,
                       uint64_t seed) {
     int V = g->config.vocab_size, S = g->config.block_size, K = 4;
-    enum { N_NEW = 500 };
+    const int N_NEW = SANITIZED ? 150 : 500; // both fill the cache 4+ times
     int prompt[64], np = encode_str(v, "To be or not to be, that is the ", prompt), cap = np + N_NEW;
     int *seq = malloc((size_t)cap * sizeof(int)), *ref = malloc((size_t)cap * sizeof(int));
     unsigned char *source = malloc((size_t)cap); // 0xff: a generated token left unmarked shows
@@ -1265,7 +1272,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
     Rng r;
     rng_seed(&r, seed);
     Output out = {.stream = NULL, .source = source, .color = 0};
-    RunOptions o = {.n_new = N_NEW, .sampler = sampler, .vocab = v, .out = &out, .rng = &r,
+    RunOptions o = {.max_new_tokens = N_NEW, .sampler = sampler, .vocab = v, .out = &out, .rng = &r,
                     .st = &s};
     tree_generate(g, d, &tb, &(Tokens){prompt, np}, &o, seq);
     free_tree_buffers(&tb);
@@ -1408,14 +1415,14 @@ static void test_run_stats(Fixture *fx) {
 
 // The context rule's refills, the test's own: where plain decoding refills its cache (and
 // speculative decoding restarts it), as the index in the text of the current token whose
-// pass finds the cache full, for a prompt of np tokens (0: one start token) and n_new new
+// pass finds the cache full, for a prompt of np tokens (0: one start token) and max_new_tokens new
 // ones. The prefill leaves min(max(np, 1), S) positions; seq[max(np, 1)] is the prefill's
 // token, and each later current token's pass adds one position, or refills to S/2 when
 // the cache is full (the last token needs no pass). Writes up to max indices to at (if not
 // NULL); returns how many refills there are.
-static int rule_refills(int np, int n_new, int S, int *at, int max) {
+static int rule_refills(int np, int max_new_tokens, int S, int *at, int max) {
     int first = np > 0 ? np : 1, kv = first < S ? first : S, n = 0;
-    for (int i = first; i < first + n_new - 1; i++) {
+    for (int i = first; i < first + max_new_tokens - 1; i++) {
         if (kv == S) {
             if (at && n < max) at[n] = i;
             n++;
@@ -1485,24 +1492,24 @@ static void test_pass_tallies(Fixture *fx) {
     if (!check(load_pair(&m, &fx->corpus) == 0, "pass tallies: load the target and the model "
                "draft")) { free_pair(&m); return; }
     GPT *g = &m.target;
-    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 120 : 400;
+    int V = g->config.vocab_size, S = g->config.block_size, max_new_tokens = SANITIZED ? 120 : 400;
     int prompt[64], np = encode_str(&m.vocab, "ROMEO:\nO, speak again", prompt);
-    int *spec = malloc((size_t)(np + n_new) * sizeof(int)), *plain = malloc((size_t)(np + n_new) * sizeof(int));
-    int *core = malloc((size_t)(np + n_new) * sizeof(int));
+    int *spec = malloc((size_t)(np + max_new_tokens) * sizeof(int)), *plain = malloc((size_t)(np + max_new_tokens) * sizeof(int));
+    int *core = malloc((size_t)(np + max_new_tokens) * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
-    int want_at[64], n_want = rule_refills(np, n_new, S, want_at, 64); // the rule's refills
+    int want_at[64], n_want = rule_refills(np, max_new_tokens, S, want_at, 64); // the rule's refills
     Stats cst = {0};
     Rng r;
     rng_seed(&r, 1);
-    DecodeOptions co = {.n_new = n_new, .rng = &r, .st = &cst};
+    DecodeOptions co = {.max_new_tokens = max_new_tokens, .rng = &r, .st = &cst};
     generate(g, &(Tokens){prompt, np}, &co, core, p); // specdec.c's plain decoding
     RunStats pst;
     RestartLog plog = {0};
-    watched_run(g, NULL, 0, (Sampler){0.0f, 0, 0.0f}, 1, &(Tokens){prompt, np}, n_new, plain,
+    watched_run(g, NULL, 0, (Sampler){0.0f, 0, 0.0f}, 1, &(Tokens){prompt, np}, max_new_tokens, plain,
                 &pst, log_restarts, &plog);
     char why[512];
     int plain_ok = tallies_ok(&pst, why, sizeof(why));
-    int plain_same = memcmp(core, plain, (size_t)(np + n_new) * sizeof(int)) == 0;
+    int plain_same = memcmp(core, plain, (size_t)(np + max_new_tokens) * sizeof(int)) == 0;
     int plain_at = n_want <= 64 && plog.n == n_want &&
                    memcmp(plog.at, want_at, (size_t)n_want * sizeof(int)) == 0;
     check(plain_ok && plain_same && plain_at && pst.pass[PASS_FOLDED].passes == 0 &&
@@ -1510,11 +1517,11 @@ static void test_pass_tallies(Fixture *fx) {
           pst.pass[PASS_PREFILL].tokens == np && pst.pass[PASS_REFILL].passes == n_want &&
           pst.pass[PASS_REFILL].tokens == (long)n_want * (S / 2) &&
           pst.pass[PASS_STEP].tokens == pst.pass[PASS_STEP].passes &&
-          pst.core.target_passes == n_new && pst.core.emitted == n_new && pst.empty_rounds == 0,
+          pst.core.target_passes == max_new_tokens && pst.core.emitted == max_new_tokens && pst.empty_rounds == 0,
           "plain decoding through the one loop, %d tokens (%s specdec.c's generate's): %s; %ld "
           "refills of %ld tokens (the rule: %d refills of %d tokens each, at its text indices: "
           "%s), %ld one-token steps, %ld verify and %ld folded passes (want 0), %ld target "
-          "passes (one per token)", n_new, plain_same ? "the same text as" : "NOT", why,
+          "passes (one per token)", max_new_tokens, plain_same ? "the same text as" : "NOT", why,
           pst.pass[PASS_REFILL].passes, pst.pass[PASS_REFILL].tokens, n_want, S / 2,
           plain_at ? "yes" : "NO", pst.pass[PASS_STEP].passes, pst.pass[PASS_VERIFY].passes,
           pst.pass[PASS_FOLDED].passes, pst.core.target_passes);
@@ -1528,10 +1535,10 @@ static void test_pass_tallies(Fixture *fx) {
                 RunStats st;
                 drafts[di]->p_min = p_mins[mi];
                 watched_run(g, drafts[di], Ks[ki], (Sampler){0.0f, 0, 0.0f}, 2,
-                            &(Tokens){prompt, np}, n_new, spec, &st, log_restarts, &log);
+                            &(Tokens){prompt, np}, max_new_tokens, spec, &st, log_restarts, &log);
                 drafts[di]->p_min = 0.0f;
                 int ok = tallies_ok(&st, why, sizeof(why));
-                int same_text = memcmp(spec, plain, (size_t)(np + n_new) * sizeof(int)) == 0;
+                int same_text = memcmp(spec, plain, (size_t)(np + max_new_tokens) * sizeof(int)) == 0;
                 int same_at = n_want <= 64 && log.n == n_want &&
                               memcmp(log.at, want_at, (size_t)n_want * sizeof(int)) == 0;
                 long round_tokens = st.pass[PASS_FOLDED].tokens + st.pass[PASS_VERIFY].tokens +
@@ -1550,7 +1557,7 @@ static void test_pass_tallies(Fixture *fx) {
                       "one-token; their tokens %ld == rounds + drafted %ld + %d x %ld restarts; "
                       "no refill of its own (%ld); %ld restarts == plain's %ld refills, at the "
                       "same text indices as the rule's: %s",
-                      drafts[di]->name, p_mins[mi], Ks[ki], n_new,
+                      drafts[di]->name, p_mins[mi], Ks[ki], max_new_tokens,
                       same_text ? "the same text as" : "NOT", why, st.core.rounds,
                       st.pass[PASS_FOLDED].passes, st.pass[PASS_VERIFY].passes,
                       st.pass[PASS_STEP].passes, round_tokens, st.core.drafted, S / 2 - 1,
@@ -1674,13 +1681,13 @@ static void test_pmin_greedy(Fixture *fx) {
     if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, greedy: load the target and "
                "the model draft")) { free_pair(&m); return; }
     GPT *g = &m.target;
-    int V = g->config.vocab_size, S = g->config.block_size, n_new = SANITIZED ? 100 : 300;
+    int V = g->config.vocab_size, S = g->config.block_size, max_new_tokens = SANITIZED ? 100 : 300;
     int to_be[64], n_to_be = encode_str(&m.vocab, "To be or not to be, that is the ", to_be);
     int romeo[16], n_romeo = encode_str(&m.vocab, "ROMEO:\n", romeo);
     struct { const char *name; const int *tok; int n; } prompts[3] = {
         {"to-be", to_be, n_to_be}, {"ROMEO", romeo, n_romeo},
         {"corpus-50", fx->corpus.tokens + 345678, 50}};
-    int cap = 50 + n_new, *seq = malloc((size_t)cap * sizeof(int)), *plain = malloc((size_t)cap * sizeof(int));
+    int cap = 50 + max_new_tokens, *seq = malloc((size_t)cap * sizeof(int)), *plain = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
     Draft *drafts[2] = {&fx->draft, &m.draft};
     GPT *fresh[2] = {NULL, &m.fresh_draft.model};
@@ -1691,10 +1698,10 @@ static void test_pmin_greedy(Fixture *fx) {
         Stats pst = {0};
         Rng r;
         rng_seed(&r, 1);
-        DecodeOptions o = {.n_new = n_new, .rng = &r, .st = &pst};
+        DecodeOptions o = {.max_new_tokens = max_new_tokens, .rng = &r, .st = &pst};
         generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, plain, p);
         int start = prompts[pi].n > 0 ? prompts[pi].n : 1;
-        int want_restarts = rule_refills(prompts[pi].n, n_new, S, NULL, 0);
+        int want_restarts = rule_refills(prompts[pi].n, max_new_tokens, S, NULL, 0);
         for (int di = 0; di < 2; di++) {
             int same = 0, runs_ = 0, fewer = pi == 0 ? 0 : n_K; // (checked on to-be)
             long short_rounds = 0, asked_rounds = 0, restarts = 0, bad = 0;
@@ -1702,19 +1709,19 @@ static void test_pmin_greedy(Fixture *fx) {
                 for (int ki = 0; ki < n_K; ki++) {
                     RunStats st, off;
                     drafts[di]->p_min = p_mins[mi];
-                    pmin_run(g, drafts[di], fresh[di], prompts[pi].tok, prompts[pi].n, n_new,
+                    pmin_run(g, drafts[di], fresh[di], prompts[pi].tok, prompts[pi].n, max_new_tokens,
                              (Sampler){0.0f, 0, 0.0f}, Ks[ki], 7, seq, &st, &w);
                     drafts[di]->p_min = 0.0f;
                     runs_++;
-                    same += st.core.emitted == n_new &&
-                            memcmp(seq + start, plain + start, (size_t)n_new * sizeof(int)) == 0;
+                    same += st.core.emitted == max_new_tokens &&
+                            memcmp(seq + start, plain + start, (size_t)max_new_tokens * sizeof(int)) == 0;
                     short_rounds += w.short_rounds;
                     asked_rounds += w.asked_rounds;
                     restarts += st.pass[PASS_FOLDED].passes;
                     bad += w.bad;
                     if (mi == 0 && pi == 0) { // the same run without the rule drafts more
                         watched_run(g, drafts[di], Ks[ki], (Sampler){0.0f, 0, 0.0f}, 7,
-                                    &(Tokens){prompts[pi].tok, prompts[pi].n}, n_new, seq, &off,
+                                    &(Tokens){prompts[pi].tok, prompts[pi].n}, max_new_tokens, seq, &off,
                                     NULL, NULL);
                         fewer += Ks[ki] == 1 || st.core.drafted < off.core.drafted;
                     }
@@ -1726,7 +1733,7 @@ static void test_pmin_greedy(Fixture *fx) {
                   "%ld rounds short (and held in all but %ld); with p_min 0.3 fewer guesses "
                   "drafted than without in %d of %d K > 1 runs%s; %ld restarts of the cache (the "
                   "context rule: %d a run)", drafts[di]->name, SANITIZED ? "1,8" : "1,8,4",
-                  prompts[pi].name, n_new, same, runs_, short_rounds, asked_rounds, bad,
+                  prompts[pi].name, max_new_tokens, same, runs_, short_rounds, asked_rounds, bad,
                   fewer - 1, n_K - 1, pi ? " (counted on prompt to-be)" : "", restarts,
                   want_restarts);
         }
@@ -1749,9 +1756,9 @@ static void test_pmin_rule(Fixture *fx) {
     if (!check(load_pair(&m, &fx->corpus) == 0, "--draft-p-min, the rule: load the target "
                "and the model draft")) { free_pair(&m); return; }
     GPT *g = &m.target;
-    int S = g->config.block_size, K = 6, n_new = SANITIZED ? 100 : 400;
+    int S = g->config.block_size, K = 6, max_new_tokens = SANITIZED ? 100 : 400;
     int prompt[64], np = encode_str(&m.vocab, "To be or not to be, that is the ", prompt);
-    int *seq = malloc((size_t)(np + n_new) * sizeof(int));
+    int *seq = malloc((size_t)(np + max_new_tokens) * sizeof(int));
     Draft *drafts[2] = {&fx->draft, &m.draft};
     GPT *fresh[2] = {NULL, &m.fresh_draft.model};
     Sampler samplers[3] = {{0.0f, 0, 0.0f}, {1.0f, 0, 0.0f}, {0.7f, 3, 0.0f}};
@@ -1763,7 +1770,7 @@ static void test_pmin_rule(Fixture *fx) {
             w.control[0] = 0.4;
             w.control[1] = 0.6;
             drafts[di]->p_min = 0.5f;
-            pmin_run(g, drafts[di], fresh[di], prompt, np, n_new, samplers[si], K, 11 + si, seq,
+            pmin_run(g, drafts[di], fresh[di], prompt, np, max_new_tokens, samplers[si], K, 11 + si, seq,
                      &st, &w);
             drafts[di]->p_min = 0.0f;
             check(w.bad == 0 && w.short_rounds > 0 && st.core.drafted == w.guesses &&
@@ -1774,7 +1781,7 @@ static void test_pmin_rule(Fixture *fx) {
                   "cut short ended right after one below it%s%s; %ld guesses (%ld within 1e-6 of "
                   "0.5, not judged); against a wrong threshold, 0.4 or 0.6, the rule breaks in "
                   "%ld rounds",
-                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k, K, n_new,
+                  drafts[di]->name, samplers[si].temperature, samplers[si].top_k, K, max_new_tokens,
                   w.asked_rounds - w.bad, w.asked_rounds, w.short_rounds, w.low_last,
                   w.first[0] ? "; first violation: " : "", w.first, w.guesses, w.near,
                   w.control_bad);
@@ -1782,7 +1789,7 @@ static void test_pmin_rule(Fixture *fx) {
             cut_short += w.short_rounds;
             // p_min = 0: the draft never stops early; the control (0.5) must see it go on
             w.control[0] = w.control[1] = 0.5;
-            pmin_run(g, drafts[di], fresh[di], prompt, np, n_new, samplers[si], K, 11 + si, seq,
+            pmin_run(g, drafts[di], fresh[di], prompt, np, max_new_tokens, samplers[si], K, 11 + si, seq,
                      &st, &w);
             check(w.short_rounds == 0 && w.bad == 0 && w.asked_rounds > 0 && w.control_bad > 0,
                   "--draft-p-min 0 (off), %s draft, t=%.1f top-k %d: %ld of %ld rounds drafted "

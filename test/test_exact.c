@@ -1147,7 +1147,7 @@ static void test_joint(Fixture *fx) {
             if (c->chain) {
                 RunStats st;
                 memset(&st, 0, sizeof(st));
-                RunOptions o = {.n_new = N_NEW, .sampler = c->s, .rng = &r, .st = &st};
+                RunOptions o = {.max_new_tokens = N_NEW, .sampler = c->s, .rng = &r, .st = &st};
                 w.round = 0;
                 test_tree_generate(g, c->draft, &tb, &(Tokens){prompt, np}, &o, seq,
                                    watch_first_round, &w);
@@ -1155,7 +1155,7 @@ static void test_joint(Fixture *fx) {
             } else {
                 Stats st;
                 memset(&st, 0, sizeof(st));
-                DecodeOptions o = {.n_new = N_NEW, .K = K, .temperature = c->s.temperature,
+                DecodeOptions o = {.max_new_tokens = N_NEW, .K = K, .temperature = c->s.temperature,
                                    .rng = &r, .st = &st};
                 speculative_generate(g, &c->draft->bigram, &b, &(Tokens){prompt, np}, &o, seq);
                 full_rounds += st.drafted >= K;
@@ -1250,7 +1250,7 @@ static void test_copies_faithful(Fixture *fx) {
             memset(text[which], 0xff, (size_t)cap * sizeof(int));
             Rng r;
             rng_seed(&r, 31 + ti);
-            DecodeOptions o = {.n_new = N_NEW, .K = K, .temperature = temps[ti], .rng = &r,
+            DecodeOptions o = {.max_new_tokens = N_NEW, .K = K, .temperature = temps[ti], .rng = &r,
                                .st = &st[which]};
             if (which == 0)
                 speculative_generate(g, &fx->draft.bigram, &b, &(Tokens){prompt, np}, &o,
@@ -1292,7 +1292,7 @@ static void test_copies_faithful(Fixture *fx) {
                 memset(text[which], 0xff, (size_t)cap * sizeof(int));
                 Rng r;
                 rng_seed(&r, 31 + si);
-                RunOptions o = {.n_new = N_NEW, .sampler = served[si].s, .vocab = &fx->vocab,
+                RunOptions o = {.max_new_tokens = N_NEW, .sampler = served[si].s, .vocab = &fx->vocab,
                                 .out = &out, .rng = &r, .st = &st[which]};
                 if (which == 0)
                     tree_generate(g, d, &tb, &(Tokens){prompt, np}, &o, text[0]);
@@ -1395,9 +1395,9 @@ static void test_forced_edges(void) {
 // counters (the core's Stats; the chain's RunStats in *rs_out). *diff_at: the index of the
 // first generated token that differs, or -1.
 static int greedy_same(Fixture *fx, Draft *d, int chain, const int *prompt, int np, int K,
-                       int n_new, Stats *sp_out, RunStats *rs_out, int *diff_at) {
+                       int max_new_tokens, Stats *sp_out, RunStats *rs_out, int *diff_at) {
     GPT *g = &fx->model;
-    int V = g->config.vocab_size, start = np > 0 ? np : 1, cap = start + n_new;
+    int V = g->config.vocab_size, start = np > 0 ? np : 1, cap = start + max_new_tokens;
     int *a = malloc((size_t)cap * sizeof(int)), *c = malloc((size_t)cap * sizeof(int));
     float *p = malloc((size_t)V * sizeof(float));
     Stats sp, pl;
@@ -1408,21 +1408,21 @@ static int greedy_same(Fixture *fx, Draft *d, int chain, const int *prompt, int 
     Rng r;
     if (chain) {
         TreeShape shape = chain_shape(K);
-        run_tree(g, d, &shape, &(Tokens){prompt, np}, (Sampler){0.0f, 0, 0.0f}, 5, n_new, a,
+        run_tree(g, d, &shape, &(Tokens){prompt, np}, (Sampler){0.0f, 0, 0.0f}, 5, max_new_tokens, a,
                  &rs);
         sp = rs.core;
     } else {
         SpecBuffers b;
         build_spec_buffers(&b, K, V);
         rng_seed(&r, 5);
-        DecodeOptions o = {.n_new = n_new, .K = K, .rng = &r, .st = &sp};
+        DecodeOptions o = {.max_new_tokens = max_new_tokens, .K = K, .rng = &r, .st = &sp};
         speculative_generate(g, &d->bigram, &b, &(Tokens){prompt, np}, &o, a);
         free_spec_buffers(&b);
     }
     rng_seed(&r, 5);
-    DecodeOptions o = {.n_new = n_new, .K = K, .rng = &r, .st = &pl};
+    DecodeOptions o = {.max_new_tokens = max_new_tokens, .K = K, .rng = &r, .st = &pl};
     generate(g, &(Tokens){prompt, np}, &o, c, p);
-    int same = sp.emitted == n_new && pl.emitted == n_new &&
+    int same = sp.emitted == max_new_tokens && pl.emitted == max_new_tokens &&
                memcmp(a, c, (size_t)cap * sizeof(int)) == 0;
     *diff_at = -1;
     for (int i = start; i < cap && *diff_at < 0; i++)
@@ -1484,7 +1484,7 @@ static void test_edge_runs(Fixture *fx) {
         memset(&pl, 0, sizeof(pl));
         Rng r;
         rng_seed(&r, 1);
-        DecodeOptions o = {.n_new = 300, .K = 4, .rng = &r, .st = &pl};
+        DecodeOptions o = {.max_new_tokens = 300, .K = 4, .rng = &r, .st = &pl};
         generate(g, &(Tokens){prompt, np}, &o, plain_seq, p);
         int seen[256] = {0}, never = -1;
         for (int i = 0; i < np + 300; i++) seen[plain_seq[i]] = 1;
@@ -1510,9 +1510,9 @@ static void test_edge_runs(Fixture *fx) {
         struct { Draft *d; float p_min; } drafts[5] = {{&fx->draft, 0.0f}, {&fx->gpt, 0.0f},
             {&fx->lookup, 0.0f}, {&fx->draft, 0.3f}, {&fx->gpt, 0.7f}};
         for (int di = 0; di < 5; di++) {
-            int n_new = SANITIZED ? 100 : 300;
+            int max_new_tokens = SANITIZED ? 100 : 300;
             drafts[di].d->p_min = drafts[di].p_min;
-            int ok = greedy_same(fx, drafts[di].d, 1, prompt, np, 4, n_new, NULL, &rs, &at);
+            int ok = greedy_same(fx, drafts[di].d, 1, prompt, np, 4, max_new_tokens, NULL, &rs, &at);
             drafts[di].d->p_min = 0.0f;
             char how[48] = "";
             if (drafts[di].p_min > 0.0f)
@@ -1521,7 +1521,7 @@ static void test_edge_runs(Fixture *fx) {
                                  "chain, %s draft%s, K = 4: %d greedy tokens equal plain "
                                  "decoding%s (%ld rounds, %ld empty, %ld drafted, %ld accepted, "
                                  "%ld draft passes, %ld PASS_FOLDED, %ld PASS_STEP)",
-                                 drafts[di].d->name, how, n_new, diff_note(dn, sizeof(dn), at),
+                                 drafts[di].d->name, how, max_new_tokens, diff_note(dn, sizeof(dn), at),
                                  rs.core.rounds, rs.empty_rounds, rs.core.drafted,
                                  rs.core.accepted, rs.draft_passes, rs.pass[PASS_FOLDED].passes,
                                  rs.pass[PASS_STEP].passes);
@@ -1531,13 +1531,13 @@ static void test_edge_runs(Fixture *fx) {
         int full[64];
         memcpy(full, fx->corpus.tokens + CORPUS_AT, (size_t)S * sizeof(int));
         for (int di = 0; di < 3; di++) {
-            int n_new = SANITIZED ? 50 : 100;
-            int ok = greedy_same(fx, drafts[di].d, 1, full, S, 4, n_new, NULL, &rs, &at);
+            int max_new_tokens = SANITIZED ? 50 : 100;
+            int ok = greedy_same(fx, drafts[di].d, 1, full, S, 4, max_new_tokens, NULL, &rs, &at);
             all_ok &= case_check(ok && rs.pass[PASS_FOLDED].passes > 0, "chain, a prompt that "
                                  "fills the context (%d tokens), %s draft, K = 4: %d greedy "
                                  "tokens equal plain decoding%s (%ld PASS_FOLDED rounds "
                                  "restarted the cache, the first of them round 1)", S,
-                                 drafts[di].d->name, n_new, diff_note(dn, sizeof(dn), at),
+                                 drafts[di].d->name, max_new_tokens, diff_note(dn, sizeof(dn), at),
                                  rs.pass[PASS_FOLDED].passes);
         }
     }
@@ -1600,8 +1600,8 @@ typedef struct {
     const Draft *d;
     int chain;           // 1: beyond's chain (test_tree_generate), 0: the core (test_generate)
     Sampler s;           // how the rows are served
-    int K, first, n_new; // the draft length; where the generated text starts, its length
-    int *toks;           // (first + n_new + K) scratch: the text before a round, its guesses
+    int K, first, max_new_tokens; // the draft length; where the generated text starts, its length
+    int *toks;           // (first + max_new_tokens + K) scratch: the text before a round, its guesses
     float *row;          // (V) scratch: one served row of a fresh pass
     int rule_kv;         // the rule's cache length before the next round's current_token
     int n_prev;          // the text's length before the round
@@ -1659,7 +1659,7 @@ static void watch_common(CacheWatch *w, const GPT *g, const int *seq, int n_seq,
     int kv = g->state.cache_len, V = g->config.vocab_size, S = g->config.block_size;
     int n_prev = w->n_prev;
     int restart = w->rule_kv == S, context = restart ? S / 2 - 1 : w->rule_kv;
-    int remaining = w->n_new - (n_prev - w->first), asked = w->K;
+    int remaining = w->max_new_tokens - (n_prev - w->first), asked = w->K;
     if (asked > remaining) asked = remaining;
     if (asked > S - 1 - context) asked = S - 1 - context;
     w->rounds++;
@@ -1766,7 +1766,7 @@ static void test_cache_and_stats(Fixture *fx) {
     GPT *g = &fx->model;
     int V = g->config.vocab_size, S = g->config.block_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
-    struct { int chain; Draft *d; float p_min; Sampler s; int n_new, n_new_san; } cases[] = {
+    struct { int chain; Draft *d; float p_min; Sampler s; int max_new_tokens, n_new_san; } cases[] = {
         {0, &fx->draft, 0.0f, {1.0f, 0, 0.0f}, 2000, 120},
         {0, &fx->draft, 0.0f, {0.7f, 0, 0.0f}, 2000, 100},
         {0, &fx->draft, 0.0f, {0.0f, 0, 0.0f}, 2000, 100},
@@ -1782,7 +1782,7 @@ static void test_cache_and_stats(Fixture *fx) {
     build_spec_buffers(&b, K, V);
     for (int ci = 0; ci < n_cases; ci++) {
         if (!runs(cases[ci].chain ? CATCH_FOLD : CATCH_TRIM)) continue;
-        int N_NEW = SANITIZED ? cases[ci].n_new_san : cases[ci].n_new;
+        int N_NEW = SANITIZED ? cases[ci].n_new_san : cases[ci].max_new_tokens;
         Draft *d = cases[ci].d;
         int *seq = malloc((size_t)(np + N_NEW) * sizeof(int));
         CacheWatch w;
@@ -1794,7 +1794,7 @@ static void test_cache_and_stats(Fixture *fx) {
         w.s = cases[ci].s;
         w.K = K;
         w.first = np > 0 ? np : 1;
-        w.n_new = N_NEW;
+        w.max_new_tokens = N_NEW;
         w.toks = malloc((size_t)(np + N_NEW + K) * sizeof(int));
         w.row = malloc((size_t)V * sizeof(float));
         w.rule_kv = w.first < S ? w.first : S; // the prefill: the prompt's last S tokens
@@ -1810,12 +1810,12 @@ static void test_cache_and_stats(Fixture *fx) {
         if (w.chain) {
             TreeBuffers tb;
             build_chain(&tb, g, K, d, &w.s);
-            RunOptions o = {.n_new = N_NEW, .sampler = w.s, .rng = &r, .st = &rs};
+            RunOptions o = {.max_new_tokens = N_NEW, .sampler = w.s, .rng = &r, .st = &rs};
             test_tree_generate(g, d, &tb, &(Tokens){prompt, np}, &o, seq, watch_chain_round, &w);
             free_tree_buffers(&tb);
             core = rs.core;
         } else {
-            DecodeOptions o = {.n_new = N_NEW, .K = K, .temperature = w.s.temperature,
+            DecodeOptions o = {.max_new_tokens = N_NEW, .K = K, .temperature = w.s.temperature,
                                .rng = &r, .st = &core};
             test_generate(g, &d->bigram, &b, &(Tokens){prompt, np}, &o, seq, watch_core_round,
                           &w);

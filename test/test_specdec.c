@@ -1202,7 +1202,7 @@ static void test_greedy_equivalence(Fixture *fx) {
     memset(&st, 0, sizeof(st));
     Rng r;
     rng_seed(&r, 1);
-    o.n_new = N_SELF;
+    o.max_new_tokens = N_SELF;
     o.rng = &r;
     o.st = &st;
     generate(g, &(Tokens){seed_prompt, np0}, &o, self, p);
@@ -1235,12 +1235,12 @@ static void test_greedy_equivalence(Fixture *fx) {
             rng_seed(&r1, 100 + K);
             rng_seed(&r2, 200 + K); // greedy decoding must not depend on the stream
             o.K = K;
-            o.n_new = N_NEW;
+            o.max_new_tokens = N_NEW;
             o.rng = &r1;
             o.st = &a;
             speculative_generate(g, &dself, &b, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o,
                                  ss);
-            o.n_new = N_NEW;
+            o.max_new_tokens = N_NEW;
             o.rng = &r2;
             o.st = &c;
             generate(g, &(Tokens){prompts[pi].tok, prompts[pi].n}, &o, sp, p);
@@ -1295,7 +1295,7 @@ typedef struct {
 // pass is one forward over [current_token, the guesses], its rows served at t; a bonus only
 // if k < remaining; the cache trimmed to cache_len + n. Returns the sequence length.
 static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, const int *prompt,
-                              int n_prompt, int n_new, float t, int K, Rng *rng, int *seq,
+                              int n_prompt, int max_new_tokens, float t, int K, Rng *rng, int *seq,
                               float *p, LoopCounts *lc) {
     int V = g->config.vocab_size, S = g->config.block_size, n_seq;
     int pass[65]; // one verify pass's tokens: K <= 64 here
@@ -1310,8 +1310,8 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
     lc->passes++;
     tempered_softmax(p, lg0 + (size_t)(n0 - 1) * V, V, t);
     seq[n_seq++] = sample_from(p, V, rng_uniform(rng));
-    while (n_seq - first < n_new) {
-        int remaining = n_new - (n_seq - first);
+    while (n_seq - first < max_new_tokens) {
+        int remaining = max_new_tokens - (n_seq - first);
         if (g->state.cache_len == S) { // the refill: the S/2 - 1 tokens before current_token
             int n = S / 2 - 1;
             g->state.cache_len = 0;
@@ -1383,7 +1383,7 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
     memset(&s, 0, sizeof(s));
     Rng r;
     rng_seed(&r, seed);
-    o.n_new = N_NEW;
+    o.max_new_tokens = N_NEW;
     o.rng = &r;
     o.st = &s;
     speculative_generate(g, d, &b, &(Tokens){prompt, np}, &o, seq);
@@ -1663,7 +1663,7 @@ static void test_print_stats(void) {
 }
 
 // ----------------------------------------------------------------------------
-// 13. Determinism, and the n_new = 0 edge
+// 13. Determinism, and the max_new_tokens = 0 edge
 
 // A seed fixes a sampled run; another seed gives another text (for both decoders).
 static void test_determinism(Fixture *fx) {
@@ -1688,7 +1688,7 @@ static void test_determinism(Fixture *fx) {
             memset(&s, 0, sizeof(s));
             Rng r;
             rng_seed(&r, seeds[i]);
-            o.n_new = N_NEW;
+            o.max_new_tokens = N_NEW;
             o.rng = &r;
             o.st = &s;
             if (plain) generate(g, &(Tokens){prompt, np}, &o, out[i], p);
@@ -1705,15 +1705,15 @@ static void test_determinism(Fixture *fx) {
     free(a); free(b2); free(c); free(p);
 }
 
-// n_new = 0 asks for nothing: both decoders must emit 0 tokens and write nothing past
-// the documented capacity max(n_prompt, 1) + n_new (a guard slot sits just after it).
+// max_new_tokens = 0 asks for nothing: both decoders must emit 0 tokens and write nothing past
+// the documented capacity max(n_prompt, 1) + max_new_tokens (a guard slot sits just after it).
 static void test_zero_new_tokens(Fixture *fx) {
     GPT *g = &fx->model;
     int V = g->config.vocab_size, K = 4, prompt[64];
     int np = encode_str(&fx->vocab, "ROMEO:\n", prompt);
     SpecBuffers b;
     if (build_spec_buffers(&b, K, V) != 0) {
-        check(0, "n_new=0: buffers");
+        check(0, "max_new_tokens=0: buffers");
         return;
     }
     int *seq = malloc((size_t)(np + 1) * sizeof(int));
@@ -1725,12 +1725,12 @@ static void test_zero_new_tokens(Fixture *fx) {
         Rng r;
         rng_seed(&r, 1);
         seq[np] = -12345; // guard slot
-        o.n_new = 0;
+        o.max_new_tokens = 0;
         o.rng = &r;
         o.st = &s;
         if (plain) generate(g, &(Tokens){prompt, np}, &o, seq, p);
         else speculative_generate(g, &fx->draft, &b, &(Tokens){prompt, np}, &o, seq);
-        check(s.emitted == 0 && seq[np] == -12345, "%s with n_new=0 emits %ld tokens (want 0) and "
+        check(s.emitted == 0 && seq[np] == -12345, "%s with max_new_tokens=0 emits %ld tokens (want 0) and "
               "%s the slot after its capacity", plain ? "generate" : "speculative_generate",
               s.emitted, seq[np] == -12345 ? "leaves" : "WRITES");
     }

@@ -409,11 +409,11 @@ static void test_greedy(Fixture *fx) {
     const char *shapes[] = {"1", "2", "3,2,1,1", "2,2,2,2", "1,1,1,1,1,1,1,1", "4,1,1", "6",
                             "2,1,2,1,2", "5,5"};
     Draft *drafts[3] = {&fx->bigram, &fx->gpt, &fx->medusa};
-    int n_new = SANITIZED ? 40 : 300, cases = 0, same = 0;
-    int *want = malloc(sizeof(int) * (64 + n_new)), *got = malloc(sizeof(int) * (64 + n_new));
+    int max_new_tokens = SANITIZED ? 40 : 300, cases = 0, same = 0;
+    int *want = malloc(sizeof(int) * (64 + max_new_tokens)), *got = malloc(sizeof(int) * (64 + max_new_tokens));
     float p[256];
-    DecodeOptions o = {.n_new = n_new, .temperature = 0.0f, .K = 4, .vocab = &fx->vocab};
-    RunOptions ro = {.n_new = n_new, .sampler = {0.0f, 0, 0.0f}, .vocab = &fx->vocab};
+    DecodeOptions o = {.max_new_tokens = max_new_tokens, .temperature = 0.0f, .K = 4, .vocab = &fx->vocab};
+    RunOptions ro = {.max_new_tokens = max_new_tokens, .sampler = {0.0f, 0, 0.0f}, .vocab = &fx->vocab};
     for (int pi = 0; pi < 2; pi++) {
         const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 200 + 4000 * pi;
         int n_prompt = pi ? 3 : 40; // a short prompt, and one longer than the window
@@ -437,7 +437,7 @@ static void test_greedy(Fixture *fx) {
                 ro.rng = &rng;
                 ro.st = &ts;
                 tree_generate(g, drafts[di], &tb, &(Tokens){prompt, n_prompt}, &ro, got);
-                int n = n_prompt + n_new;
+                int n = n_prompt + max_new_tokens;
                 int ok = memcmp(want, got, (size_t)n * sizeof(int)) == 0;
                 if (!ok) printf("  differs: shape %s, draft %s, prompt %d\n", shapes[si],
                                 drafts[di]->name, pi);
@@ -449,7 +449,7 @@ static void test_greedy(Fixture *fx) {
     char what[200];
     snprintf(what, sizeof(what), "greedy trees give plain greedy decoding's text, byte for "
              "byte: %d of %d (9 shapes x bigram and gpt, 7 of them x Medusa's heads, x 2 "
-             "prompts, %d tokens)", same, cases, n_new);
+             "prompts, %d tokens)", same, cases, max_new_tokens);
     expect(NULL, same == cases && cases == 50, what);
     free(want);
     free(got);
@@ -546,7 +546,7 @@ static void test_chi_square(Fixture *fx) {
     TreeShape shape = {2, {6, 2}, 18}; // six siblings: a wrong Q would show in the later ones
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    RunOptions o = {.n_new = 3, .sampler = s, .vocab = &fx->vocab};
+    RunOptions o = {.max_new_tokens = 3, .sampler = s, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 20000, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[16];
     for (long i = 0; i < N; i++) { // x1 from the prefill, x2 (and x3) from a tree round
@@ -622,7 +622,7 @@ static void test_filters(Fixture *fx) {
     TreeShape shape = {2, {4, 2}, 12}; // four siblings out of a row cut to at most 8 tokens
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
-    RunOptions o = {.n_new = 2, .sampler = s, .vocab = &fx->vocab};
+    RunOptions o = {.max_new_tokens = 2, .sampler = s, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 6000, outside = 0, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[64];
     for (long i = 0; i < N; i++) {
@@ -673,7 +673,7 @@ static void test_filters(Fixture *fx) {
     float *rows = malloc((size_t)S * V * sizeof(float));
     long tokens = 0, bad = 0, n_runs = SANITIZED ? 5 : 20;
     n_prompt = 4;
-    int n_new = S - n_prompt; // the text ends in the window's last slot
+    int max_new_tokens = S - n_prompt; // the text ends in the window's last slot
     for (int ci = 0; ci < 3; ci++)
         for (int di = 0; di < 2; di++)
             for (long i = 0; i < n_runs; i++) {
@@ -681,7 +681,7 @@ static void test_filters(Fixture *fx) {
                 RunStats st = {0};
                 Rng rng;
                 rng_seed(&rng, 77 + (uint64_t)i);
-                RunOptions ro = {.n_new = n_new, .sampler = cuts[ci], .vocab = &fx->vocab,
+                RunOptions ro = {.max_new_tokens = max_new_tokens, .sampler = cuts[ci], .vocab = &fx->vocab,
                                  .rng = &rng, .st = &st};
                 tree_generate(g, drafts[di], &tb, &(Tokens){pr, n_prompt}, &ro, seq);
                 served_rows(g, seq, S, &cuts[ci], rows);
@@ -724,21 +724,21 @@ static void test_floors(Fixture *fx) {
     // TEST_BUILD=../../tmp/tb_tree TESTS_FILTER=test_tree bash test/run_tests.sh; the
     // sanitizer build's 200 tokens gave 0.518, 2.052 (bigram) and 0.852, 2.843 (gpt)
     const Floor measured[2] = {{"bigram", 0.518, 2.051}, {"gpt", 0.826, 2.730}};
-    int n_new = SANITIZED ? 200 : 1000;
-    int *seq = malloc(sizeof(int) * (size_t)(64 + n_new));
+    int max_new_tokens = SANITIZED ? 200 : 1000;
+    int *seq = malloc(sizeof(int) * (size_t)(64 + max_new_tokens));
     for (int di = 0; di < 2; di++) {
         TreeBuffers tb;
         build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
         RunStats st = {0};
         Rng rng;
         rng_seed(&rng, 2025);
-        RunOptions o = {.n_new = n_new, .sampler = {1.0f, 0, 0.0f}, .vocab = &fx->vocab,
+        RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = {1.0f, 0, 0.0f}, .vocab = &fx->vocab,
                         .rng = &rng, .st = &st};
         const int *prompt = fx->corpus.tokens + fx->corpus.n_train + 5000;
         tree_generate(g, drafts[di], &tb, &(Tokens){prompt, 8}, &o, seq);
         double alpha = stats_alpha(&st.core), tpp = ratio(st.core.round_tokens, st.core.rounds);
         printf("  measured: %s draft, 3,2,1,1, t = 1, seed 2025, %d tokens: alpha %.4f, %.4f "
-               "tokens per verify pass (%ld rounds)\n", drafts[di]->name, n_new, alpha, tpp,
+               "tokens per verify pass (%ld rounds)\n", drafts[di]->name, max_new_tokens, alpha, tpp,
                st.core.rounds);
         const Floor *f = &measured[di];
         char what[300];
