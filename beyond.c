@@ -371,8 +371,10 @@ static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
 }
 
 // specdec.c's block_forward, copied, with tree_attention in place of attention.
-static void tree_block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T,
-                               int pos0, const unsigned char *sees) {
+static void tree_block_forward(const GPT *g, int l, BlockActs *a, int T, int pos0,
+                               const unsigned char *sees) {
+    const Config *c = &g->config;
+    const Weights *w = &g->w;
     int C = c->n_embd, H = c->ffn_width;
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
     // layer l's six Linears, as block_forward builds them
@@ -412,7 +414,7 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
     for (int l = 0; l < c->n_layer; l++) {
         s->block.key_cache = s->key_cache + l * layer; // this layer's cache
         s->block.value_cache = s->value_cache + l * layer;
-        tree_block_forward(c, &g->w, l, &s->block, T, pos0, sees);
+        tree_block_forward(g, l, &s->block, T, pos0, sees);
     }
     // ln_f and lm_head, per token, as forward runs them
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);

