@@ -1110,7 +1110,8 @@ static void test_joint(Fixture *fx) {
     for (int ci = 0; ci < n_cases; ci++) {
         JointCase *c = &cases[ci];
         if (BUG ? !(c->catches & BUG) : 0) continue;
-        long runs_n = SANITIZED ? c->runs_san : c->runs;
+        // a broken build's bug moves the joint far: a fifth of the runs still sees it
+        long runs_n = SANITIZED ? c->runs_san : BUG ? c->runs / 5 : c->runs;
         int prompt[64], np = S;
         char shown[96];
         if (c->prompt) {
