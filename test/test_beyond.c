@@ -73,30 +73,8 @@
 #define BUG_NAME ""
 #endif
 
-// Whether this build runs a test that can see the bugs in catches: the correct build
-// runs everything; a broken build runs only the tests that must catch its bug.
-static int runs(int catches) { return BUG == 0 || (catches & BUG) != 0; }
-
-// One case of a test: a PASS/FAIL line in the correct build; in a broken build a
-// commentary line (the test's verdict comes from broken_verdict). Returns ok.
-static int case_check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int case_check(int ok, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (BUG == 0) check(ok, "%s", msg);
-    else printf("  case %s: %s\n", ok ? "holds" : "violated", msg);
-    return ok;
-}
-
-// In a broken build: the test named what must have failed in at least one case.
-static void broken_verdict(int all_ok, const char *what) {
-    if (BUG == 0) return;
-    check(!all_ok, "%s (-D%s): %s", all_ok ? "bug NOT caught" : "expected failure", BUG_NAME,
-          what);
-}
+// runs, case_check and broken_verdict, and test_tree_generate (beyond.c's loop, watched)
+#include "round_copy.h"
 
 // ----------------------------------------------------------------------------
 // Small helpers
@@ -483,44 +461,15 @@ static void test_ffn_width(Fixture *fx) {
 // ----------------------------------------------------------------------------
 // 6. The model draft's cache after every round
 
-// The one loop, watched: test_generate is beyond.c's tree_generate, copied, with
-// hook(ctx, ...) after every round (hook may be NULL). It calls beyond.c's own tree_round,
-// so a broken build's mutant is in it; the correct build checks that it gives
-// tree_generate's text and counters.
-typedef void (*RoundHook)(void *ctx, const GPT *g, const TreeBuffers *tb, const int *seq,
-                          int n_seq, int n);
+// The one loop, watched: round_copy.h's test_tree_generate, beyond.c's tree_generate copied
+// with hook(ctx, ...) after every round. It calls beyond.c's own tree_round, so a broken
+// build's mutant is in it; the correct build checks that it gives tree_generate's text and
+// counters (test_generate_faithful).
 
-static void test_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
-                          const RunOptions *o, int *seq, RoundHook hook, void *ctx) {
-    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
-    double t0 = now_seconds();
-    int n_seq = start_sequence(seq, prompt), first = n_seq;
-    const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
-    tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
-    if (d) restart_draft_cache(d);
-    int last = g->state.cache_len - 1;
-    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
-    if (o->max_new_tokens > 0) {
-        served_probs(tb->p, logits, V, &o->sampler);
-        seq[n_seq] = sample_from(tb->p, V, rng_uniform(o->rng));
-        n_seq++;
-    }
-    while (n_seq - first < o->max_new_tokens) {
-        tb->limit = o->max_new_tokens - (n_seq - first);
-        Tokens text = {seq, n_seq};
-        int n = tree_round(g, d, tb, &text, o);
-        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
-        n_seq += n;
-        if (hook) hook(ctx, g, tb, seq, n_seq, n);
-    }
-    finish_stats(&o->st->core, n_seq - first, t0);
-    o->st->tree = tb->shape.nodes > tb->shape.depth;
-}
-
-// Runs test_generate with a chain of K, draft d at sampler s and seed; st receives the
+// Runs test_tree_generate with a chain of K, draft d at sampler s and seed; st receives the
 // counters, seq the text.
 static void watched_run(GPT *g, Draft *d, int K, Sampler s, uint64_t seed, const Tokens *prompt,
-                        int max_new_tokens, int *seq, RunStats *st, RoundHook hook, void *ctx) {
+                        int max_new_tokens, int *seq, RunStats *st, TreeHook hook, void *ctx) {
     TreeShape shape = chain_shape(K);
     TreeBuffers tb;
     Rng rng;
@@ -533,7 +482,7 @@ static void watched_run(GPT *g, Draft *d, int K, Sampler s, uint64_t seed, const
     }
     tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // as run_tree sets it
     RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = s, .rng = &rng, .st = st};
-    test_generate(g, d, &tb, prompt, &o, seq, hook, ctx);
+    test_tree_generate(g, d, &tb, prompt, &o, seq, hook, ctx);
     free_tree_buffers(&tb);
 }
 
@@ -586,7 +535,7 @@ typedef struct {
     char first[256];                  // the first fault, in words
 } CacheWatch;
 
-// test_generate's hook, after every round: the target's cache holds the window
+// test_tree_generate's hook, after every round: the target's cache holds the window
 // seq[start .. n_seq-2] (start = n_seq-1-T, T its cache_len; current_token is never cached).
 // The draft's cache_len D must be T after a round that ended in a rejection or without a
 // bonus, T-1 after a bonus (the last guess is not run until the next round's root pass
@@ -597,8 +546,8 @@ typedef struct {
 // counted and the draft's cache emptied, as a restart does, so that the run goes on (the
 // next root pass recomputes the window) and every faulty round is counted, where an
 // untrimmed cache would otherwise make the next draft pass run past the window.
-static void watch_cache(void *ctx, const GPT *g, const TreeBuffers *tb, const int *seq,
-                        int n_seq, int n) {
+static void watch_cache(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
+                        int n_seq) {
     CacheWatch *w = ctx;
     int T = g->state.cache_len, D = w->draft->state.cache_len, start = n_seq - 1 - T, want;
     int restarted = tb->restarted;
@@ -710,14 +659,14 @@ static void zero_clocks(RunStats *st) {
     for (int T = 0; T < PASS_SIZES; T++) st->size[T].seconds = 0.0;
 }
 
-// test_generate, the loop the cache and alpha tests watch, must be tree_generate: from the
+// test_tree_generate, the loop the cache and alpha tests watch, must be tree_generate: from the
 // same seed it gives run_tree's text, counters and final cache lengths (the target's and the
 // model draft's), for each draft, greedy and sampled, over runs that restart the cache
 // many times.
 static void test_generate_faithful(Fixture *fx) {
     if (BUG) return;
     ModelPair m;
-    if (!check(load_pair(&m, &fx->corpus) == 0, "test_generate: load the target and the model "
+    if (!check(load_pair(&m, &fx->corpus) == 0, "test_tree_generate: load the target and the model "
                "draft")) { free_pair(&m); return; }
     GPT *g = &m.target;
     int S = g->config.block_size, K = 4, prompt[64];
@@ -748,7 +697,7 @@ static void test_generate_faithful(Fixture *fx) {
                   memcmp(&st[0], &st[1], sizeof(RunStats)) == 0 && kv[0] == kv[1] &&
                   dkv[0] == dkv[1] && st[0].core.rounds > 0 &&
                   st[0].pass[PASS_FOLDED].passes + st[0].pass[PASS_REFILL].passes > 0,
-                  "test_generate, %s draft, t=%d, K=%d, %d tokens: the same text, RunStats and "
+                  "test_tree_generate, %s draft, t=%d, K=%d, %d tokens: the same text, RunStats and "
                   "final cache lengths (target %d, %d; draft %d, %d) as tree_generate (%ld "
                   "rounds, %ld accepted, %ld bonus, %ld restarting the cache: a round with no "
                   "guess that restarts it counts as a refill)", drafts[di]->name, ti, K, max_new_tokens,
@@ -800,7 +749,7 @@ static const AlphaCase ALPHA_CASES[] = {
 #define N_ALPHA_CASES (int)(sizeof(ALPHA_CASES) / sizeof(ALPHA_CASES[0]))
 
 // Speculative decoding with draft d (plain decoding, specdec.c's generate, if d is NULL) in
-// a chain of K at t and seed for n tokens after the blog's prompt, through test_generate
+// a chain of K at t and seed for n tokens after the blog's prompt, through test_tree_generate
 // (which calls beyond.c's tree_round, so a broken build's bug is in it); returns the alpha
 // of the RunStats (stats_alpha of its core), the counters in st and, if seq is not NULL,
 // the n tokens in seq.
@@ -1182,7 +1131,7 @@ static void test_lookup_round(Fixture *fx) {
 // ----------------------------------------------------------------------------
 // 10. The RunStats of sampled runs, against the test's own count of every round
 
-// What the test's own count, round by round (test_generate's hook), found.
+// What the test's own count, round by round (test_tree_generate's hook), found.
 typedef struct {
     int K, S, gpt, prev_len; // the chain's K, the block size, a model draft, cache_len before
     long rounds, drafted, judged, accepted, resampled, bonus, no_bonus_full, empty, steps;
@@ -1192,13 +1141,13 @@ typedef struct {
     double alpha_sum, alpha_var;
 } StatsWatch;
 
-// test_generate's hook for stats runs: after each round of a chain, from its rows and
+// test_tree_generate's hook for stats runs: after each round of a chain, from its rows and
 // verdicts, the slot current_token took (the cache's length before the round: S/2-1 after a
 // restart when it was full), the pass (the restart's lag, current_token and the guesses),
 // the room the rule left (the free slots from current_token's, at most K+1) and how the
 // round ended; and alpha, each judged guess's chance sum_x min(p, q) (a sure guess's: p(x)).
-static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, const int *seq,
-                        int n_seq, int n) {
+static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
+                        int n_seq) {
     (void)seq;
     (void)n_seq;
     StatsWatch *w = ctx;
@@ -1250,7 +1199,7 @@ static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, const in
 
 // One sampled run of a chain of 4 on the trained target (draft d, its p_min as set, at t),
 // 500 tokens after the blog's prompt: tree_generate with an Output that records each token's
-// source, and test_generate with watch_stats from the same seed. The RunStats add up and
+// source, and test_tree_generate with watch_stats from the same seed. The RunStats add up and
 // agree with the test's own count; the sources agree with how the rounds ended.
 static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float t,
                       uint64_t seed) {
@@ -1286,7 +1235,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
     watched_run(g, d, K, sampler, seed, &(Tokens){prompt, np}, N_NEW, ref, &ws, watch_stats, &w);
     int same = memcmp(seq, ref, (size_t)cap * sizeof(int)) == 0;
     check(same && s.core.emitted == N_NEW && s.core.emitted == 1 + s.core.round_tokens,
-          "%s t=%.1f K=%d: tree_generate's %d tokens == test_generate's (the counted run): %s; "
+          "%s t=%.1f K=%d: tree_generate's %d tokens == test_tree_generate's (the counted run): %s; "
           "emitted %ld == 1 prefill token + %ld round tokens", name, t, K, N_NEW,
           same ? "yes" : "NO", s.core.emitted, s.core.round_tokens);
     // a round ends in a resample, a bonus, a step with no guess (an empty round, or the
@@ -1467,15 +1416,15 @@ static int tallies_ok(const RunStats *s, char *why, size_t n) {
     return ok;
 }
 
-// Where the restarts went: test_generate's hook records the current token's index of every
+// Where the restarts went: test_tree_generate's hook records the current token's index of every
 // round that restarted the cache.
 typedef struct {
     int n;
     int at[64];
 } RestartLog;
 
-static void log_restarts(void *ctx, const GPT *g, const TreeBuffers *tb, const int *seq,
-                         int n_seq, int n) {
+static void log_restarts(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
+                         int n_seq) {
     (void)g;
     (void)seq;
     RestartLog *l = ctx;
@@ -1610,9 +1559,9 @@ static double own_chance(const PminWatch *w, const TreeBuffers *tb, const float 
     return exp((double)row[c] - m) / z;
 }
 
-// test_generate's hook for --draft-p-min runs (see PminWatch).
-static void watch_pmin(void *ctx, const GPT *g, const TreeBuffers *tb, const int *seq,
-                       int n_seq, int n) {
+// test_tree_generate's hook for --draft-p-min runs (see PminWatch).
+static void watch_pmin(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
+                       int n_seq) {
     PminWatch *w = ctx;
     int k = tb->rows - 1, cur = n_seq - n - 1;
     int asked = tb->shape.depth < tb->limit ? tb->shape.depth : tb->limit;
@@ -1655,7 +1604,7 @@ static void watch_pmin(void *ctx, const GPT *g, const TreeBuffers *tb, const int
     w->control_bad += control_bad;
 }
 
-// Runs a chain of K with draft d (its p_min set) through test_generate and watch_pmin; fills
+// Runs a chain of K with draft d (its p_min set) through test_tree_generate and watch_pmin; fills
 // w (zeroed here but for d, fresh_draft, control, ctx).
 static void pmin_run(GPT *g, Draft *d, GPT *fresh_draft, const int *prompt, int np, int n,
                      Sampler sampler, int K, uint64_t seed, int *seq, RunStats *st,
@@ -1956,6 +1905,7 @@ static void alpha_spread(Fixture *fx) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); // each line reaches the runner even after an abort
+    (void)test_generate; // round_copy.h's copy of the core loop: test_exact.c watches it
     Fixture fx;
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
