@@ -1561,39 +1561,22 @@ static void test_alpha_formulas(void) {
 // ----------------------------------------------------------------------------
 // 12c. print_stats
 
-// Runs print_stats with stderr sent to a temporary file; returns what it printed (or NULL).
-static char *print_stats_text(const Stats *s, int speculative, int K) {
-    FILE *tmp = tmpfile();
-    if (!tmp) return NULL;
-    fflush(stderr);
-    int saved = dup(2);
-    if (saved < 0 || dup2(fileno(tmp), 2) < 0) {
-        if (saved >= 0) close(saved);
-        fclose(tmp);
-        return NULL;
-    }
-    print_stats("title", s, speculative, K);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    long n = ftell(tmp);
-    char *text = n >= 0 ? calloc((size_t)n + 1, 1) : NULL;
-    rewind(tmp);
-    if (text && fread(text, 1, (size_t)n, tmp) != (size_t)n) {
-        free(text);
-        text = NULL;
-    }
-    fclose(tmp);
-    return text;
+// print_stats's arguments, for stderr_of.
+typedef struct {
+    const Stats *s;
+    int speculative, K;
+} PrintArgs;
+
+// Runs print_stats("title", ...) for stderr_of.
+static void print_with(const void *arg) {
+    const PrintArgs *a = arg;
+    print_stats("title", a->s, a->speculative, a->K);
 }
 
-// The line of text that starts with "\n  " + label, without its newline, into out.
-static void stats_line(const char *text, const char *label, char *out, size_t n) {
-    char key[64];
-    snprintf(key, sizeof(key), "\n  %s", label);
-    const char *at = text ? strstr(text, key) : NULL;
-    out[0] = '\0';
-    if (at) snprintf(out, n, "%.*s", (int)strcspn(at + 1, "\n"), at + 1);
+// What print_stats prints for s (check.h's stderr_of), or NULL.
+static char *print_stats_text(const Stats *s, int speculative, int K) {
+    PrintArgs args = {s, speculative, K};
+    return stderr_of(print_with, &args);
 }
 
 // print_stats shows both numbers: the acceptance rate accepted/drafted, and alpha, the
