@@ -151,6 +151,41 @@ typedef struct {
     float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
 } MedusaHeads;
 
+// The early exit (self-speculative decoding: Zhang et al. 2023, "Draft & Verify";
+// Elhoushi et al. 2024, "LayerSkip") drafts with the target itself: its first L blocks, then
+// a head. The untrained exit's head is the target's own ln_f and lm_head, which read the
+// residual after block L badly (the model was trained through all its blocks); a trained
+// exit has a LayerNorm and a Linear(C, V) of its own, fitted to the frozen target's rows
+// (`tinyshakespeare/train exit` writes tinyshakespeare/exit.bin; load_exit reads it).
+typedef struct {
+    int layer;          // L: the exit reads the residual after blocks 0 .. L-1     e.g. 1
+    int C;              // the target's n_embd                                       e.g. 64
+    int V;              // the target's vocab_size                                   e.g. 65
+    float *ln_weight;   // (C)     its LayerNorm; owns the allocation the others point into
+    float *ln_bias;     // (C)
+    float *head_weight; // (C, V)  its head, stored (in, out) like every Linear
+    float *head_bias;   // (V)
+} ExitHead;
+
+// EAGLE (Li et al. 2024, arXiv:2401.15077) drafts the target's features: the residual row
+// after its last block, the row ln_f reads. From the feature at position i and the
+// embedding of the token at i+1, one Linear (2C -> C) and one block shaped like the
+// target's predict the feature at i+1; the target's own frozen ln_f and lm_head turn it into
+// q. EAGLE-3 (Li et al. 2025, arXiv:2503.01840) first fuses the features of a low, a middle
+// and the top block (3C -> C). `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin.
+typedef struct {
+    int n_feat;         // the target features it reads: 1 (EAGLE) or 3 (EAGLE-3)
+    int feat_layer[3];  // each one's block: the residual after blocks 0 .. feat_layer-1
+                        // (n_layer: the top feature, the row ln_f reads)      e.g. {4} or {1, 2, 4}
+    int C;              // the target's n_embd
+    float *fuse_weight; // (n_feat C, C)  EAGLE-3 only: the fused features down to C; NULL for 1
+    float *fuse_bias;   // (C)
+    float *fc_weight;   // (2C, C)  [feature, embedding of the next token] -> the block's input
+    float *fc_bias;     // (C)
+    GPT block;          // ONE block like the target's (n_layer 1) and its own KV cache; its
+                        // ln_f and lm_head point at the target's, its embeddings are unused
+} EagleHead;
+
 // A draft: its kind, and what that kind needs.
 typedef struct {
     DraftKind kind;
