@@ -119,145 +119,7 @@ void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sample
 }
 
 // ----------------------------------------------------------------------------
-// The drafts: the bigram table, a small GPT, prompt lookup, Medusa heads
-//
-// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
-// draft with a smaller transformer of the target's family, which keeps a KV cache of its
-// own; serving engines also offer prompt lookup, which copies what followed the last earlier
-// occurrence of the text's ending; Medusa (Cai et al. 2024) reads the target's own hidden
-// row with small extra heads. Accept/reject does not care which: any q is exact
-// (notes/math.md). Each draft gives, for a node of the tree, the row its children come from.
-
-// Which draft proposes the guesses (--draft).
-typedef enum {
-    DRAFT_BIGRAM, // the blog's table (the default)
-    DRAFT_GPT,    // a small GPT distilled from the target (make train-draft), with its own KV cache
-    DRAFT_LOOKUP, // prompt lookup: copies earlier text; q is one-hot at each guess
-    DRAFT_MEDUSA  // Medusa heads on the target's hidden row
-} DraftKind;
-
-// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
-// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
-// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
-// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
-// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
-// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
-// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
-typedef struct {
-    int n_heads; // the heads: head i guesses i+2 tokens past h's     e.g. 4
-    int C;       // the target's n_embd: the row each head reads      e.g. 64
-    int V;       // the target's vocab_size: each head's logits       e.g. 65
-    float *w;    // (n_heads, C, C) head i's W, stored (in, out) like every Linear; owns b
-    float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
-} MedusaHeads;
-
-// The early exit (self-speculative decoding: Zhang et al. 2023, "Draft & Verify";
-// Elhoushi et al. 2024, "LayerSkip") drafts with the target itself: its first L blocks, then
-// a head. The untrained exit's head is the target's own ln_f and lm_head, which read the
-// residual after block L badly (the model was trained through all its blocks); a trained
-// exit has a LayerNorm and a Linear(C, V) of its own, fitted to the frozen target's rows
-// (`tinyshakespeare/train exit` writes tinyshakespeare/exit.bin; load_exit reads it).
-typedef struct {
-    int layer;          // L: the exit reads the residual after blocks 0 .. L-1     e.g. 1
-    int C;              // the target's n_embd                                       e.g. 64
-    int V;              // the target's vocab_size                                   e.g. 65
-    float *ln_weight;   // (C)     its LayerNorm; owns the allocation the others point into
-    float *ln_bias;     // (C)
-    float *head_weight; // (C, V)  its head, stored (in, out) like every Linear
-    float *head_bias;   // (V)
-} ExitHead;
-
-// EAGLE (Li et al. 2024, arXiv:2401.15077) drafts the target's features: the residual row
-// after its last block, the row ln_f reads. From the feature at position i and the
-// embedding of the token at i+1, one Linear (2C -> C) and one block shaped like the
-// target's predict the feature at i+1; the target's own frozen ln_f and lm_head turn it into
-// q. EAGLE-3 (Li et al. 2025, arXiv:2503.01840) first fuses the features of a low, a middle
-// and the top block (3C -> C). `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin.
-typedef struct {
-    int n_feat;         // the target features it reads: 1 (EAGLE) or 3 (EAGLE-3)
-    int feat_layer[3];  // each one's block: the residual after blocks 0 .. feat_layer-1
-                        // (n_layer: the top feature, the row ln_f reads)      e.g. {4} or {1, 2, 4}
-    int C;              // the target's n_embd
-    float *fuse_weight; // (n_feat C, C)  EAGLE-3 only: the fused features down to C; NULL for 1
-    float *fuse_bias;   // (C)
-    float *fc_weight;   // (2C, C)  [feature, embedding of the next token] -> the block's input
-    float *fc_bias;     // (C)
-    GPT block;          // ONE block like the target's (n_layer 1) and its own KV cache; its
-                        // ln_f and lm_head point at the target's, its embeddings are unused
-} EagleHead;
-
-// A draft: its kind, and what that kind needs.
-typedef struct {
-    DraftKind kind;
-    const char *name;    // for the trace and the stats, e.g. "bigram"
-    int V;               // vocabulary size, the target's
-    BigramDraft bigram;  // DRAFT_BIGRAM: the table
-    GPT model;           // DRAFT_GPT: its weights and its own KV cache (model.state)
-    int match_n;         // DRAFT_LOOKUP: the n-gram length the round matched (0: none)
-    int match_end;       //   and the index in the text where that earlier occurrence ended
-    MedusaHeads *medusa; // DRAFT_MEDUSA: the heads, and the target whose hidden
-    const GPT *target;   //   rows they read and whose lm_head they share
-    float p_min;         // --draft-p-min: a guess the draft itself gives less than this
-                         // chance (at t = 1, unfiltered) is its chain's last; 0 = off
-} Draft;
-
-// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
-// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
-// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
-// only, so that a round's search costs the same however long the text grows.
-#define LOOKUP_MAX_N 8
-#define LOOKUP_MIN_N 2
-#define LOOKUP_WINDOW 1024
-
-// Prompt lookup: finds the most recent earlier occurrence of the text's last n tokens
-// (prompt and generated text together), longest n first, into d->match_n and d->match_end;
-// match_n = 0 when nothing matched. Its guesses are then the tokens that followed it.
-void lookup_match(Draft *d, const Tokens *text) {
-    d->match_n = 0;
-    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
-        if (n > text->n - 1) continue; // too short a text for an earlier occurrence this long
-        const int *tail = text->tok + text->n - n; // the last n tokens, current_token last
-        // end = the index of an earlier occurrence's last token, newest first; it must have
-        // a next token to propose, so end <= text->n - 2
-        for (int end = text->n - 2; end >= n - 1 && end >= text->n - 1 - LOOKUP_WINDOW; end--) {
-            if (memcmp(text->tok + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
-            d->match_n = n; // a match: its continuation is text[end+1 ..]
-            d->match_end = end;
-            return;
-        }
-    }
-}
-
-// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
-// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
-void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
-                   float *logits) {
-    int C = m->C, V = m->V;
-    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
-    const float *b = m->b + (size_t)head * C;
-    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
-    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b: one token through the head's Linear
-    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
-    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
-    // the target's lm_head, run as forward runs it: a zero head gives its logits, bit for bit
-    matmul(logits, u, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, 1);
-}
-
-// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
-void free_medusa(MedusaHeads *m) {
-    free(m->w); // b points into the same allocation
-    memset(m, 0, sizeof(*m));
-}
-
-// Empties a model draft's cache whenever the target's is filled again from position 0
-// (the prefill, and the restart of a full cache): its next pass catches up on the same
-// window, so both caches restart at the same index of the text.
-void restart_draft_cache(Draft *d) {
-    if (d->kind == DRAFT_GPT) d->model.state.cache_len = 0;
-}
-
-// ----------------------------------------------------------------------------
-// A tree of guesses, verified in one pass
+// A tree of guesses: its shape, its buffers, and the masked pass that verifies it
 //
 // A chain stakes each position on one guess: its first rejection ends the round. SpecInfer
 // (Miao et al. 2024, arXiv:2305.09781), Medusa (Cai et al. 2024, arXiv:2401.10774) and EAGLE
@@ -269,6 +131,9 @@ void restart_draft_cache(Draft *d) {
 // (judge_children), and the path that passed keeps its rows of the KV cache
 // (compact_kv_cache). `--tree 3,2,1,1` gives the children per node at each depth; the tree
 // 1,1,1,1 is specdec.c's chain of K = 4, and the tree of no levels is plain decoding.
+// This section holds what every draft below uses: the tree's buffers, its masks, and the
+// masked pass (over a range of blocks, for the drafts that share the target's blocks). The
+// phases that grow, judge and trim a tree come after the drafts, in "The tree's phases".
 
 #define TREE_MAX_DEPTH 16 // the most levels a --tree shape may have, and Medusa heads a file
 #define MAX_LEVELS 64     // the most levels any shape holds: a chain of -k up to 64
@@ -284,7 +149,7 @@ typedef struct {
 // One round's tree, row by row: row 0 is current_token, rows 1 .. rows-1 the guesses in
 // breadth-first order (a parent's row before its children's, so one pass runs them in row
 // order, and a node's children sit in consecutive rows). One buffer per role: `p *tb`.
-typedef struct {
+typedef struct TreeBuffers {
     TreeShape shape;  //           what the run asked for (a round may get less: room, limit)
     int max_rows;     // N+1       the root and the nodes of a full tree
     int V;            //           vocabulary size
@@ -294,6 +159,8 @@ typedef struct {
     int *depth;       // (N+1)     0 at the root, 1 for its children, ...
     int *first_child; // (N+1)     the row of its first child; the others follow it
     int *n_children;  // (N+1)     its children: 0 for a leaf
+    int *chosen;      // (N+1)     a first child the draft drew itself (the cascade's inner
+                      //           rounds), or -1: add_children draws it from q
     float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn
                       //           from (when `top` is set: ranked by, its top ones)
     float *own;       // (N+1, V)  the draft's own row at t = 1, unfiltered: --draft-p-min's
@@ -312,15 +179,14 @@ typedef struct {
     int *positions;   // (S)       each of those tokens' position: cache_len + depth for a row
     unsigned char *sees; // (S, S) the pass's mask: sees[t][s] = 1 when its token t attends
                       //           to cache slot s (the context, and t's own ancestors)
-    float *hidden;    // (C)       ln_f's output row (the hidden state) whose p current_token
-                      //           was drawn from: Medusa's heads read it
     int top;          //           children are the draft's top ones, each judged as a sure
                       //           guess (Q one-hot): greedy (t = 0), or lookup's certain copy;
                       //           else drawn from q without replacement
     int cache_len;    //           current_token's slot
     int restarted;    //           the cache was full: this round restarted the window
-    int lag;          //           tokens before current_token the pass reran (a restart)
-    int draft_ran;    //           rows 0 .. draft_ran-1 are in a model draft's cache, by row
+    int rerun;        //           tokens before current_token the pass reruns (a restart)
+    int draft_ran;    //           rows 0 .. draft_ran-1 went through the draft's own pass
+    int draft_passes; //           passes of a model draft this round (a table's or lookup's: 0)
     int room;         //           rows that fit this round: the cache's free slots from
                       //           current_token's on, at most max_rows
     int limit;        //           the deepest the path may go: the tokens still wanted
@@ -331,6 +197,7 @@ typedef struct {
 // Draws up to `want` children of row r from the row q[r], appending them as new rows, and
 // never more rows than `room`. Without replacement: each next child is drawn from q with
 // the earlier ones removed, so siblings differ. With tb->top they are q's top ones instead.
+// A first child the draft already drew (tb->chosen[r]) is taken as it is: it came from q.
 static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
     int V = tb->V;
     float left[256]; // q without the children drawn so far (V <= 256)
@@ -338,7 +205,9 @@ static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
     tb->first_child[r] = tb->rows;
     tb->n_children[r] = 0;
     for (int i = 0; i < want && tb->rows < room; i++) {
-        int x = tb->top ? argmax(left, V) : sample_from(left, V, rng_uniform(rng));
+        int drawn = i == 0 && tb->chosen[r] >= 0; // the cascade drew it in its inner rounds
+        int x = drawn ? tb->chosen[r] : tb->top ? argmax(left, V)
+                                                : sample_from(left, V, rng_uniform(rng));
         if (x < 0 || left[x] <= 0.0f) break; // q has no more tokens to give
         left[x] = 0.0f; // drawn: not again
         int c = tb->rows++; // the child's row, after every row so far: breadth-first
@@ -351,26 +220,89 @@ static void add_children(TreeBuffers *tb, int r, int want, int room, Rng *rng) {
     }
 }
 
-// The mask and positions of rows lo .. hi-1 for a pass that runs them at slots
-// cache_len + lo .., into tb->positions and tb->sees from index `at`: each row sits at
-// cache_len + its depth and sees the context (slots 0 .. cache_len, current_token's
-// included) and its own ancestors' slots, found by walking the parent rows up.
-static void mask_rows(TreeBuffers *tb, int lo, int hi, int at, int S) {
+// The mask and positions of rows lo .. hi-1 for a pass that runs them at slots root + lo ..,
+// into tb->positions and tb->sees from index `at`: each row sits at root + its depth and sees
+// the context (slots 0 .. root, the root's included) and its own ancestors' slots, found by
+// walking the parent rows up. root is current_token's slot in the target and a model draft;
+// EAGLE's row for current_token sits one slot earlier (its input is the feature before it).
+static void mask_rows(TreeBuffers *tb, int lo, int hi, int at, int S, int root) {
     for (int r = lo; r < hi; r++) {
         unsigned char *row = tb->sees + (size_t)(at + r - lo) * S;
-        tb->positions[at + r - lo] = tb->cache_len + tb->depth[r];
+        tb->positions[at + r - lo] = root + tb->depth[r];
         memset(row, 0, (size_t)S);
-        memset(row, 1, (size_t)tb->cache_len + 1); // the context and current_token
-        for (int a = r; a > 0; a = tb->parent[a]) row[tb->cache_len + a] = 1; // ancestors
+        memset(row, 1, (size_t)root + 1); // the context and current_token
+        for (int a = r; a > 0; a = tb->parent[a]) row[root + a] = 1; // ancestors
     }
+}
+
+// The causal mask and positions of T tokens at slots first .. first+T-1, into rows 0 .. T-1 of
+// tb->positions and tb->sees: each sees every slot up to its own (a restart's rerun window, a
+// draft's catch-up).
+static void causal_rows(TreeBuffers *tb, int T, int first, int S) {
+    for (int i = 0; i < T; i++) {
+        unsigned char *row = tb->sees + (size_t)i * S;
+        tb->positions[i] = first + i;
+        memset(row, 0, (size_t)S);
+        memset(row, 1, (size_t)(first + i + 1));
+    }
+}
+
+// Copies cache slot `from` to slot `to` in every layer.
+static void move_cache_row(GPT *g, int from, int to) {
+    RunState *s = &g->state;
+    size_t C = g->config.n_embd, S = g->config.block_size, row = C * sizeof(float);
+    for (int l = 0; l < g->config.n_layer; l++) { // memmove: from may be to (a row in place)
+        memmove(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, row);
+        memmove(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C, row);
+    }
+}
+
+// Allocates the buffers of a tree of this shape for a target of block_size S.
+int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
+    *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
+    size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
+    tb->token = calloc(N, sizeof(int));
+    tb->parent = calloc(N, sizeof(int));
+    tb->depth = calloc(N, sizeof(int));
+    tb->first_child = calloc(N, sizeof(int));
+    tb->n_children = calloc(N, sizeof(int));
+    tb->chosen = calloc(N, sizeof(int));
+    tb->q = calloc(N * V, sizeof(float));
+    tb->own = calloc(N * V, sizeof(float));
+    tb->p = calloc(N * V, sizeof(float));
+    tb->chance = calloc(N, sizeof(double));
+    tb->u = calloc(N, sizeof(double));
+    tb->verdict = calloc(N, 1);
+    tb->p_work = calloc((size_t)V, sizeof(double));
+    tb->Q_work = calloc((size_t)V, sizeof(double));
+    tb->path = calloc(D, sizeof(int));
+    tb->accepted = calloc(D, sizeof(int));
+    tb->all_tokens = calloc((size_t)S, sizeof(int));
+    tb->positions = calloc((size_t)S, sizeof(int));
+    tb->sees = calloc((size_t)S * S, 1);
+    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children &&
+            tb->chosen && tb->q && tb->own && tb->p && tb->chance && tb->u && tb->verdict &&
+            tb->p_work && tb->Q_work && tb->path && tb->accepted && tb->all_tokens &&
+            tb->positions && tb->sees) ? 0 : -1;
+}
+
+// Frees what build_tree_buffers allocated.
+void free_tree_buffers(TreeBuffers *tb) {
+    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children,
+                     tb->chosen, tb->q, tb->own, tb->p, tb->chance, tb->u, tb->verdict,
+                     tb->p_work, tb->Q_work, tb->path, tb->accepted, tb->all_tokens,
+                     tb->positions, tb->sees};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(tb, 0, sizeof(*tb));
 }
 
 // The masked pass: tree_forward is specdec.c's forward, copied, with one change: each token
 // of the pass comes with its own position and its own row of the mask, so that a tree's
 // nodes, side by side in the cache, each see only the context and their own ancestors. It
 // reuses every layer of the model (embed, layernorm, matmul, relu, residual_add) and copies
-// only attention (the mask) and the two functions around it.
-
+// only attention (the mask) and the two functions around it. It is cut in three (embed_at,
+// masked_blocks, apply_head) because the early exit runs the first blocks for its guesses
+// and the verify pass the rest, and EAGLE runs one block on rows it made itself.
 // specdec.c's attention, copied, with a mask: token t of the pass (slot pos0 + t) attends to
 // the slots sees[t] marks. A slot it may not see scores -inf, which the softmax turns into a
 // weight of exactly 0, and adds nothing to the output: a chain's mask marks every slot up to
@@ -435,93 +367,808 @@ static void tree_block_forward(const GPT *g, int l, BlockActs *a, int T, int pos
     residual_add(a->x_out, a->x_mid, a->ffwd, (size_t)T * C);
 }
 
-// specdec.c's forward, copied, for a pass whose T tokens sit at slots cache_len .. and at
-// the given positions, each attending to the slots its row of sees (T, S) marks.
-float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
-                    const unsigned char *sees) {
+// x[t] = the embedding of tokens[t] at positions[t], into g->state.x: a node's position is
+// cache_len + its depth, not its slot.
+static void embed_at(GPT *g, const int *tokens, int T, const int *positions) {
+    int C = g->config.n_embd;
+    for (int t = 0; t < T; t++)
+        embed(g->state.x + (size_t)t * C, &g->w, tokens + t, 1, positions[t], C);
+}
+
+// Runs blocks l0 .. l1-1 of g over the T residual rows in g->state.x, whose tokens sit at
+// cache slots pos0 .., each attending to the slots its row of sees (T, S) marks. Writes those
+// blocks' keys and values at the slots; leaves cache_len alone (the caller says what stays).
+static void masked_blocks(GPT *g, int l0, int l1, int T, int pos0, const unsigned char *sees) {
     const Config *c = &g->config;
     RunState *s = &g->state;
-    int C = c->n_embd, pos0 = s->cache_len;
-    check_pass_fits(g, T);
-    for (int t = 0; t < T; t++) // a node's position is cache_len + depth, not its slot
-        embed(s->x + (size_t)t * C, &g->w, tokens + t, 1, positions[t], C);
-    size_t layer = (size_t)c->block_size * C; // one layer's slice of each cache
-    for (int l = 0; l < c->n_layer; l++) {
+    if (T < 1 || pos0 < 0 || pos0 + T > c->block_size) { // the loops keep the window: a bug
+        fprintf(stderr, "beyond: internal error: a pass of %d tokens at slot %d exceeds "
+                "block_size %d\n", T, pos0, c->block_size);
+        abort();
+    }
+    size_t layer = (size_t)c->block_size * c->n_embd; // one layer's slice of each cache
+    for (int l = l0; l < l1; l++) {
         s->block.key_cache = s->key_cache + l * layer; // this layer's cache
         s->block.value_cache = s->value_cache + l * layer;
         tree_block_forward(g, l, &s->block, T, pos0, sees);
     }
-    // ln_f and lm_head, per token, as forward runs them
-    layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
-    Linear lm_head = {g->w.lm_head_weight, g->w.lm_head_bias, C, c->vocab_size};
-    matmul(s->logits, s->ln_f, lm_head, T);
-    s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
-    return s->logits;
 }
 
-// The draft's rows after rows lo .. tb->rows-1 (one level): q, what the children are drawn
-// from (served, or the draft's own row when tb->top ranks it), and own, the row at t = 1
-// unfiltered. The bigram: a table row per node. Lookup: one-hot at the token its match
-// continues with at this depth, or an empty row (no child) where the text runs out. Medusa:
-// the level's head on the row current_token came from. The model draft: one masked pass
-// over the level, each row attending to its own ancestors in the draft's cache, as the
-// target's pass will (the root's pass first catches up on the tokens the draft lags).
-static void tree_draft_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
-                            const Sampler *s) {
-    int V = tb->V, hi = tb->rows;
-    const float *logits = NULL; // the model draft's or Medusa's rows, when it has them
-    float medusa_row[256];
-    if (d->kind == DRAFT_MEDUSA) { // one head per level, on the row current_token came from
-        medusa_logits(d->medusa, d->target, tb->hidden, tb->depth[lo], medusa_row);
-        logits = medusa_row;
+// A LayerNorm, then a Linear to the vocabulary: a model's ln_f and lm_head, or an exit's own.
+typedef struct {
+    const float *ln_weight; // (C)
+    const float *ln_bias;   // (C)
+    Linear head;            // (C, V)
+} Head;
+
+// The model's own head: its ln_f and lm_head, read where they are now (--ffn-width moves them).
+static Head model_head(const GPT *g) {
+    const Weights *w = &g->w;
+    Linear lm_head = {w->lm_head_weight, w->lm_head_bias, g->config.n_embd, g->config.vocab_size};
+    return (Head){w->ln_f_weight, w->ln_f_bias, lm_head};
+}
+
+// logits = head(LayerNorm(x)) for T rows of x, per token, as forward runs ln_f and lm_head;
+// normed (T, C) keeps the LayerNorm's rows (Medusa's heads read the target's).
+static float *apply_head(const Head *h, const float *x, int T, float *normed, float *logits) {
+    layernorm(normed, x, h->ln_weight, h->ln_bias, T, h->head.in);
+    matmul(logits, normed, h->head, T);
+    return logits;
+}
+
+// specdec.c's forward, copied, for a pass whose T tokens sit at slots cache_len .. and at
+// the given positions, each attending to the slots its row of sees (T, S) marks.
+float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
+                    const unsigned char *sees) {
+    RunState *s = &g->state;
+    int pos0 = s->cache_len;
+    check_pass_fits(g, T);
+    embed_at(g, tokens, T, positions);
+    masked_blocks(g, 0, g->config.n_layer, T, pos0, sees);
+    s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
+    Head head = model_head(g); // ln_f and lm_head, per token, as forward runs them
+    return apply_head(&head, s->x, T, s->ln_f, s->logits);
+}
+
+// ----------------------------------------------------------------------------
+// The drafts: one interface, and each draft in its own part
+//
+// The blog drafts with a bigram table. The papers (Leviathan et al. 2023, Chen et al. 2023)
+// draft with a smaller transformer of the target's family, which keeps a KV cache of its
+// own; serving engines also offer prompt lookup, which copies what followed the last earlier
+// occurrence of the text's ending; Medusa (Cai et al. 2024) reads the target's own hidden
+// row with small extra heads; self-speculative decoding runs the target's own first blocks;
+// EAGLE drafts the target's features; a cascade puts a draft under the draft. Accept/reject
+// does not care which: any q is exact (notes/math.md), as long as each guess was really
+// drawn from the q it is judged against.
+//
+// Every draft answers the loop's three questions, and the loop asks it nothing else:
+//   restart  the target's cache was filled from position 0 again (the prefill, or a full
+//            window's restart): what becomes of the draft's own state?
+//   rows     the rows a level's nodes' children are drawn from: q, and the draft's own row
+//            at t = 1 (--draft-p-min reads it); a draft may also draw the children itself
+//   keep     after accept/reject: what does it keep of the accepted path?
+// and a draft that has already run part of the verify pass (the early exit) finishes it:
+//   verify   the target's rows for the round, from what the draft left
+// A hook left NULL has nothing to do. A new draft is one part below and one row of DRAFTS.
+
+typedef struct Draft Draft;
+
+// Each draft's file, as `make train-draft`, `train-medusa`, `train-exit` and `train-eagle`
+// write them.
+#define DEFAULT_DRAFT "tinyshakespeare/draft.bin"   // --draft gpt and cascade
+#define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin" // --draft medusa
+#define DEFAULT_EXIT "tinyshakespeare/exit.bin"     // --draft early-exit
+#define DEFAULT_EAGLE "tinyshakespeare/eagle.bin"   // --draft eagle
+
+// What a draft's setup may read: the target, its vocabulary and corpus, the tree's depth, and
+// the draft's file.
+typedef struct {
+    const Vocab *v;         // the target's vocabulary: a model draft must share it
+    const Corpus *corpus;   // the bigram table is counted from its training split
+    int block_size;         // the target's window: a model draft's must be the same
+    GPT *target;            // the drafts that read the target (Medusa, early exit, EAGLE)
+    int depth;              // the tree's levels (or K): Medusa needs a head for each
+    const char *path;       // the draft's file; NULL: its untrained form (the self-test's)
+} DraftInputs;
+
+// One kind of draft: its name, and how the loop calls it.
+typedef struct {
+    const char *name;  // what --draft calls it
+    const char *file;  // its file by default, or NULL
+    const char *untrained; // its name when built without its file (the self-test's, on a
+                           // target its file was not trained for), or NULL
+    const char *about; // its line in -h
+    int sure;          // 1: its one guess per level is certain (q one-hot), judged as greedy's
+    int trees;         // 1: it drafts trees (several children per node), 0: chains only
+    int p_min;         // 1: --draft-p-min applies (its chain is drawn guess by guess)
+    int (*setup)(Draft *d, const DraftInputs *in, char *err, size_t errlen);
+    void (*restart)(Draft *d, const GPT *g, int prefilled, int rerun);
+    void (*rows)(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                 Rng *rng);
+    const float *(*verify)(Draft *d, GPT *g, TreeBuffers *tb);
+    void (*keep)(Draft *d, const GPT *g, const TreeBuffers *tb, int m);
+} DraftKind;
+
+// Medusa (Cai et al. 2024) drafts with no second model. The target's last hidden row h_j
+// (ln_f's output at position j, RunState.ln_f) feeds its lm_head, which predicts token
+// j+1; a few small heads read the same row and guess further ahead: head i (0-based)
+// guesses token j+2+i. Each head is Medusa-1's residual block h' = h + SiLU(W h + b),
+// then the target's own lm_head, frozen. W and b start at 0, so an untrained head is the
+// target's next-token head. `tinyshakespeare/train medusa` trains them, load_medusa (in
+// "Loading") reads them, and notes/training.md ("Medusa heads") measures their alpha.
+typedef struct {
+    int n_heads; // the heads: head i guesses i+2 tokens past h's     e.g. 4
+    int C;       // the target's n_embd: the row each head reads      e.g. 64
+    int V;       // the target's vocab_size: each head's logits       e.g. 65
+    float *w;    // (n_heads, C, C) head i's W, stored (in, out) like every Linear; owns b
+    float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
+} MedusaHeads;
+
+// The early exit (self-speculative decoding: Zhang et al. 2023, "Draft & Verify"; Elhoushi
+// et al. 2024, "LayerSkip") drafts with the target itself: its first L blocks, then a head.
+// The untrained exit's head is the target's own ln_f and lm_head, which read the residual
+// after block L badly (the model was trained through all its blocks); a trained exit has a
+// LayerNorm and a Linear(C, V) of its own, fitted to the frozen target's rows
+// (`tinyshakespeare/train exit` writes tinyshakespeare/exit.bin; load_exit reads it).
+typedef struct {
+    int layer;          // L: the exit reads the residual after blocks 0 .. L-1     e.g. 1
+    int C;              // the target's n_embd                                       e.g. 64
+    int V;              // the target's vocab_size                                   e.g. 65
+    float *ln_weight;   // (C)     its LayerNorm, owning the allocation; NULL: untrained,
+    float *ln_bias;     // (C)     the target's own ln_f and lm_head
+    float *head_weight; // (C, V)  its head, stored (in, out) like every Linear
+    float *head_bias;   // (V)
+} ExitHead;
+
+// EAGLE (Li et al. 2024, arXiv:2401.15077) drafts the target's features: the residual row
+// after its last block, the row ln_f reads. From the feature at position i and the
+// embedding of the token at i+1, one Linear (2C -> C) and one block shaped like the
+// target's predict the feature at i+1; the target's own frozen ln_f and lm_head turn it into
+// q. `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin; load_eagle reads it.
+typedef struct {
+    int C;              // the target's n_embd                                       e.g. 64
+    float *fc_weight;   // (2C, C)  [feature, embedding of the next token] -> the block's input;
+                        //          owns fc_bias's allocation too
+    float *fc_bias;     // (C)
+    GPT block;          // ONE block like the target's (n_layer 1) and its own KV cache; its
+                        // embeddings, ln_f and lm_head are unused (the target's serve)
+} EagleHead;
+
+// A draft: its kind, and the state each kind keeps (the fields of the other kinds stay zero).
+struct Draft {
+    const DraftKind *kind; // what it is, and how the loop calls it
+    const char *name;      // for the trace and the stats, e.g. "bigram"
+    const char *path;      // its file, or NULL
+    int V;                 // vocabulary size, the target's
+    float p_min;           // --draft-p-min: a guess the draft itself gives less than this
+                           // chance (at t = 1, unfiltered) is its chain's last; 0 = off
+    GPT *target;           // the target, for the drafts that read it
+    BigramDraft bigram;    // bigram, cascade: the table
+    GPT model;             // gpt, cascade: a small GPT, with its own KV cache (model.state)
+    int match_n;           // lookup: the n-gram length the round matched (0: none)
+    int match_end;         //   and the index in the text where that earlier occurrence ended
+    MedusaHeads medusa;    // medusa: the heads
+    float *hidden;         // (C)     medusa: ln_f's row that current_token was drawn from
+    ExitHead exit;         // early exit: its layer and head
+    float *resid;          // (S, C)  early exit: each pass row's residual after block L-1
+    EagleHead eagle;       // eagle: its Linear and block
+    float *feat;           // (S, C)  eagle: the target's feature at each position of the window
+    float *pred;           // (N+1, C) eagle: the feature it predicted after each tree row
+    float *eagle_in;       // (S, 2C) eagle: a pass's input rows, [feature, embedding]
+    SpecBuffers inner;     // cascade: its inner round's buffers (specdec.c's, the blog's round)
+    int *chain;            // (S)     cascade: the GPT draft's samples, chain[r] after row r
+    float *chain_q;        // (S, V)  cascade: the GPT draft's served row each was drawn from
+    float *chain_own;      // (S, V)  cascade: the same rows at t = 1, unfiltered
+};
+
+// The file readers, in "Loading".
+int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen);
+int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_t errlen);
+int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, size_t errlen);
+
+// q and own for rows lo .. tb->rows-1 from rows of logits: row r's at logits + (r-lo) stride
+// (stride 0: one row for the whole level, Medusa's). own: t = 1, unfiltered; q: served.
+static void rows_from_logits(TreeBuffers *tb, int lo, const float *logits, size_t stride,
+                             const Sampler *s) {
+    int V = tb->V;
+    for (int r = lo; r < tb->rows; r++) {
+        const float *row = logits + (size_t)(r - lo) * stride;
+        tempered_softmax(tb->own + (size_t)r * V, row, V, 1.0f);
+        served_probs(tb->q + (size_t)r * V, row, V, s);
     }
-    if (d->kind == DRAFT_GPT && lo == 0) { // catch up on the tokens the draft lags, then current
-        int lag = tb->cache_len - d->model.state.cache_len;
+}
+
+// THE CATCH-UP, for every draft with a cache of its own (gpt, cascade, eagle): the rows it must
+// run before its row for current_token, which sits at slot `root` of its cache. Its cache ends
+// where the accepted path's rows it ran end (keep trims it there), so between rounds it lags
+// the target by what it never ran: 1 token after a bonus (the leaf that passed, which no
+// draft pass ran) and 0 after a leftover draw (every accepted guess was a row it had run);
+// after a restart, the whole rerun window (its cache restarted at 0 too).
+static int draft_lag(const GPT *model, int root) {
+    return root - model->state.cache_len;
+}
+
+// --- The bigram table: the blog's draft, a row per node ---
+
+// Counts the table from the training split, as the blog does.
+static int bigram_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    if (BigramDraftModel(&d->bigram, in->corpus->tokens, in->corpus->n_train, d->V) == 0) return 0;
+    return fail_with(err, errlen, "out of memory building the bigram table");
+}
+
+// A table row per node: after row r's token.
+static void bigram_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                        Rng *rng) {
+    (void)text; // a bigram's whole context is one token
+    (void)rng;
+    for (int r = lo; r < tb->rows; r++) {
+        float *q = tb->q + (size_t)r * tb->V, *own = tb->own + (size_t)r * tb->V;
+        bigram_probs(own, &d->bigram, tb->token[r], 1.0f);
+        bigram_served_probs(q, &d->bigram, tb->token[r], s);
+    }
+}
+
+// --- Prompt lookup: copy what followed an earlier occurrence of the text's ending ---
+
+// Prompt lookup tries the longest n-gram first: the text's last n tokens, n from
+// LOOKUP_MAX_N down to LOOKUP_MIN_N. Both are choices: a longer match predicts what follows
+// better, a shorter one is found more often. It searches the last LOOKUP_WINDOW tokens
+// only, so that a round's search costs the same however long the text grows.
+#define LOOKUP_MAX_N 8
+#define LOOKUP_MIN_N 2
+#define LOOKUP_WINDOW 1024
+
+// Prompt lookup: finds the most recent earlier occurrence of the text's last n tokens
+// (prompt and generated text together), longest n first, into d->match_n and d->match_end;
+// match_n = 0 when nothing matched. Its guesses are then the tokens that followed it.
+void lookup_match(Draft *d, const Tokens *text) {
+    d->match_n = 0;
+    for (int n = LOOKUP_MAX_N; n >= LOOKUP_MIN_N; n--) {
+        if (n > text->n - 1) continue; // too short a text for an earlier occurrence this long
+        const int *tail = text->tok + text->n - n; // the last n tokens, current_token last
+        // end = the index of an earlier occurrence's last token, newest first; it must have
+        // a next token to propose, so end <= text->n - 2
+        for (int end = text->n - 2; end >= n - 1 && end >= text->n - 1 - LOOKUP_WINDOW; end--) {
+            if (memcmp(text->tok + end - n + 1, tail, (size_t)n * sizeof(int)) != 0) continue;
+            d->match_n = n; // a match: its continuation is text[end+1 ..]
+            d->match_end = end;
+            return;
+        }
+    }
+}
+
+// Nothing to build: it drafts from the text itself.
+static int lookup_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    (void)d;
+    (void)in;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+// One match a round (at the root's level), read level by level: one-hot at the token its
+// match continues with at this depth, text[match_end + depth + 1], or an empty row (no
+// child) where the text runs out.
+static void lookup_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                        Rng *rng) {
+    (void)s; // a copy is certain: nothing to temper or cut
+    (void)rng;
+    if (lo == 0) lookup_match(d, text);
+    for (int r = lo; r < tb->rows; r++) {
+        float *q = tb->q + (size_t)r * tb->V, *own = tb->own + (size_t)r * tb->V;
+        int at = d->match_end + 1 + tb->depth[r];
+        memset(own, 0, (size_t)tb->V * sizeof(float));
+        if (d->match_n > 0 && at < text->n) own[text->tok[at]] = 1.0f;
+        memcpy(q, own, (size_t)tb->V * sizeof(float));
+    }
+}
+
+// --- A small GPT of the target's family, with a KV cache of its own ---
+
+// Reads the checkpoint at in->path (tinyshakespeare/draft.bin, or --draft's path), which must
+// share the target's vocabulary and block size (the caches restart together).
+static int gpt_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    const char *path = in->path ? in->path : DEFAULT_DRAFT;
+    Vocab dv;
+    FileRole role = {"draft checkpoint", "make train-draft writes " DEFAULT_DRAFT "; --draft "
+                                         "takes a draft's name (./beyond -h) or a checkpoint's path"};
+    if (read_checkpoint(path, role, &d->model, &dv, err, errlen) != 0) return -1;
+    d->path = path;
+    if (dv.size != in->v->size || memcmp(dv.chars, in->v->chars, (size_t)in->v->size) != 0)
+        return fail_with(err, errlen, "draft '%s' has another vocabulary than the target's (%d "
+                         "and %d characters): its token ids would mean other characters; train "
+                         "the draft on the target's corpus", path, dv.size, in->v->size);
+    if (d->model.config.block_size != in->block_size)
+        return fail_with(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
+                         "restart together; train the draft with --block %d", path,
+                         d->model.config.block_size, in->block_size, in->block_size);
+    return 0;
+}
+
+// Its cache restarts with the target's: its next pass catches up on the same window.
+static void gpt_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
+    (void)g;
+    (void)prefilled;
+    (void)rerun;
+    d->model.state.cache_len = 0;
+}
+
+// The root's level: one pass over the tokens it lags and current_token. Each later level:
+// one masked pass, each row attending to its own ancestors in the draft's cache, as the
+// target's pass will.
+static void gpt_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                     Rng *rng) {
+    (void)rng;
+    int V = tb->V, hi = tb->rows;
+    const float *logits;
+    if (lo == 0) { // catch up on the tokens the draft lags, then current_token
+        int lag = draft_lag(&d->model, tb->cache_len);
         logits = forward(&d->model, text->tok + text->n - 1 - lag, lag + 1) + (size_t)lag * V;
-    } else if (d->kind == DRAFT_GPT) { // one masked pass over the level
-        mask_rows(tb, lo, hi, 0, d->model.config.block_size);
+    } else { // one masked pass over the level
+        mask_rows(tb, lo, hi, 0, d->model.config.block_size, tb->cache_len);
         logits = tree_forward(&d->model, tb->token + lo, hi - lo, tb->positions, tb->sees);
     }
-    for (int r = lo; r < hi; r++) {
-        float *q = tb->q + (size_t)r * V, *own = tb->own + (size_t)r * V;
-        if (d->kind == DRAFT_BIGRAM) {
-            bigram_probs(own, &d->bigram, tb->token[r], 1.0f);
-            bigram_served_probs(q, &d->bigram, tb->token[r], s);
-        } else if (d->kind == DRAFT_LOOKUP) { // text[match_end + depth + 1], if it exists
-            int at = d->match_end + 1 + tb->depth[r];
-            memset(own, 0, (size_t)V * sizeof(float));
-            if (d->match_n > 0 && at < text->n) own[text->tok[at]] = 1.0f;
-            memcpy(q, own, (size_t)V * sizeof(float));
-        } else { // a row of logits: Medusa's one for the level, or the model's own per row
-            const float *row = d->kind == DRAFT_MEDUSA ? logits : logits + (size_t)(r - lo) * V;
-            tempered_softmax(own, row, V, 1.0f);
-            served_probs(q, row, V, s);
-        }
-        if (tb->top) memcpy(q, own, (size_t)V * sizeof(float)); // ranked by the draft's own row
-    }
-    if (d->kind == DRAFT_GPT) tb->draft_ran = hi; // rows 0 .. hi-1 sit in its cache, by row
+    rows_from_logits(tb, lo, logits, (size_t)V, s);
+    tb->draft_ran = hi; // rows 0 .. hi-1 sit in its cache, by row
+    tb->draft_passes++;
 }
+
+// It keeps the accepted path's rows it ran, moved into place as the target's are, and drops
+// the rest: what the catch-up's invariant says.
+static void gpt_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
+    (void)g;
+    GPT *draft = &d->model;
+    int kept = 0; // the path's rows the draft ran: a prefix of the path
+    while (kept < m && tb->path[kept + 1] < tb->draft_ran) {
+        kept++;
+        move_cache_row(draft, tb->cache_len + tb->path[kept], tb->cache_len + kept);
+    }
+    if (draft->state.cache_len > tb->cache_len + 1 + kept)
+        roll_back_cache(draft, tb->cache_len + 1 + kept);
+}
+
+// --- Medusa heads on the target's hidden row ---
+
+// Head `head`'s logits (V) from one hidden row (C) of the target: lm_head(h + SiLU(W h + b)).
+// Head 0 guesses the token 2 places after the one whose row this is (1 after current_token).
+void medusa_logits(const MedusaHeads *m, const GPT *target, const float *hidden, int head,
+                   float *logits) {
+    int C = m->C, V = m->V;
+    const float *W = m->w + (size_t)head * C * C; // this head's (C, C) matrix
+    const float *b = m->b + (size_t)head * C;
+    float u[4096]; // C <= 4096 (validate_config): W h + b, then h'
+    matmul(u, hidden, (Linear){W, b, C, C}, 1); // u = W h + b: one token through the head's Linear
+    // h' = h + SiLU(u), SiLU(u) = u * sigmoid(u): an exact 0 for a zero head, so h' = h
+    for (int o = 0; o < C; o++) u[o] = hidden[o] + u[o] / (1.0f + expf(-u[o]));
+    // the target's lm_head, run as forward runs it: a zero head gives its logits, bit for bit
+    matmul(logits, u, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, 1);
+}
+
+// Frees what load_medusa allocated; safe on a zeroed MedusaHeads, and twice.
+void free_medusa(MedusaHeads *m) {
+    free(m->w); // b points into the same allocation
+    memset(m, 0, sizeof(*m));
+}
+
+// The heads at in->path for the target, at least one per level; path NULL: zero heads (each
+// the target's own next-token head), for the self-test.
+static int medusa_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    int C = in->target->config.n_embd, N = in->depth;
+    d->hidden = alloc_floats((size_t)C);
+    if (!d->hidden) return fail_with(err, errlen, "out of memory for the medusa heads");
+    if (!in->path) { // untrained heads: W = 0 and b = 0
+        float *w = calloc((size_t)N * (C + 1) * C, sizeof(float));
+        d->medusa = (MedusaHeads){N, C, d->V, w, w ? w + (size_t)N * C * C : NULL};
+        return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
+    }
+    if (load_medusa(in->path, in->target, &d->medusa, err, errlen) != 0) return -1;
+    d->path = in->path;
+    if (N > d->medusa.n_heads)
+        return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
+                         "tree (or -k) asks for %d levels; give at most %d", d->medusa.n_heads,
+                         N, d->medusa.n_heads);
+    return 0;
+}
+
+// After the prefill, the heads read its last row (ln_f's, the one the first token came from).
+static void medusa_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
+    (void)rerun; // a window's restart changes no row it reads: keep's row stays
+    if (prefilled == 0) return;
+    int C = g->config.n_embd;
+    memcpy(d->hidden, g->state.ln_f + (size_t)(prefilled - 1) * C, (size_t)C * sizeof(float));
+}
+
+// One head per level, on the row current_token came from: the same row for every node.
+static void medusa_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                        Rng *rng) {
+    (void)text;
+    (void)rng;
+    float row[256]; // V <= 256
+    medusa_logits(&d->medusa, d->target, d->hidden, tb->depth[lo], row);
+    rows_from_logits(tb, lo, row, 0, s);
+}
+
+// It keeps ln_f's row of the node whose p gave the round's last token: the next round's
+// guesses come from it.
+static void medusa_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
+    (void)m;
+    int C = g->config.n_embd;
+    const float *h = g->state.ln_f + (size_t)(tb->rerun + tb->path[tb->passed]) * C;
+    memcpy(d->hidden, h, (size_t)C * sizeof(float));
+}
+
+// --- The early exit: the target's own first blocks (self-speculative decoding) ---
+//
+// The exit's blocks are the target's blocks on the same tokens, so the keys and values it
+// writes in layers 0 .. L-1 are those the verify pass would write there, bit for bit (a row's
+// sums do not depend on how many tokens share the pass). So it keeps no cache of its own: it
+// drafts INTO the target's cache, layers 0 .. L-1, at each tree row's slot, and keeps each
+// row's residual after block L-1 (d->resid). The verify pass then runs blocks 0 .. L-1 only
+// for the rows it did not run (the last level's) and blocks L .. for every row, starting
+// from those residuals (exit_verify): the drafting is the first part of the verify pass, not
+// extra work. Only the exit's head, a LayerNorm and a Linear per guess, is extra.
+
+#define EXIT_LAYER 1 // the untrained exit's L; a trained exit's file says its own
+
+// The exit's head: its own (exit.bin), or the target's ln_f and lm_head (untrained).
+static Head exit_head(const Draft *d) {
+    const ExitHead *e = &d->exit;
+    if (!e->ln_weight) return model_head(d->target);
+    return (Head){e->ln_weight, e->ln_bias, {e->head_weight, e->head_bias, e->C, e->V}};
+}
+
+// The trained exit at in->path, or (path NULL) the untrained one after block EXIT_LAYER.
+static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    const Config *c = &in->target->config;
+    d->resid = alloc_floats((size_t)c->block_size * c->n_embd);
+    if (!d->resid) return fail_with(err, errlen, "out of memory for the early exit");
+    d->exit = (ExitHead){.layer = EXIT_LAYER, .C = c->n_embd, .V = c->vocab_size};
+    if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
+    d->path = in->path;
+    if (d->exit.layer >= c->n_layer)
+        return fail_with(err, errlen, "--draft %s runs the target's first %d block%s, and this "
+                         "target has %d: an exit needs a target of 2 blocks or more", d->name,
+                         d->exit.layer, d->exit.layer == 1 ? "" : "s", c->n_layer);
+    return 0;
+}
+
+// Blocks 0 .. L-1 of the target for T rows (pass rows from, from+1, ..) whose input rows are
+// already embedded in g->state.x, at the target's slots first + from ..; the residuals they
+// leave go to d->resid, where the verify pass starts them again.
+static void exit_blocks(Draft *d, int from, int T, int first, const unsigned char *sees) {
+    GPT *g = d->target;
+    int C = g->config.n_embd;
+    masked_blocks(g, 0, d->exit.layer, T, first + from, sees);
+    memcpy(d->resid + (size_t)from * C, g->state.x, (size_t)T * C * sizeof(float));
+}
+
+// The root's level: the rerun window (after a restart) and current_token, causal. Each later
+// level: its rows, masked. Both through blocks 0 .. L-1, then the exit's head per row.
+static void exit_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                      Rng *rng) {
+    (void)rng;
+    GPT *g = d->target;
+    int S = g->config.block_size, C = g->config.n_embd, hi = tb->rows;
+    int first = tb->cache_len - tb->rerun; // the target's slot of the pass's first row
+    int from = lo == 0 ? 0 : tb->rerun + lo; // the pass rows this level runs
+    int T = lo == 0 ? tb->rerun + 1 : hi - lo;
+    if (lo == 0) { // current_token and the window before it that a restart reruns
+        causal_rows(tb, T, first, S);
+        embed_at(g, text->tok + text->n - T, T, tb->positions);
+    } else { // the level's nodes, each at cache_len + its depth
+        mask_rows(tb, lo, hi, 0, S, tb->cache_len);
+        embed_at(g, tb->token + lo, T, tb->positions);
+    }
+    exit_blocks(d, from, T, first, tb->sees);
+    // the exit's head on the level's rows: the last hi - lo rows of the pass
+    Head head = exit_head(d);
+    const float *x = g->state.x + (size_t)(T - (hi - lo)) * C;
+    apply_head(&head, x, hi - lo, g->state.ln_f, g->state.logits);
+    rows_from_logits(tb, lo, g->state.logits, (size_t)tb->V, s);
+    tb->draft_ran = hi; // rows 0 .. hi-1 have their residual in d->resid, by pass row
+    tb->draft_passes++;
+}
+
+// The verify pass, finished from what the draft left: blocks 0 .. L-1 for the pass rows the
+// draft did not run (the last level's), then blocks L .. for every row from d->resid, then
+// ln_f and lm_head. Its logits are the whole masked pass's, bit for bit (the self-test's
+// greedy runs check it, and test_beyond against tree_forward).
+static const float *exit_verify(Draft *d, GPT *g, TreeBuffers *tb) {
+    int S = g->config.block_size, first = g->state.cache_len, T = tb->rerun + tb->rows;
+    int done = tb->draft_ran > 0 ? tb->rerun + tb->draft_ran : 0; // pass rows the draft ran
+    if (done < T) { // the rows no draft pass ran: through blocks 0 .. L-1 now
+        embed_at(g, tb->all_tokens + done, T - done, tb->positions + done);
+        exit_blocks(d, done, T - done, first, tb->sees + (size_t)done * S);
+    }
+    memcpy(g->state.x, d->resid, (size_t)T * g->config.n_embd * sizeof(float));
+    masked_blocks(g, d->exit.layer, g->config.n_layer, T, first, tb->sees);
+    g->state.cache_len += T; // as tree_forward: compact_kv_cache keeps the path's rows
+    Head head = model_head(g);
+    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+}
+
+// --- EAGLE: a head that drafts the target's features ---
+//
+// EAGLE's row for position j reads [f_j, the embedding of token j+1], where f_j is the
+// target's feature at j (the residual after its last block), and predicts f_(j+1), whose
+// lm_head row is q for token j+2. So its row for current_token (at position P = cache_len)
+// sits at ITS slot P-1 and reads f_(P-1), the feature of the token before it; each guess's
+// row reads the feature its parent's row predicted. Its cache keeps only rows made from the
+// target's true features (keep drops the rest), so each round first catches up on the rows
+// whose features the last verify pass gave: the accepted path's.
+
+// Row t of a pass's input: [feature, the target's embedding of token].
+static void eagle_input(Draft *d, int t, const float *feature, int token) {
+    int C = d->eagle.C;
+    float *row = d->eagle_in + (size_t)t * 2 * C;
+    memcpy(row, feature, (size_t)C * sizeof(float));
+    memcpy(row + C, d->target->w.token_embedding + (size_t)token * C, (size_t)C * sizeof(float));
+}
+
+// EAGLE's pass over T input rows at its cache's next slots, each attending to the slots sees
+// marks: the Linear, its one block, then the target's ln_f and lm_head. The predicted
+// features stay in the block's state.x; returns their (T, V) logits.
+static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
+    EagleHead *e = &d->eagle;
+    GPT *b = &e->block;
+    int C = e->C;
+    matmul(b->state.x, d->eagle_in, (Linear){e->fc_weight, e->fc_bias, 2 * C, C}, T);
+    masked_blocks(b, 0, 1, T, b->state.cache_len, sees);
+    b->state.cache_len += T;
+    Head head = model_head(d->target); // the target's own, frozen
+    return apply_head(&head, b->state.x, T, b->state.ln_f, b->state.logits);
+}
+
+// The head at in->path, or (path NULL) a zero head, for the self-test.
+static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    const Config *c = &in->target->config;
+    size_t S = c->block_size, C = c->n_embd;
+    d->feat = alloc_floats(S * C);
+    d->pred = alloc_floats(S * C);
+    d->eagle_in = alloc_floats(S * 2 * C);
+    if (!d->feat || !d->pred || !d->eagle_in)
+        return fail_with(err, errlen, "out of memory for the eagle head");
+    if (in->path) {
+        d->path = in->path;
+        return load_eagle(in->path, in->target, &d->eagle, err, errlen);
+    }
+    Config one = *c; // zero weights: every row predicts the same feature, a fixed q
+    one.n_layer = 1;
+    d->eagle = (EagleHead){.C = (int)C, .fc_weight = alloc_floats((2 * C + 1) * C)};
+    d->eagle.fc_bias = d->eagle.fc_weight ? d->eagle.fc_weight + 2 * C * C : NULL;
+    if (!d->eagle.fc_weight || build_gpt(&d->eagle.block, &one) != 0)
+        return fail_with(err, errlen, "out of memory for the eagle head");
+    return 0;
+}
+
+// After the prefill: the target's features of every prompt position, and an empty cache. At a
+// window's restart the features of the rerun window's positions are the old window's rows of
+// the same tokens (computed with more context: a draft's input may be anything), until the
+// restart's verify pass gives the true ones; the cache empties.
+static void eagle_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
+    size_t C = g->config.n_embd, S = g->config.block_size;
+    if (prefilled > 0)
+        memcpy(d->feat, g->state.x, (size_t)prefilled * C * sizeof(float));
+    if (rerun > 0) // new position j was old position j + S - rerun
+        memmove(d->feat, d->feat + (S - rerun) * C, (size_t)rerun * C * sizeof(float));
+    d->eagle.block.state.cache_len = 0;
+}
+
+// The root's level: catch up on the positions whose true features it has not run, the last
+// one being current_token's row. Each later level: one masked pass over its rows, each
+// reading its parent's predicted feature and its own token.
+static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                       Rng *rng) {
+    (void)rng;
+    GPT *b = &d->eagle.block;
+    int C = d->eagle.C, S = b->config.block_size, hi = tb->rows, root = tb->cache_len - 1;
+    int T = hi - lo;
+    if (lo == 0) { // rows root-lag .. root: the feature of position j, the token at j+1
+        int lag = draft_lag(b, root);
+        T = lag + 1;
+        for (int t = 0; t < T; t++) // position j+1's token is text[n-1 - (root - j)]
+            eagle_input(d, t, d->feat + (size_t)(root - lag + t) * C,
+                        text->tok[text->n - 1 - (lag - t)]);
+        causal_rows(tb, T, root - lag, S);
+    } else { // row r reads the feature its parent's row predicted
+        for (int r = lo; r < hi; r++)
+            eagle_input(d, r - lo, d->pred + (size_t)tb->parent[r] * C, tb->token[r]);
+        mask_rows(tb, lo, hi, 0, S, root);
+    }
+    const float *logits = eagle_pass(d, T, tb->sees);
+    int out = T - (hi - lo); // the pass rows of this level's nodes: the last hi - lo
+    memcpy(d->pred + (size_t)lo * C, b->state.x + (size_t)out * C, (size_t)(hi - lo) * C *
+           sizeof(float));
+    rows_from_logits(tb, lo, logits + (size_t)out * tb->V, (size_t)tb->V, s);
+    tb->draft_ran = hi;
+    tb->draft_passes++;
+}
+
+// It keeps the target's features of the rows its verify pass ran and kept (the rerun window,
+// current_token, the accepted guesses: g->state.x, the residual before ln_f) and drops its
+// own rows made from predicted features: those past current_token's, or every row after a
+// restart (they read the old window's features).
+static void eagle_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
+    size_t C = g->config.n_embd, first = (size_t)(tb->cache_len - tb->rerun), row = C * sizeof(float);
+    for (int i = 0; i < tb->rerun; i++)
+        memcpy(d->feat + (first + i) * C, g->state.x + (size_t)i * C, row);
+    for (int k = 0; k <= m; k++)
+        memcpy(d->feat + (size_t)(tb->cache_len + k) * C,
+               g->state.x + (size_t)(tb->rerun + tb->path[k]) * C, row);
+    GPT *b = &d->eagle.block;
+    int keep = tb->restarted ? 0 : tb->cache_len; // its slots 0 .. P-1 read true features
+    if (b->state.cache_len > keep) roll_back_cache(b, keep);
+}
+
+// --- A staged cascade: the bigram drafts for the GPT draft, which drafts for the target ---
+//
+// Spector and Re, "Accelerating LLM Inference with Staged Speculative Decoding" (2023,
+// arXiv:2308.04623). The GPT draft's guesses come from inner rounds of the blog's own loop,
+// one level down: the bigram drafts, ONE pass of the GPT draft verifies, specdec.c's
+// accept_reject keeps or redraws. Whatever the bigram guessed, what comes out of an inner
+// round is distributed exactly as the GPT draft's own samples (accept_reject's identity), and
+// the GPT draft's pass gave the row each came from. The outer rule needs nothing more: a
+// guess drawn from q, and q's row. So both levels are exact. What it buys: the GPT draft
+// runs one pass per inner round, not one per guess. It drafts chains (tb->chosen takes its
+// samples as the first child; a tree's siblings would need the GPT's rows at every node).
+
+// Reads the GPT draft and counts the bigram table.
+static int cascade_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
+    int S = in->block_size, V = d->V;
+    if (gpt_setup(d, in, err, errlen) != 0 || bigram_setup(d, in, err, errlen) != 0) return -1;
+    d->chain = calloc((size_t)S, sizeof(int));
+    d->chain_q = alloc_floats((size_t)S * V);
+    d->chain_own = alloc_floats((size_t)S * V);
+    if (!d->chain || !d->chain_q || !d->chain_own || build_spec_buffers(&d->inner, S, V) != 0)
+        return fail_with(err, errlen, "out of memory for the cascade");
+    return 0;
+}
+
+// One inner round from the GPT draft's cache's end (current: the token after it): the
+// bigram's k guesses, the GPT draft's one pass over [current, guesses] with its served rows,
+// accept/reject, trim. Appends the tokens that come out, and their rows, at chain[made ..],
+// never past chain[want - 1]; returns how many.
+static int cascade_round(Draft *d, int current, int k, int made, int want, const Sampler *s,
+                         Rng *rng) {
+    SpecBuffers *b = &d->inner;
+    GPT *mid = &d->model;
+    int V = d->V, before = mid->state.cache_len;
+    draft_tokens(&d->bigram, current, k, s->temperature, rng, b); // 1. the bigram guesses
+    b->all_tokens[0] = current; // 2. the GPT draft verifies them in one pass
+    memcpy(b->all_tokens + 1, b->candidates, (size_t)k * sizeof(int));
+    const float *logits = forward(mid, b->all_tokens, k + 1);
+    for (int i = 0; i <= k; i++)
+        served_probs(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, s);
+    int n = accept_reject(b, k, 1, rng); // 3. exact samples of the GPT draft
+    n = n < want - made ? n : want - made; // a bonus past the chain's end is dropped
+    for (int i = 0; i < n; i++) { // token i came from the GPT draft's row i of this pass
+        d->chain[made + i] = b->accepted[i];
+        memcpy(d->chain_q + (size_t)(made + i) * V, b->target_probs + (size_t)i * V,
+               (size_t)V * sizeof(float));
+        tempered_softmax(d->chain_own + (size_t)(made + i) * V, logits + (size_t)i * V, V, 1.0f);
+    }
+    trim_kv_cache(mid, n, before); // 4. current and the guesses kept stay; the last token not
+    return n;
+}
+
+// The root's level makes the whole chain (as many guesses as the round has levels, room and
+// tokens wanted for); each level then hands over its node's row and the sample drawn from it.
+static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
+                         Rng *rng) {
+    int V = tb->V;
+    if (lo == 0) {
+        int want = tb->shape.depth;
+        want = want < tb->limit ? want : tb->limit;
+        want = want < tb->room - 1 ? want : tb->room - 1;
+        int lag = draft_lag(&d->model, tb->cache_len); // the catch-up; the inner pass runs current
+        if (lag > 0) forward(&d->model, text->tok + text->n - 1 - lag, lag);
+        if (lag > 0) tb->draft_passes++;
+        for (int made = 0; made < want; tb->draft_passes++)
+            made += cascade_round(d, made ? d->chain[made - 1] : text->tok[text->n - 1],
+                                  want - made, made, want, s, rng);
+        tb->draft_ran = d->model.state.cache_len - tb->cache_len; // rows in its cache, by row
+    }
+    for (int r = lo; r < tb->rows; r++) { // a chain: one node a level
+        memcpy(tb->q + (size_t)r * V, d->chain_q + (size_t)r * V, (size_t)V * sizeof(float));
+        memcpy(tb->own + (size_t)r * V, d->chain_own + (size_t)r * V, (size_t)V * sizeof(float));
+        tb->chosen[r] = d->chain[r];
+    }
+}
+
+// --- Every draft, named once: --draft, -h, the self-test and the checks read this table ---
+
+// Columns: name, file, untrained name, about, sure, trees, p_min; setup, restart, rows, verify, keep
+static const DraftKind DRAFTS[] = {
+    {"bigram", NULL, NULL, "the blog's table, counted from the training split (the default)",
+     0, 1, 1, bigram_setup, NULL, bigram_rows, NULL, NULL},
+    {"lookup", NULL, NULL, "copies what followed an earlier occurrence of the text's ending",
+     1, 0, 0, lookup_setup, NULL, lookup_rows, NULL, NULL},
+    {"gpt", DEFAULT_DRAFT, NULL, "a small GPT distilled from the target, with its own KV cache",
+     0, 1, 1, gpt_setup, gpt_restart, gpt_rows, NULL, gpt_keep},
+    {"medusa", DEFAULT_MEDUSA, "medusa0", "heads on the target's hidden row, one per level",
+     0, 1, 0, medusa_setup, medusa_restart, medusa_rows, NULL, medusa_keep},
+    {"early-exit", DEFAULT_EXIT, "early-exit0", "the target's first block, then a trained head; "
+     "one KV cache", 0, 1, 1, exit_setup, NULL, exit_rows, exit_verify, NULL},
+    {"early-exit-untrained", NULL, NULL, "the target's first block, then its own ln_f and "
+     "lm_head", 0, 1, 1, exit_setup, NULL, exit_rows, exit_verify, NULL},
+    {"eagle", DEFAULT_EAGLE, "eagle0", "drafts the target's features: a Linear and one block",
+     0, 1, 1, eagle_setup, eagle_restart, eagle_rows, NULL, eagle_keep},
+    {"cascade", DEFAULT_DRAFT, NULL, "the bigram drafts for the gpt draft, which drafts for "
+     "the target", 0, 0, 1, cascade_setup, gpt_restart, cascade_rows, NULL, gpt_keep},
+};
+#define N_DRAFTS (int)(sizeof(DRAFTS) / sizeof(DRAFTS[0]))
+
+// The kind --draft names, or NULL (then --draft is a checkpoint's path: a gpt draft).
+const DraftKind *find_draft(const char *name) {
+    for (int i = 0; i < N_DRAFTS; i++)
+        if (!strcmp(DRAFTS[i].name, name)) return &DRAFTS[i];
+    return NULL;
+}
+
+// Builds a draft of this kind from in (in->path NULL: its untrained form). 0, or -1 with err.
+int setup_kind(const DraftKind *kind, const DraftInputs *in, Draft *d, char *err, size_t errlen) {
+    *d = (Draft){.kind = kind, .name = kind->name, .V = in->v->size, .target = in->target};
+    return kind->setup(d, in, err, errlen);
+}
+
+// Builds the draft --draft names, from its own file; a name no kind has is a checkpoint's
+// path, a gpt draft. 0, or -1 with err set.
+int setup_draft(const char *name, const DraftInputs *in, Draft *d, char *err, size_t errlen) {
+    const DraftKind *kind = find_draft(name);
+    DraftInputs mine = *in;
+    mine.path = kind ? kind->file : name;
+    return setup_kind(kind ? kind : find_draft("gpt"), &mine, d, err, errlen);
+}
+
+// Frees what setup_draft built; safe on a zeroed Draft, and twice.
+void free_draft(Draft *d) {
+    free_bigram_draft(&d->bigram);
+    free_gpt(&d->model);
+    free_medusa(&d->medusa);
+    free(d->exit.ln_weight); // the exit's other arrays are in the same allocation
+    free(d->eagle.fc_weight); // fc_bias too
+    free_gpt(&d->eagle.block);
+    free_spec_buffers(&d->inner);
+    void *owned[] = {d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->chain, d->chain_q,
+                     d->chain_own};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(d, 0, sizeof(*d));
+}
+
+// ----------------------------------------------------------------------------
+// The tree's phases: grow it, verify it in one pass, judge it, trim the cache
+//
+// The four phases of specdec.c's round, for a tree and any draft: draft_tree asks the draft
+// for each level's rows and draws the children; verify_tree runs the one masked pass (or
+// lets the draft finish the pass it began); accept_reject_tree walks down the tree with the
+// exact rule; compact_kv_cache moves the accepted path's rows into place.
 
 // Phase 1 for a tree: grows it level by level from current_token, width[level] children per
 // node, while the window has room (slots up to S-1) and the path could still be used. A
 // chain (width 1) also stops after a guess the draft itself gives less than --draft-p-min.
 static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s,
                        Rng *rng) {
-    int room = tb->room; // rows that fit: tree_round counts the cache's free slots
+    int room = tb->room, V = tb->V; // rows that fit: tree_round counts the cache's free slots
     tb->rows = 1; // the root, current_token
     tb->token[0] = text->tok[text->n - 1];
     tb->parent[0] = -1;
     tb->depth[0] = 0;
     tb->n_children[0] = 0;
     tb->draft_ran = 0;
+    tb->draft_passes = 0;
     tb->stopped = 0;
     if (!d) return; // plain decoding: the root alone, a one-token step
-    if (d->kind == DRAFT_LOOKUP) lookup_match(d, text); // one match a round, read level by level
     int lo = 0; // the first row of the level being grown
     for (int level = 0; level < tb->shape.depth && level < tb->limit; level++) {
         int hi = tb->rows;
         if (hi >= room) break; // no slot left for a child
-        tree_draft_rows(d, tb, text, lo, s); // the draft's row after each node
+        for (int r = lo; r < hi; r++) tb->chosen[r] = -1; // unless the draft draws them
+        d->kind->rows(d, tb, text, lo, s, rng); // the draft's row after each node
+        for (int r = lo; r < hi; r++) {
+            float *q = tb->q + (size_t)r * V, *own = tb->own + (size_t)r * V;
+            if (tb->top) memcpy(q, own, (size_t)V * sizeof(float)); // ranked by the draft's own row
+        }
         for (int r = lo; r < hi; r++) add_children(tb, r, tb->shape.width[level], room, rng);
         if (tb->rows == hi) break; // no child was added: the tree is done
         int last = tb->rows - 1; // a chain's one new guess, and its own chance
@@ -534,21 +1181,19 @@ static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Samp
 
 // Phase 2 for a tree: ONE target pass over current_token and every row (after the tokens a
 // restart reruns, a chain from slot 0), each row attending to the context and its own
-// ancestors; p[r] = the served row after row r.
-static void verify_tree(GPT *g, TreeBuffers *tb, const int *current, const Sampler *s) {
-    int V = tb->V, lag = tb->lag, S = g->config.block_size, first = g->state.cache_len;
-    for (int i = 0; i < lag; i++) { // the rerun window: each token sees every slot up to its own
-        unsigned char *row = tb->sees + (size_t)i * S;
-        tb->all_tokens[i] = current[i - lag];
-        tb->positions[i] = first + i;
-        memset(row, 0, (size_t)S);
-        memset(row, 1, (size_t)(first + i + 1));
-    }
-    for (int r = 0; r < tb->rows; r++) tb->all_tokens[lag + r] = tb->token[r];
-    mask_rows(tb, 0, tb->rows, lag, S); // current_token and the guesses
-    const float *logits = tree_forward(g, tb->all_tokens, lag + tb->rows, tb->positions, tb->sees);
+// ancestors; p[r] = the served row after row r. A draft that ran part of it finishes it.
+static void verify_tree(GPT *g, Draft *d, TreeBuffers *tb, const int *current,
+                        const Sampler *s) {
+    int V = tb->V, rerun = tb->rerun, S = g->config.block_size, T = rerun + tb->rows;
+    for (int i = 0; i < rerun; i++) tb->all_tokens[i] = current[i - rerun]; // the window
+    for (int r = 0; r < tb->rows; r++) tb->all_tokens[rerun + r] = tb->token[r];
+    causal_rows(tb, rerun, g->state.cache_len, S); // the rerun window: causal
+    mask_rows(tb, 0, tb->rows, rerun, S, tb->cache_len); // current_token and the guesses
+    const float *logits = d && d->kind->verify ? d->kind->verify(d, g, tb)
+                                               : tree_forward(g, tb->all_tokens, T,
+                                                              tb->positions, tb->sees);
     for (int r = 0; r < tb->rows; r++)
-        served_probs(tb->p + (size_t)r * V, logits + (size_t)(lag + r) * V, V, s);
+        served_probs(tb->p + (size_t)r * V, logits + (size_t)(rerun + r) * V, V, s);
 }
 
 // p := norm(max(p - Q, 0)), in place, in double: what is left of p for the next sibling
@@ -663,71 +1308,15 @@ static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
     return m + 1; // a leaf passed (or the root had no child): its p came with the pass
 }
 
-// Copies cache slot `from` to slot `to` in every layer.
-static void move_cache_row(GPT *g, int from, int to) {
-    RunState *s = &g->state;
-    size_t C = g->config.n_embd, S = g->config.block_size, row = C * sizeof(float);
-    for (int l = 0; l < g->config.n_layer; l++) { // memmove: from may be to (a row in place)
-        memmove(s->key_cache + (l * S + to) * C, s->key_cache + (l * S + from) * C, row);
-        memmove(s->value_cache + (l * S + to) * C, s->value_cache + (l * S + from) * C, row);
-    }
-}
-
 // Phase 4 for a tree: the rows of the path's first m guesses (every token the round emits
 // but its last, as in a chain) move into the slots right after current_token, in order, and
 // the cache keeps current_token and them: trim_kv_cache's invariant. A node's keys depend
-// on its position and ancestors only, both unchanged by the move. A model draft keeps the
-// path's rows it ran. Moving slot path[d] down to cache_len + d never overwrites a row
-// still to be moved: those sit in later slots.
-static void compact_kv_cache(GPT *g, GPT *draft, const TreeBuffers *tb, int m) {
+// on its position and ancestors only, both unchanged by the move. Moving slot path[d] down
+// to cache_len + d never overwrites a row still to be moved: those sit in later slots. (The
+// draft keeps what it needs of the path itself: its kind's keep.)
+static void compact_kv_cache(GPT *g, const TreeBuffers *tb, int m) {
     for (int d = 1; d <= m; d++) move_cache_row(g, tb->cache_len + tb->path[d], tb->cache_len + d);
     roll_back_cache(g, tb->cache_len + 1 + m);
-    if (!draft) return;
-    int kept = 0; // the path's rows the draft ran: a prefix of the path
-    while (kept < m && tb->path[kept + 1] < tb->draft_ran) {
-        kept++;
-        move_cache_row(draft, tb->cache_len + tb->path[kept], tb->cache_len + kept);
-    }
-    if (draft->state.cache_len > tb->cache_len + 1 + kept)
-        roll_back_cache(draft, tb->cache_len + 1 + kept);
-}
-
-// Allocates the buffers of a tree of this shape for a target of block_size S and width C.
-int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S, int C) {
-    *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
-    size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
-    tb->token = calloc(N, sizeof(int));
-    tb->parent = calloc(N, sizeof(int));
-    tb->depth = calloc(N, sizeof(int));
-    tb->first_child = calloc(N, sizeof(int));
-    tb->n_children = calloc(N, sizeof(int));
-    tb->q = calloc(N * V, sizeof(float));
-    tb->own = calloc(N * V, sizeof(float));
-    tb->p = calloc(N * V, sizeof(float));
-    tb->chance = calloc(N, sizeof(double));
-    tb->u = calloc(N, sizeof(double));
-    tb->verdict = calloc(N, 1);
-    tb->p_work = calloc((size_t)V, sizeof(double));
-    tb->Q_work = calloc((size_t)V, sizeof(double));
-    tb->path = calloc(D, sizeof(int));
-    tb->accepted = calloc(D, sizeof(int));
-    tb->all_tokens = calloc((size_t)S, sizeof(int));
-    tb->positions = calloc((size_t)S, sizeof(int));
-    tb->sees = calloc((size_t)S * S, 1);
-    tb->hidden = calloc((size_t)C, sizeof(float));
-    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children && tb->q &&
-            tb->own && tb->p && tb->chance && tb->u && tb->verdict && tb->p_work && tb->Q_work &&
-            tb->path && tb->accepted && tb->all_tokens && tb->positions && tb->sees &&
-            tb->hidden) ? 0 : -1;
-}
-
-// Frees what build_tree_buffers allocated.
-void free_tree_buffers(TreeBuffers *tb) {
-    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->q,
-                     tb->own, tb->p, tb->chance, tb->u, tb->verdict, tb->p_work, tb->Q_work,
-                     tb->path, tb->accepted, tb->all_tokens, tb->positions, tb->sees, tb->hidden};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
-    memset(tb, 0, sizeof(*tb));
 }
 
 // ----------------------------------------------------------------------------
@@ -790,10 +1379,9 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     PassKind kind = tb->restarted ? (nodes > 0 ? PASS_FOLDED : PASS_REFILL)
                                   : nodes > 0 ? PASS_VERIFY : PASS_STEP;
     count_pass(&st->core);
-    tally_pass(st, kind, tb->lag + tb->rows, verify_seconds);
+    tally_pass(st, kind, tb->rerun + tb->rows, verify_seconds);
     if (d) st->draft_seconds += draft_seconds; // plain decoding drafts nothing
-    if (d && d->kind == DRAFT_GPT && tb->draft_ran > 0) // one pass a level it grew
-        st->draft_passes += tb->depth[tb->rows - 1];
+    st->draft_passes += tb->draft_passes; // a model draft's passes: one a level it grew
     if (tb->shape.depth == 0) return; // plain decoding: a step, not a round
     int judged = tb->passed + (n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0);
     for (int i = 0; i < judged; i++) { // depth i+1: the children of path[i] were judged
@@ -899,7 +1487,7 @@ static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
             o->st->core.rounds, vis, tb->cache_len, tb->rows - 1, depth, depth == 1 ? "" : "s");
     if (tb->restarted) // the cache was full: the pass reruns the window first
         fprintf(stderr, "  RESTART the window restarts: the pass reruns %d tokens first\n",
-                tb->lag);
+                tb->rerun);
     if (tb->stopped) // --draft-p-min ended the chain
         fprintf(stderr, "  (the draft stopped after guess %d: its own chance was below "
                 "--draft-p-min)\n", tb->rows - 1);
@@ -907,7 +1495,7 @@ static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
         fprintf(stderr, "  VERIFY  one target pass over %d tokens, each guess seeing its "
                 "ancestors only\n  ACCEPT/REJECT children in order, each when u < chance = "
                 "min(1, p/Q); q and p are the rows' own, and a later sibling faces p and Q after "
-                "the earlier ones\n", tb->lag + tb->rows);
+                "the earlier ones\n", tb->rerun + tb->rows);
     trace_node(tb, o->vocab, 0);
     int drew = tb->n_children[tb->path[tb->passed]] > 0; // the last node's children all failed
     fprintf(stderr, "  RESULT  %d passed, then %s: %d token%s from 1 target pass\n", tb->passed,
@@ -1052,9 +1640,10 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
 // returns how many tokens the pass reruns.
 static int restart_cache(GPT *g, Draft *d) {
     g->state.cache_len = 0; // the pass writes the window from position 0
-    if (d) // the draft restarts at the same index: its first pass catches up
-        restart_draft_cache(d);
-    return g->config.block_size / 2 - 1;
+    int rerun = g->config.block_size / 2 - 1;
+    if (d && d->kind->restart) // the draft restarts at the same index: its first pass catches up
+        d->kind->restart(d, g, 0, rerun);
+    return rerun;
 }
 
 // One round: the four phases with a tree (a chain is a tree of width 1; plain decoding, a
@@ -1063,25 +1652,23 @@ static int restart_cache(GPT *g, Draft *d) {
 // tb->accepted.
 static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
                       const RunOptions *o) {
-    int S = g->config.block_size, C = g->config.n_embd;
+    int S = g->config.block_size;
     // 0. CONTEXT: a full cache restarts, and the pass reruns the window
     tb->restarted = g->state.cache_len == S;
-    tb->lag = tb->restarted ? restart_cache(g, d) : 0;
-    tb->cache_len = g->state.cache_len + tb->lag; // current_token's slot
+    tb->rerun = tb->restarted ? restart_cache(g, d) : 0;
+    tb->cache_len = g->state.cache_len + tb->rerun; // current_token's slot
     int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
     tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
-    GPT *draft_model = d && d->kind == DRAFT_GPT ? &d->model : NULL;
     double t0 = now_seconds();
     // the four phases, one line each
     draft_tree(d, tb, text, &o->sampler, o->rng); // 1. DRAFT, as many rows as fit
     double t1 = now_seconds();
-    verify_tree(g, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY every row in one pass
+    verify_tree(g, d, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY: one pass
     double t2 = now_seconds();
     int n = accept_reject_tree(tb, o->rng); // 3. ACCEPT/REJECT down the tree
-    compact_kv_cache(g, draft_model, tb, n - 1); // 4. TRIM: the path's rows into place
-    // the hidden row of the node whose p gave the last token: Medusa guesses from it
-    const float *h = g->state.ln_f + (size_t)(tb->lag + tb->path[tb->passed]) * C;
-    memcpy(tb->hidden, h, (size_t)C * sizeof(float));
+    compact_kv_cache(g, tb, n - 1); // 4. TRIM: the path's rows into place
+    if (d && d->kind->keep) // and the draft keeps what it needs of the path
+        d->kind->keep(d, g, tb, n - 1);
     count_tree_round(o->st, d, tb, n, t1 - t0, t2 - t1);
     if (o->trace) trace_tree(o, tb, n);
     return n;
@@ -1093,14 +1680,13 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
 // max(prompt->n, 1) + max_new_tokens.
 void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
                    const RunOptions *o, int *seq) {
-    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
     tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
-    if (d) restart_draft_cache(d);
-    int last = g->state.cache_len - 1; // the prefill's row the first token comes from
-    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
+    if (d && d->kind->restart) // the draft starts from the prefill's window
+        d->kind->restart(d, g, g->state.cache_len, 0);
     if (o->max_new_tokens > 0) {
         float *p = tb->p; // row 0 is free until the first round's pass
         served_probs(p, logits, V, &o->sampler);
@@ -1216,6 +1802,161 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
     return 0;
 }
 
+// The early exit's and EAGLE's files share one shape (little-endian, as above): a 4-byte
+// magic, version = 1, the sizes, the target's fingerprint in the header's last 8 bytes (each
+// reads its target's rows, so it fits that model and no other), the floats, and a checksum:
+// FNV-1a 64 of every byte before it. read_tied_file checks what the two share; each format's
+// own fields are checked by its sizes function, which gives the number of floats.
+//
+// tinyshakespeare/exit.bin (tinyshakespeare/train exit):
+//   offset  size          field
+//   0       4             magic "SPDX"
+//   4       4             version = 1
+//   8       4             layer L: the exit reads the residual after blocks 0 .. L-1
+//   12      8             n_embd C, vocab_size V (the target's)
+//   20      8             the target's fingerprint
+//   28      4(2C+CV+V)    ln_weight (C), ln_bias (C), head_weight (C, V), head_bias (V)
+// tinyshakespeare/eagle.bin (tinyshakespeare/train eagle):
+//   0       4             magic "SPDE"
+//   4       4             version = 1
+//   8       4             n_feat: 1 (EAGLE reads the top feature; 3, EAGLE-3's fused three,
+//                         is reserved and refused here)
+//   12      12            feat_layer[3]: n_layer, 0, 0
+//   24      16            n_embd C, vocab_size V, ffn_width H and n_head of its block
+//   40      8             the target's fingerprint
+//   48      ...           fc_weight (2C, C), fc_bias (C), then its block's 13 tensors in the
+//                         checkpoint's order (ln1_weight .. ffwd_down_bias, TENSOR_NAMES[2..14])
+#define EXIT_MAGIC "SPDX"
+#define EXIT_HEADER 28
+#define EAGLE_MAGIC "SPDE"
+#define EAGLE_HEADER 48
+
+// What a file tied to one target is, for read_tied_file and its messages.
+typedef struct {
+    const char *magic; // its first 4 bytes
+    size_t header;     // bytes before the floats; the fingerprint is its last 8
+    const char *what;  // e.g. "exit head"
+    const char *fix;   // how to make one that fits
+    // the floats the header's sizes call for, or 0 with why set: the format's own checks
+    size_t (*sizes)(const unsigned char *buf, const GPT *target, char *why, size_t whylen);
+} TiedFile;
+
+// Reads a file of floats tied to target, checking its magic, version, sizes, length,
+// checksum, fingerprint and every float's finiteness, in that order. Returns its floats
+// (malloc'd; *n_floats of them) and, in *header, a copy of its header; NULL with err set.
+static float *read_tied_file(const char *path, const GPT *target, const TiedFile *f,
+                             unsigned char *header, size_t *n_floats, char *err, size_t errlen) {
+    size_t n = 0, N = 0;
+    unsigned char *buf = read_file(path, &n, f->what, f->fix, err, errlen);
+    if (!buf) return NULL;
+    char why[256] = ""; // the reason alone; empty while every check passes
+    float *x = NULL;
+    if (n < f->header + 8)
+        snprintf(why, sizeof(why), "file is %zu bytes, shorter than its %zu-byte header and "
+                 "checksum", n, f->header + 8);
+    else if (memcmp(buf, f->magic, 4) != 0)
+        snprintf(why, sizeof(why), "wrong magic (not a specdec %s file)", f->what);
+    else if (get_u32(buf + 4) != 1)
+        snprintf(why, sizeof(why), "version %u, this program reads version 1", get_u32(buf + 4));
+    else if ((N = f->sizes(buf, target, why, sizeof(why))) == 0)
+        ; // the sizes function said why
+    else if (n != f->header + 4 * N + 8)
+        snprintf(why, sizeof(why), "file is %zu bytes, but its sizes need %zu: %s", n,
+                 f->header + 4 * N + 8, n < f->header + 4 * N + 8 ? "truncated"
+                                                                  : "too long: bytes were appended");
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8)) // integrity before the pairing
+        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + f->header - 8) != target_fingerprint(target))
+        snprintf(why, sizeof(why), "trained on another target model (its fingerprint does "
+                 "not match this one's)");
+    else if (!(x = malloc(N * sizeof(float))))
+        snprintf(why, sizeof(why), "out of memory for %zu floats", N);
+    for (size_t i = 0; !why[0] && i < N; i++) { // each finite, or its rows would be NaN
+        uint32_t bits = get_u32(buf + f->header + 4 * i);
+        memcpy(&x[i], &bits, 4);
+        if (!isfinite(x[i])) snprintf(why, sizeof(why), "float %zu is not a finite number", i);
+    }
+    if (!why[0]) memcpy(header, buf, f->header);
+    free(buf);
+    if (!why[0]) {
+        *n_floats = N;
+        return x;
+    }
+    free(x);
+    fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
+    return NULL;
+}
+
+// The exit's sizes: its layer must leave blocks to verify with, C and V the target's.
+static size_t exit_sizes(const unsigned char *buf, const GPT *g, char *why, size_t whylen) {
+    uint32_t L = get_u32(buf + 8), C = get_u32(buf + 12), V = get_u32(buf + 16);
+    if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
+        snprintf(why, whylen, "an exit for a model %u wide with %u tokens, but the target is %d "
+                 "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
+    else if (L < 1 || L >= (uint32_t)g->config.n_layer)
+        snprintf(why, whylen, "an exit after block %u, and the target's %d blocks allow 1 to %d",
+                 L, g->config.n_layer, g->config.n_layer - 1);
+    return why[0] ? 0 : 2 * (size_t)C + (size_t)C * V + V;
+}
+
+// Reads a trained exit for `target` from path into e; on failure err and -1, nothing held.
+int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_t errlen) {
+    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "train one for this "
+                               "model: 'make train-exit', or 'tinyshakespeare/train exit -m MODEL "
+                               "-o " DEFAULT_EXIT "'", exit_sizes};
+    unsigned char header[EXIT_HEADER] = {0};
+    size_t N = 0;
+    float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
+    if (!x) return -1;
+    size_t C = get_u32(header + 12), V = get_u32(header + 16);
+    *e = (ExitHead){(int)get_u32(header + 8), (int)C, (int)V, x, x + C, x + 2 * C,
+                    x + 2 * C + C * V};
+    return 0;
+}
+
+// EAGLE's sizes: one feature (EAGLE-3's three are refused), a block of the target's width.
+static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, size_t whylen) {
+    uint32_t n_feat = get_u32(buf + 8), C = get_u32(buf + 24), V = get_u32(buf + 28);
+    uint32_t H = get_u32(buf + 32), NH = get_u32(buf + 36);
+    if (n_feat != 1)
+        snprintf(why, whylen, "it reads %u features; this program runs EAGLE's one (n_feat 1)",
+                 n_feat);
+    else if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
+        snprintf(why, whylen, "a head for a model %u wide with %u tokens, but the target is %d "
+                 "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
+    else if (H < 1 || H > 65536 || NH < 1 || C % NH != 0)
+        snprintf(why, whylen, "its block's ffn_width %u or n_head %u does not fit a width of %u",
+                 H, NH, C);
+    if (why[0]) return 0;
+    Config one = {1, (int)NH, (int)C, g->config.block_size, (int)V, (int)H};
+    size_t sizes[N_TENSORS], block = 0;
+    weight_sizes(&one, sizes);
+    for (int i = 2; i <= 14; i++) block += sizes[i]; // ln1_weight .. ffwd_down_bias
+    return (2 * (size_t)C + 1) * C + block;
+}
+
+// Reads an EAGLE head for `target` from path into e; on failure err and -1, nothing held.
+int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, size_t errlen) {
+    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "train one for this "
+                               "model: 'make train-eagle', or 'tinyshakespeare/train eagle -m MODEL "
+                               "-o " DEFAULT_EAGLE "'", eagle_sizes};
+    unsigned char header[EAGLE_HEADER] = {0};
+    size_t N = 0;
+    float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
+    if (!x) return -1;
+    int C = (int)get_u32(header + 24), S = target->config.block_size;
+    Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
+                  (int)get_u32(header + 32)};
+    size_t fc = (2 * (size_t)C + 1) * C, sizes[N_TENSORS];
+    *e = (EagleHead){.C = C, .fc_weight = x, .fc_bias = x + 2 * (size_t)C * C};
+    if (build_gpt(&e->block, &one) != 0)
+        return fail_with(err, errlen, "out of memory for the eagle head's block");
+    // the block's tensors sit after its embeddings in its parameters, in the file's order
+    weight_sizes(&one, sizes);
+    memcpy(e->block.params + sizes[0] + sizes[1], x + fc, (N - fc) * sizeof(float));
+    return 0;
+}
+
 // Widens the MLP to H2 >= H hidden units with zeros (--ffn-width): each new unit adds exact
 // zeros, so the logits stay the same, bit for bit, but there is more to stream (notes/speed.md).
 // Medusa heads are loaded before the widening: they fit the model's own fingerprint.
@@ -1262,9 +2003,8 @@ int run_tree(GPT *g, Draft *d, const TreeShape *shape, const Tokens *prompt, Sam
     TreeBuffers tb;
     Rng rng;
     rng_seed(&rng, seed);
-    int rc = build_tree_buffers(&tb, shape, g->config.vocab_size, g->config.block_size,
-                                g->config.n_embd);
-    tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // sure guesses
+    int rc = build_tree_buffers(&tb, shape, g->config.vocab_size, g->config.block_size);
+    tb.top = s.temperature == 0.0f || (d && d->kind->sure); // sure guesses
     RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = s, .rng = &rng, .st = st};
     if (rc == 0) tree_generate(g, d, &tb, prompt, &o, seq);
     free_tree_buffers(&tb);
@@ -1379,7 +2119,7 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
-            for (int s = 0; s < 3 && drafts[d].kind != DRAFT_LOOKUP; s++, cases++) {
+            for (int s = 0; s < 3 && drafts[d].kind->trees; s++, cases++) {
                 char label[32];
                 snprintf(label, sizeof(label), "tree %s, %s", tree_labels[s], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &trees[s], &prompts[i], 0.0f);
@@ -1410,18 +2150,19 @@ typedef struct {
                               // is unset or empty
 } BeyondOptions;
 
-#define DEFAULT_DRAFT "tinyshakespeare/draft.bin"   // --draft gpt
-#define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin" // --draft medusa
 #define MAX_FFN_WIDTH 16777216 // 2^24 hidden units: 32 GiB of weights for the lecture's model
 
 // The help text of -h: specdec's, then what beyond adds.
 void beyond_usage(FILE *f) {
     usage(f, "./beyond");
     fprintf(f, "./beyond takes every option above, and:\n"
-        "  --draft D   bigram (default: the blog's table), gpt (" DEFAULT_DRAFT ",\n"
-        "              a small GPT with its own KV cache), lookup (copies earlier text),\n"
-        "              medusa (" DEFAULT_MEDUSA ": heads on the target's hidden row),\n"
-        "              or the path of a checkpoint with the target's vocabulary\n"
+        "  --draft D   which draft guesses: one of the names below, or the path of a\n"
+        "              checkpoint with the target's vocabulary (a gpt draft)\n");
+    for (int i = 0; i < N_DRAFTS; i++) // the table's own words, and each draft's file
+        fprintf(f, "      %-20s %s%s%s%s\n", DRAFTS[i].name, DRAFTS[i].about,
+                DRAFTS[i].file ? " (" : "", DRAFTS[i].file ? DRAFTS[i].file : "",
+                DRAFTS[i].file ? ")" : "");
+    fprintf(f,
         "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
@@ -1512,6 +2253,7 @@ typedef struct {
 int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
     int S = ld->core.g.config.block_size, V = ld->core.v.size, lookup = !strcmp(o->draft, "lookup");
     int medusa = !strcmp(o->draft, "medusa"), n = ld->core.n_prompt;
+    const DraftKind *kind = find_draft(o->draft) ? find_draft(o->draft) : find_draft("gpt");
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
                          "--top-k 1..%d", o->top_k, V, V);
@@ -1534,6 +2276,10 @@ int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, siz
     if (!chain && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
+    if (o->tree && !kind->trees && !o->core.plain) // the cascade
+        return fail_with(err, errlen, "--tree needs several children per node, and --draft %s "
+                         "draws one chain a round (its inner rounds follow one path); drop "
+                         "--tree, or use --draft gpt", kind->name);
     if (lookup && n <= LOOKUP_MIN_N)
         return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %d "
                          "character%s holds no %d-gram to find again; give -p at least %d "
@@ -1565,68 +2311,6 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
     return 0;
 }
 
-// Builds the draft `kind` names: bigram, lookup, gpt (DEFAULT_DRAFT) or a checkpoint's path,
-// which must share the target's vocabulary and block size (the caches restart together).
-int setup_draft(const char *kind, const Vocab *v, const Corpus *corpus, int block_size,
-                Draft *d, char *err, size_t errlen) {
-    int lookup = !strcmp(kind, "lookup");
-    // lookup or the bigram (a checkpoint's model becomes DRAFT_GPT below); every other field
-    // zeroed, so free_draft is safe on d from here on
-    *d = (Draft){.kind = lookup ? DRAFT_LOOKUP : DRAFT_BIGRAM, .name = kind, .V = v->size};
-    if (lookup) return 0; // nothing to build: it drafts from the text itself
-    if (!strcmp(kind, "bigram")) // counted from the training split, as the blog does
-        return BigramDraftModel(&d->bigram, corpus->tokens, corpus->n_train, v->size) == 0 ? 0 :
-               fail_with(err, errlen, "out of memory building the bigram table");
-    d->kind = DRAFT_GPT;
-    d->name = "gpt";
-    const char *path = strcmp(kind, "gpt") ? kind : DEFAULT_DRAFT;
-    Vocab dv;
-    FileRole role = {"draft checkpoint", "--draft takes bigram, gpt, lookup, medusa or a "
-                                         "checkpoint's path; make train-draft writes "
-                                         DEFAULT_DRAFT};
-    if (read_checkpoint(path, role, &d->model, &dv, err, errlen) != 0)
-        return -1;
-    if (dv.size != v->size || memcmp(dv.chars, v->chars, (size_t)v->size) != 0)
-        return fail_with(err, errlen, "draft '%s' has another vocabulary than the target's (%d "
-                         "and %d characters): its token ids would mean other characters; train "
-                         "the draft on the target's corpus", path, dv.size, v->size);
-    if (d->model.config.block_size != block_size)
-        return fail_with(err, errlen, "draft '%s' has block_size %d, the target %d: both caches "
-                         "restart together; train the draft with --block %d", path,
-                         d->model.config.block_size, block_size, block_size);
-    return 0;
-}
-
-// Frees what setup_draft or setup_medusa built.
-void free_draft(Draft *d) {
-    free_bigram_draft(&d->bigram);
-    free_gpt(&d->model);
-    if (d->medusa) free_medusa(d->medusa);
-    free(d->medusa);
-    d->medusa = NULL;
-}
-
-// --draft medusa: the heads at path for target g, at least `depth` of them (tree levels or
-// K); path NULL: zero heads (each the target's own next-token head), for the self-test.
-int setup_medusa(const GPT *g, const char *path, int depth, Draft *d, char *err, size_t errlen) {
-    // the heads read the target's hidden rows and share its lm_head
-    *d = (Draft){.kind = DRAFT_MEDUSA, .name = "medusa", .V = g->config.vocab_size, .target = g};
-    d->medusa = calloc(1, sizeof(MedusaHeads));
-    if (!d->medusa) return fail_with(err, errlen, "out of memory for the medusa heads");
-    int C = g->config.n_embd, N = depth;
-    if (!path) { // untrained heads: W = 0 and b = 0
-        float *w = calloc((size_t)N * (C + 1) * C, sizeof(float));
-        *d->medusa = (MedusaHeads){N, C, d->V, w, w ? w + (size_t)N * C * C : NULL};
-        return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
-    }
-    if (load_medusa(path, g, d->medusa, err, errlen) != 0) return -1;
-    if (depth > d->medusa->n_heads)
-        return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
-                         "tree (or -k) asks for %d levels; give at most %d", d->medusa->n_heads,
-                         depth, d->medusa->n_heads);
-    return 0;
-}
-
 // The decoders a generation run may take, in the order it runs them: the tree (--tree), the
 // chain of K, plain decoding.
 enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN, N_RUNS };
@@ -1646,10 +2330,11 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
     if (o->top_k || o->top_p) // the served distribution, on both sides
         fprintf(stderr, "filter: top-k %d, top-p %g (0: off), applied to the target and the "
                 "draft\n", o->top_k, o->top_p);
-    if (!c->plain && d->kind == DRAFT_GPT) // which draft guesses, and a model's size: its cost
-        fprintf(stderr, "draft: gpt, %s, n_layer=%d n_embd=%d -> %zu parameters\n",
-                strcmp(o->draft, "gpt") ? o->draft : DEFAULT_DRAFT, d->model.config.n_layer,
-                d->model.config.n_embd, d->model.n_params);
+    if (!c->plain && d->model.params) // which draft guesses, and a model's size: its cost
+        fprintf(stderr, "draft: %s, %s, n_layer=%d n_embd=%d -> %zu parameters\n", d->name,
+                d->path, d->model.config.n_layer, d->model.config.n_embd, d->model.n_params);
+    else if (!c->plain && d->path) // a file of heads on the target
+        fprintf(stderr, "draft: %s, %s\n", d->name, d->path);
     else if (!c->plain)
         fprintf(stderr, "draft: %s\n", d->name);
     if (!color) return;
@@ -1664,7 +2349,7 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
 int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     const Options *c = &o->core;
     GPT *g = &ld->core.g;
-    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int V = g->config.vocab_size, S = g->config.block_size;
     int K = ld->shape.depth; // --tree: the chain beside it is as deep
     int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->max_new_tokens;
     TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
@@ -1673,7 +2358,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     int rc = 0;
     for (int r = 0; r < N_RUNS; r++) {
         text[r] = malloc((size_t)cap * sizeof(int));
-        rc |= !text[r] || build_tree_buffers(&tb[r], &shapes[r], V, S, C) != 0;
+        rc |= !text[r] || build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
     }
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
     if (rc || !source) {
@@ -1705,7 +2390,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
         if (!c->no_prompt) fputs(c->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, c->seed); // the same seed for each, so greedy texts compare byte for byte
         opt.st = &st[run];
-        tb[run].top = c->temperature == 0.0f || d->kind == DRAFT_LOOKUP; // sure guesses
+        tb[run].top = c->temperature == 0.0f || d->kind->sure; // sure guesses
         tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
                       &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
         if (!out.stream) write_text(stdout, &ld->core.v, text[run] + start, source + start,
@@ -1744,7 +2429,7 @@ out:
 int main(int argc, char **argv) {
     BeyondOptions o;
     BeyondLoaded ld = {0}; // zeroed, as are the drafts, so that done: frees however far we got
-    Draft drafts[4] = {0}; // the one --draft names; the self-test takes every kind
+    Draft drafts[N_DRAFTS] = {0}; // the one --draft names; the self-test takes every kind
     char err[512] = ""; // a refusal's one line; done: prints it if something failed
     int rc = 1; // stays 1 until an action has run and succeeded
     // 1. the command line: every flag checked before anything is loaded
@@ -1759,27 +2444,24 @@ int main(int argc, char **argv) {
     if (!o.core.run_selftest && check_beyond_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
     if (o.core.run_selftest && o.top_k > ld.core.v.size)
         goto done; // unreachable in practice: --top-k is checked against V above
-    // 3. the draft --draft names (medusa's heads fit the model before any widening); the
-    // self-test runs one of each kind (gpt: --draft's model; medusa: the shipped heads if
-    // they fit this model, else untrained ones)
-    int named = strcmp(o.draft, "bigram") && strcmp(o.draft, "lookup") && strcmp(o.draft, "medusa");
-    const char *every_kind[3] = {"bigram", "lookup", named ? o.draft : "gpt"};
-    int S = ld.core.g.config.block_size, n_drafts = o.core.run_selftest ? 4 : 1;
-    for (int i = 0; i < n_drafts - 1 || (i == 0 && n_drafts == 1); i++) {
-        const char *kind = o.core.run_selftest ? every_kind[i] : o.draft;
-        Draft *d = &drafts[i];
-        GPT *g = &ld.core.g;
-        int failed = !strcmp(kind, "medusa")
-                         ? setup_medusa(g, DEFAULT_MEDUSA, ld.shape.depth, d, err, sizeof(err))
-                         : setup_draft(kind, &ld.core.v, &ld.core.corpus, S, d, err, sizeof(err));
+    // 3. the draft --draft names (files tied to the target are checked before any widening);
+    // the self-test builds every kind, each from its own file or, where that file does not
+    // fit this model, in its untrained form (named with a 0: medusa0, eagle0, ...)
+    DraftInputs in = {&ld.core.v, &ld.core.corpus, ld.core.g.config.block_size, &ld.core.g,
+                      o.core.run_selftest ? 8 : ld.shape.depth, NULL};
+    int n_drafts = o.core.run_selftest ? N_DRAFTS : 1;
+    for (int i = 0; i < n_drafts; i++) {
+        const char *name = o.core.run_selftest ? DRAFTS[i].name : o.draft;
+        if (o.core.run_selftest && !strcmp(name, "gpt")) // --draft's checkpoint, if it names one
+            name = find_draft(o.draft) ? "gpt" : o.draft;
+        int failed = setup_draft(name, &in, &drafts[i], err, sizeof(err)) != 0;
+        if (failed && o.core.run_selftest && DRAFTS[i].untrained) {
+            free_draft(&drafts[i]); // a file for another target: the untrained form instead
+            failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
+            drafts[i].name = DRAFTS[i].untrained;
+        }
         if (failed) goto done;
-        drafts[i].p_min = o.draft_p_min; // lookup's and medusa's are refused above
-    }
-    if (o.core.run_selftest && setup_medusa(&ld.core.g, DEFAULT_MEDUSA, 8, &drafts[3], err,
-                                            sizeof(err)) != 0) { // not this model's: untrained
-        free_draft(&drafts[3]);
-        if (setup_medusa(&ld.core.g, NULL, 8, &drafts[3], err, sizeof(err)) != 0) goto done;
-        drafts[3].name = "medusa0";
+        drafts[i].p_min = o.draft_p_min; // refused above where a draft cannot use it
     }
     if (setup_width(&o, &ld, err, sizeof(err)) != 0) goto done;
     // 4. every input is good: say what runs, then run it
@@ -1791,7 +2473,7 @@ int main(int argc, char **argv) {
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
-    for (int i = 0; i < 4; i++) free_draft(&drafts[i]);
+    for (int i = 0; i < N_DRAFTS; i++) free_draft(&drafts[i]);
     free(ld.core.prompt);
     free_corpus(&ld.core.corpus);
     free_gpt(&ld.core.g);
