@@ -4,10 +4,15 @@
  * What this is
  *   specdec.c is the blog's lesson alone: a bigram draft, a chain of K guesses, one verify
  *   pass, accept/reject, trim. This file includes it whole and goes on where the blog stops:
- *     - drafts that know more than one character: a small GPT of the target's family with a
- *       KV cache of its own (Leviathan et al. 2023, Chen et al. 2023), prompt lookup (copy
- *       what followed an earlier occurrence of the text's ending), and Medusa heads on the
- *       target's own hidden row (Cai et al. 2024);
+ *     - drafts that know more than one character, each behind one interface (restart, rows,
+ *       verify, keep) and named once in the table DRAFTS:
+ *         a small GPT of the target's family with a KV cache of its own (Leviathan et al.
+ *         2023, Chen et al. 2023); prompt lookup (copy what followed an earlier occurrence of
+ *         the text's ending); Medusa heads on the target's own hidden row (Cai et al. 2024);
+ *         the early exit, the target's own first block drafting into the target's own KV
+ *         cache (self-speculative decoding: Zhang et al. 2023, Elhoushi et al. 2024); EAGLE,
+ *         a head that drafts the target's features (Li et al. 2024); a staged cascade, the
+ *         bigram drafting for the GPT draft (Spector and Re 2023);
  *     - the served distribution: top-k and top-p, cut alike on the target and the draft;
  *     - --draft-p-min: a draft that stops guessing when it is unsure;
  *     - a tree of guesses (SpecInfer, Medusa, EAGLE): several children per node, verified
@@ -16,31 +21,43 @@
  *     - --ffn-width: the same model padded with zeros, to see where memory bandwidth bites;
  *     - colours by where each character came from, where the time went, and the speed models.
  *   It has ONE loop, tree_generate: a chain of K guesses is a tree of width 1, and plain
- *   decoding a tree of no guesses. It reuses specdec.c's draft table, sampling, model,
+ *   decoding a tree of no levels. It reuses specdec.c's draft table, sampling, model,
  *   cache rollback, loading, trace and stats; its one copy is the masked forward pass.
  *
  * Build, run
- *   make beyond && ./beyond --tree 3,2,1,1 --draft gpt -t 1 --compare
+ *   make beyond && ./beyond --tree 2,2,1 --draft bigram -t 1 --compare
  *   ./beyond --draft lookup --trace -n 40     # a chain, drawn as a tree of one child a level
+ *   ./beyond --draft early-exit -t 1 --compare  # the target drafts for itself
  *   ./beyond --selftest                       # greedy equivalence of every draft and shape
  *
  * Map: the idea, where it comes from, and where it is here (the sections, in this order)
  *   The served distribution
  *     top-k and top-p on both sides (serving engines)       apply_top_k_top_p()
- *   The drafts
- *     a small GPT with its own cache (Leviathan, Chen 2023)  tree_draft_rows()
+ *   A tree of guesses: its shape, its buffers, its masked pass
+ *     several children per node, drawn without replacement   add_children()
+ *     one masked pass: specdec.c's forward, copied, cut in   tree_forward(), masked_blocks()
+ *     three (embed, a range of blocks, the head)
+ *   The drafts: one interface, each draft in its own part    DraftKind, DRAFTS[]
+ *     the catch-up of a draft with its own cache, once       draft_lag()
+ *     the blog's bigram table                                bigram_rows()
  *     prompt lookup (serving engines)                        lookup_match()
+ *     a small GPT with its own cache (Leviathan, Chen 2023)  gpt_rows(), gpt_keep()
  *     Medusa heads on the target's hidden row (Cai 2024)     medusa_logits()
- *   A tree of guesses, verified in one pass (SpecInfer, Medusa, EAGLE)
- *     several children per node, drawn without replacement   draft_tree(), add_children()
- *     one masked pass: specdec.c's forward, copied           tree_forward()
+ *     the early exit: one cache, the verify pass finished    exit_rows(), exit_verify()
+ *     (Zhang 2023, Elhoushi 2024)
+ *     EAGLE: a head that drafts features (Li 2024)           eagle_rows(), eagle_keep()
+ *     a staged cascade (Spector and Re 2023)                 cascade_round()
+ *   The tree's phases
+ *     grow it level by level                                 draft_tree()
+ *     verify it in one pass                                  verify_tree()
  *     the exact rule, child by child                         judge_children()
  *     the accepted path's rows moved into place              compact_kv_cache()
  *   Stats, colours and the trace of a tree round             print_run_stats(), trace_tree()
  *     where the time went, c(T), an account of the run       print_time_table(), print_accounting()
  *   The one loop                                             tree_round(), tree_generate()
  *     the refill folded into the verify pass                 restart_cache()
- *   Loading: Medusa heads, and --ffn-width's padded model    load_medusa(), widen_ffn()
+ *   Loading: Medusa heads, an exit, an EAGLE head, and       load_medusa(), load_exit(),
+ *     --ffn-width's padded model                             load_eagle(), widen_ffn()
  *   Self-test, then the command line                         beyond_selftest(), main()
  *
  * Size letters are specdec.c's, and: N the guesses of a whole tree shape (21 for 3,2,1,1),
@@ -131,6 +148,15 @@ void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sample
 // (judge_children), and the path that passed keeps its rows of the KV cache
 // (compact_kv_cache). `--tree 3,2,1,1` gives the children per node at each depth; the tree
 // 1,1,1,1 is specdec.c's chain of K = 4, and the tree of no levels is plain decoding.
+// The window cuts trees. Every row of a tree takes a slot of the 32-slot cache for one
+// pass, and a round starts with current_token at slot cache_len: a restarted window leaves
+// 17 slots (S - S/2 + 1), and each round's accepted path eats into them. The shape 3,2,1,1
+// needs 22 rows, so it never fits whole: rows are drafted breadth first, the wide early
+// levels take the slots, and the deep levels, where a chain earns its long runs, are the
+// ones cut (the stats print the levels drafted a round and the rounds the window cut).
+// Trees pay where a wide shape fits and the draft is unsure: `--tree 2,2,1 --draft bigram`
+// gets more tokens per verify pass than the chain of 3 beside it; with the GPT draft, sure of
+// its guesses, the chain's depth is worth more than a tree's siblings.
 // This section holds what every draft below uses: the tree's buffers, its masks, and the
 // masked pass (over a range of blocks, for the drafts that share the target's blocks). The
 // phases that grow, judge and trim a tree come after the drafts, in "The tree's phases".
@@ -1353,6 +1379,9 @@ typedef struct {
     long judged_at[POSITIONS];   // judged_at[i]: rounds that judged a child at depth i+1 (the
     long accepted_at[POSITIONS]; // last slot pools the rest), and that accepted one
     long empty_rounds;           // rounds whose draft, with room, proposed nothing (lookup)
+    long levels;                 // the levels drafted, summed over the rounds
+    long cut_rounds;             // rounds whose tree the window cut: fewer free slots than
+                                 // the shape's rows, so that some guesses found no slot
     long draft_passes;           // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds;        // wall time spent drafting
     int tree;                    // 1: trees with a level of 2 or more, where the chain's
@@ -1395,6 +1424,8 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     st->core.resampled += judged > tb->passed; // all of a node's children failed
     st->core.bonus += n > tb->passed && judged == tb->passed && nodes > 0;
     st->empty_rounds += nodes == 0 && tb->room > 1; // room for a guess, and none proposed
+    st->levels += tb->depth[tb->rows - 1]; // the deepest row's depth: the levels drafted
+    st->cut_rounds += tb->room < tb->max_rows && tb->rows == tb->room; // no slot for more
     st->core.rounds++;
     st->core.drafted += nodes;
     st->core.judged += judged;
@@ -1543,6 +1574,10 @@ void print_run_stats(const char *title, const RunStats *s, int speculative, int 
                 ratio(c->accepted, c->judged), stats_alpha(c));
         fprintf(stderr, "  tokens per verify pass  %.3f   (notes/speed.md measures a tree's)\n",
                 ratio(c->round_tokens, c->rounds));
+        // what the 32-slot window leaves of the shape: a tree's rows need free slots
+        fprintf(stderr, "  levels drafted          %.2f a round (the shape has %d); the window "
+                "cut %ld of %ld rounds (fewer free slots than the shape's rows)\n",
+                ratio(s->levels, c->rounds), K, s->cut_rounds, c->rounds);
     }
     if (speculative) { // the rate at which depth i passed among the rounds that judged it
         fprintf(stderr, "  acceptance by position ");
