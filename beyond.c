@@ -1752,99 +1752,22 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
 // ----------------------------------------------------------------------------
 // Loading: Medusa heads, and a model padded with zeros (--ffn-width)
 
-// Medusa heads' format, as tinyshakespeare/train medusa writes it (little-endian as above):
-//   offset     size        field
-//   0          4           magic "SPDM"
-//   4          4           version = 1
-//   8          12          n_heads N, n_embd C, vocab_size V (C and V: the target's)
-//   20         8           the target's fingerprint (target_fingerprint): the heads read
-//                          its hidden rows, so they fit that model and no other
-//   28         4N(C+1)C    every head's W (N, C, C), then every head's b (N, C)
-//   end-8      8           checksum: FNV-1a 64 of every byte before it
-// So the file is exactly 36 + 4N(C+1)C bytes: 66,596 for 4 heads on the shipped target.
-#define MEDUSA_MAGIC "SPDM"
-#define MEDUSA_VERSION 1
-#define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
-#define MEDUSA_MAX_HEADS TREE_MAX_DEPTH // a head per tree level, and a tree has at most 16
-
-// A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
-uint64_t target_fingerprint(const GPT *g) {
-    uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
-    for (size_t i = 0; i < g->n_params; i++) {
-        uint32_t bits;
-        memcpy(&bits, &g->params[i], 4);
-        for (int k = 0; k < 4; k++) // low byte first, as put_u32 writes it
-            h = (h ^ ((bits >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
-    }
-    return h;
-}
-
-// Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
-int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
-    static const char fix[] = "train heads for this model: 'make train-medusa', or "
-                              "'tinyshakespeare/train medusa -m MODEL "
-                              "-o tinyshakespeare/medusa.bin'";
-    memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
-    size_t n = 0;
-    unsigned char *buf = read_file(path, &n, "medusa heads", fix, err, errlen);
-    if (!buf) return -1;
-    char why[256] = ""; // the reason alone; empty while every check passes
-    int C = target->config.n_embd, V = target->config.vocab_size;
-    size_t N = n >= MEDUSA_HEADER ? get_u32(buf + 8) : 0, per = (size_t)(C + 1) * C;
-    // the file's size for N heads: the header, their floats, the checksum (N < 2^32: no
-    // overflow on a 64-bit size_t, and it is compared only once N is checked below)
-    size_t expect = MEDUSA_HEADER + 4 * N * per + 8;
-    // every field checked before it is used: each check may rely on the ones above it
-    if (n < MEDUSA_HEADER)
-        snprintf(why, sizeof(why), "file is %zu bytes, shorter than the %d-byte header", n,
-                 MEDUSA_HEADER);
-    else if (memcmp(buf, MEDUSA_MAGIC, 4) != 0)
-        snprintf(why, sizeof(why), "wrong magic (not a specdec Medusa heads file)");
-    else if (get_u32(buf + 4) != MEDUSA_VERSION)
-        snprintf(why, sizeof(why), "version %u, this program reads version %d",
-                 get_u32(buf + 4), MEDUSA_VERSION);
-    else if (N < 1 || N > MEDUSA_MAX_HEADS)
-        snprintf(why, sizeof(why), "n_heads %zu out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
-    // the sizes next: a mismatched pair gets its own words, before the file's size is compared
-    else if (get_u32(buf + 12) != (uint32_t)C || get_u32(buf + 16) != (uint32_t)V)
-        snprintf(why, sizeof(why), "heads for a model %u wide with %u tokens, but the target "
-                 "is %d wide with %d", get_u32(buf + 12), get_u32(buf + 16), C, V);
-    else if (n != expect)
-        snprintf(why, sizeof(why), "file is %zu bytes, but %zu heads %d wide need %zu: %s", n,
-                 N, C, expect, n < expect ? "truncated" : "too long: bytes were appended");
-    // the file's integrity before the pairing: a damaged file must not be blamed on the target
-    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
-        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
-    else if (get_u64(buf + 20) != target_fingerprint(target))
-        snprintf(why, sizeof(why), "trained on another target model (its fingerprint does "
-                 "not match this one's)");
-    else if (!(m->w = malloc(N * per * sizeof(float))))
-        snprintf(why, sizeof(why), "out of memory for %zu heads", N);
-    // the floats, each finite, or every logit of its head would be NaN
-    for (size_t i = 0; !why[0] && i < N * per; i++) {
-        uint32_t bits = get_u32(buf + MEDUSA_HEADER + 4 * i);
-        memcpy(&m->w[i], &bits, 4);
-        if (!isfinite(m->w[i]))
-            snprintf(why, sizeof(why), "float %zu (head %zu's %s) is not a finite number", i,
-                     i < N * C * C ? i / C / C : (i - N * C * C) / C, i < N * C * C ? "W" : "b");
-    }
-    free(buf); // the floats were copied out of it
-    if (why[0]) {
-        free_medusa(m);
-        return fail_with(err, errlen, "medusa heads '%s': %s (%s)", path, why, fix);
-    }
-    *m = (MedusaHeads){(int)N, C, V, m->w, m->w + N * C * C};
-    return 0;
-}
-
-// The early exit's and EAGLE's files share one shape (little-endian, as above): a 4-byte
-// magic, version = 1, the sizes, the target's fingerprint in the header's last 8 bytes (each
-// reads its target's rows, so it fits that model and no other), the floats, and a checksum:
-// FNV-1a 64 of every byte before it. read_tied_file checks what the two share; each format's
-// own fields are checked by its sizes function, which gives the number of floats.
+// Medusa heads, an exit and an EAGLE head are files of floats tied to one target: each reads
+// the target's rows, so it fits that model and no other. They share one shape (little-endian,
+// as above): a 4-byte magic, version = 1, the sizes, the target's fingerprint in the header's
+// last 8 bytes, the floats, and a checksum: FNV-1a 64 of every byte before it.
+// read_tied_file checks what they share; each format's sizes function checks its own fields
+// and gives the number of floats.
 //
-// tinyshakespeare/exit.bin (tinyshakespeare/train exit):
+// tinyshakespeare/medusa.bin (tinyshakespeare/train medusa): 36 + 4N(C+1)C bytes, 66,596
+// for 4 heads on the shipped target
 //   offset  size          field
+//   0       4             magic "SPDM"
+//   4       4             version = 1
+//   8       12            n_heads N, n_embd C, vocab_size V (C and V: the target's)
+//   20      8             the target's fingerprint (target_fingerprint)
+//   28      4N(C+1)C      every head's W (N, C, C), then every head's b (N, C)
+// tinyshakespeare/exit.bin (tinyshakespeare/train exit):
 //   0       4             magic "SPDX"
 //   4       4             version = 1
 //   8       4             layer L: the exit reads the residual after blocks 0 .. L-1
@@ -1861,84 +1784,138 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
 //   40      8             the target's fingerprint
 //   48      ...           fc_weight (2C, C), fc_bias (C), then its block's 13 tensors in the
 //                         checkpoint's order (ln1_weight .. ffwd_down_bias, TENSOR_NAMES[2..14])
+#define MEDUSA_MAGIC "SPDM"
+#define MEDUSA_VERSION 1
+#define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
+#define MEDUSA_MAX_HEADS TREE_MAX_DEPTH // a head per tree level, and a tree has at most 16
 #define EXIT_MAGIC "SPDX"
 #define EXIT_HEADER 28
 #define EAGLE_MAGIC "SPDE"
 #define EAGLE_HEADER 48
 
+// A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
+uint64_t target_fingerprint(const GPT *g) {
+    uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a 64's offset basis, as in fnv1a64
+    for (size_t i = 0; i < g->n_params; i++) {
+        uint32_t bits;
+        memcpy(&bits, &g->params[i], 4);
+        for (int k = 0; k < 4; k++) // low byte first, as put_u32 writes it
+            h = (h ^ ((bits >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
+    }
+    return h;
+}
+
 // What a file tied to one target is, for read_tied_file and its messages.
 typedef struct {
     const char *magic; // its first 4 bytes
     size_t header;     // bytes before the floats; the fingerprint is its last 8
-    const char *what;  // e.g. "exit head"
+    const char *what;  // e.g. "medusa heads", in the messages
+    const char *title; // e.g. "Medusa heads", in "not a specdec Medusa heads file"
     const char *fix;   // how to make one that fits
-    // the floats the header's sizes call for, or 0 with why set: the format's own checks
-    size_t (*sizes)(const unsigned char *buf, const GPT *target, char *why, size_t whylen);
+    // the floats the header's sizes call for, or 0 with why set; `needs` names them, e.g.
+    // "4 heads 64 wide": the format's own checks
+    size_t (*sizes)(const unsigned char *buf, const GPT *target, char *why, char *needs);
 } TiedFile;
 
-// Reads a file of floats tied to target, checking its magic, version, sizes, length,
-// checksum, fingerprint and every float's finiteness, in that order. Returns its floats
-// (malloc'd; *n_floats of them) and, in *header, a copy of its header; NULL with err set.
+// Checks a tied file's bytes, in order: its header's length, magic, version, the format's
+// sizes, its length, checksum and fingerprint. The floats' count, or 0 with why set.
+static size_t check_tied_file(const unsigned char *buf, size_t n, const GPT *target,
+                              const TiedFile *f, char *why) {
+    char needs[64] = "";
+    size_t N = 0, want = 0;
+    if (n < f->header)
+        snprintf(why, 256, "file is %zu bytes, shorter than the %zu-byte header", n, f->header);
+    else if (memcmp(buf, f->magic, 4) != 0)
+        snprintf(why, 256, "wrong magic (not a specdec %s file)", f->title);
+    else if (get_u32(buf + 4) != 1)
+        snprintf(why, 256, "version %u, this program reads version 1", get_u32(buf + 4));
+    else if ((N = f->sizes(buf, target, why, needs)) == 0)
+        return 0; // the sizes function said why
+    else if (n != (want = f->header + 4 * N + 8)) // N < 2^40: no overflow on a 64-bit size_t
+        snprintf(why, 256, "file is %zu bytes, but %s need %zu: %s", n, needs, want,
+                 n < want ? "truncated" : "too long: bytes were appended");
+    // the file's integrity before the pairing: a damaged file must not be blamed on the target
+    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
+        snprintf(why, 256, "checksum mismatch: the file is corrupted");
+    else if (get_u64(buf + f->header - 8) != target_fingerprint(target))
+        snprintf(why, 256, "trained on another target model (its fingerprint does not match "
+                 "this one's)");
+    return why[0] ? 0 : N;
+}
+
+// Reads a file of floats tied to target: its bytes checked (check_tied_file), then every
+// float's finiteness (a NaN would spread through every row it touches). Returns its floats
+// (malloc'd; *n_floats of them) and a copy of its header; NULL with err set.
 static float *read_tied_file(const char *path, const GPT *target, const TiedFile *f,
                              unsigned char *header, size_t *n_floats, char *err, size_t errlen) {
-    size_t n = 0, N = 0;
+    size_t n = 0;
     unsigned char *buf = read_file(path, &n, f->what, f->fix, err, errlen);
     if (!buf) return NULL;
     char why[256] = ""; // the reason alone; empty while every check passes
-    float *x = NULL;
-    if (n < f->header + 8)
-        snprintf(why, sizeof(why), "file is %zu bytes, shorter than its %zu-byte header and "
-                 "checksum", n, f->header + 8);
-    else if (memcmp(buf, f->magic, 4) != 0)
-        snprintf(why, sizeof(why), "wrong magic (not a specdec %s file)", f->what);
-    else if (get_u32(buf + 4) != 1)
-        snprintf(why, sizeof(why), "version %u, this program reads version 1", get_u32(buf + 4));
-    else if ((N = f->sizes(buf, target, why, sizeof(why))) == 0)
-        ; // the sizes function said why
-    else if (n != f->header + 4 * N + 8)
-        snprintf(why, sizeof(why), "file is %zu bytes, but its sizes need %zu: %s", n,
-                 f->header + 4 * N + 8, n < f->header + 4 * N + 8 ? "truncated"
-                                                                  : "too long: bytes were appended");
-    else if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8)) // integrity before the pairing
-        snprintf(why, sizeof(why), "checksum mismatch: the file is corrupted");
-    else if (get_u64(buf + f->header - 8) != target_fingerprint(target))
-        snprintf(why, sizeof(why), "trained on another target model (its fingerprint does "
-                 "not match this one's)");
-    else if (!(x = malloc(N * sizeof(float))))
-        snprintf(why, sizeof(why), "out of memory for %zu floats", N);
-    for (size_t i = 0; !why[0] && i < N; i++) { // each finite, or its rows would be NaN
+    size_t N = check_tied_file(buf, n, target, f, why);
+    float *x = N ? malloc(N * sizeof(float)) : NULL;
+    if (N && !x) snprintf(why, sizeof(why), "out of memory for %zu floats", N);
+    for (size_t i = 0; !why[0] && i < N; i++) {
         uint32_t bits = get_u32(buf + f->header + 4 * i);
         memcpy(&x[i], &bits, 4);
         if (!isfinite(x[i])) snprintf(why, sizeof(why), "float %zu is not a finite number", i);
     }
     if (!why[0]) memcpy(header, buf, f->header);
     free(buf);
-    if (!why[0]) {
-        *n_floats = N;
-        return x;
-    }
+    *n_floats = N;
+    if (!why[0]) return x;
     free(x);
     fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
     return NULL;
 }
 
-// The exit's sizes: its layer must leave blocks to verify with, C and V the target's.
-static size_t exit_sizes(const unsigned char *buf, const GPT *g, char *why, size_t whylen) {
+// Medusa's sizes: 1 to 16 heads, each C wide with the target's C and V.
+static size_t medusa_sizes(const unsigned char *buf, const GPT *g, char *why, char *needs) {
+    uint32_t N = get_u32(buf + 8), C = get_u32(buf + 12), V = get_u32(buf + 16);
+    if (N < 1 || N > MEDUSA_MAX_HEADS)
+        snprintf(why, 256, "n_heads %u out of range (1 to %d)", N, MEDUSA_MAX_HEADS);
+    // the sizes next: a mismatched pair gets its own words, before the file's size is compared
+    else if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
+        snprintf(why, 256, "heads for a model %u wide with %u tokens, but the target is %d wide "
+                 "with %d", C, V, g->config.n_embd, g->config.vocab_size);
+    snprintf(needs, 64, "%u heads %u wide", N, C);
+    return why[0] ? 0 : (size_t)N * (C + 1) * C;
+}
+
+// Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
+int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
+    static const TiedFile f = {MEDUSA_MAGIC, MEDUSA_HEADER, "medusa heads", "Medusa heads",
+                               "train heads for this model: 'make train-medusa', or "
+                               "'tinyshakespeare/train medusa -m MODEL -o " DEFAULT_MEDUSA "'",
+                               medusa_sizes};
+    unsigned char header[MEDUSA_HEADER] = {0};
+    size_t n = 0;
+    memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
+    float *w = read_tied_file(path, target, &f, header, &n, err, errlen);
+    if (!w) return -1;
+    int N = (int)get_u32(header + 8), C = target->config.n_embd;
+    *m = (MedusaHeads){N, C, target->config.vocab_size, w, w + (size_t)N * C * C};
+    return 0;
+}
+
+// The exit's sizes: its layer must leave blocks to verify with; C and V the target's.
+static size_t exit_sizes(const unsigned char *buf, const GPT *g, char *why, char *needs) {
     uint32_t L = get_u32(buf + 8), C = get_u32(buf + 12), V = get_u32(buf + 16);
     if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
-        snprintf(why, whylen, "an exit for a model %u wide with %u tokens, but the target is %d "
+        snprintf(why, 256, "an exit for a model %u wide with %u tokens, but the target is %d "
                  "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
     else if (L < 1 || L >= (uint32_t)g->config.n_layer)
-        snprintf(why, whylen, "an exit after block %u, and the target's %d blocks allow 1 to %d",
+        snprintf(why, 256, "an exit after block %u, and the target's %d blocks allow 1 to %d",
                  L, g->config.n_layer, g->config.n_layer - 1);
+    snprintf(needs, 64, "an exit head %u wide", C);
     return why[0] ? 0 : 2 * (size_t)C + (size_t)C * V + V;
 }
 
 // Reads a trained exit for `target` from path into e; on failure err and -1, nothing held.
 int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "train one for this "
-                               "model: 'make train-exit', or 'tinyshakespeare/train exit -m MODEL "
-                               "-o " DEFAULT_EXIT "'", exit_sizes};
+    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "exit head", "train one "
+                               "for this model: 'make train-exit', or 'tinyshakespeare/train "
+                               "exit -m MODEL -o " DEFAULT_EXIT "'", exit_sizes};
     unsigned char header[EXIT_HEADER] = {0};
     size_t N = 0;
     float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
@@ -1950,18 +1927,19 @@ int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_
 }
 
 // EAGLE's sizes: one feature (EAGLE-3's three are refused), a block of the target's width.
-static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, size_t whylen) {
+static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, char *needs) {
     uint32_t n_feat = get_u32(buf + 8), C = get_u32(buf + 24), V = get_u32(buf + 28);
     uint32_t H = get_u32(buf + 32), NH = get_u32(buf + 36);
     if (n_feat != 1)
-        snprintf(why, whylen, "it reads %u features; this program runs EAGLE's one (n_feat 1)",
+        snprintf(why, 256, "it reads %u features; this program runs EAGLE's one (n_feat 1)",
                  n_feat);
     else if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
-        snprintf(why, whylen, "a head for a model %u wide with %u tokens, but the target is %d "
+        snprintf(why, 256, "a head for a model %u wide with %u tokens, but the target is %d "
                  "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
     else if (H < 1 || H > 65536 || NH < 1 || C % NH != 0)
-        snprintf(why, whylen, "its block's ffn_width %u or n_head %u does not fit a width of %u",
+        snprintf(why, 256, "its block's ffn_width %u or n_head %u does not fit a width of %u",
                  H, NH, C);
+    snprintf(needs, 64, "an eagle head %u wide", C);
     if (why[0]) return 0;
     Config one = {1, (int)NH, (int)C, g->config.block_size, (int)V, (int)H};
     size_t sizes[N_TENSORS], block = 0;
@@ -1972,9 +1950,9 @@ static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, siz
 
 // Reads an EAGLE head for `target` from path into e; on failure err and -1, nothing held.
 int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "train one for this "
-                               "model: 'make train-eagle', or 'tinyshakespeare/train eagle -m MODEL "
-                               "-o " DEFAULT_EAGLE "'", eagle_sizes};
+    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "EAGLE head", "train "
+                               "one for this model: 'make train-eagle', or 'tinyshakespeare/train "
+                               "eagle -m MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
     unsigned char header[EAGLE_HEADER] = {0};
     size_t N = 0;
     float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
