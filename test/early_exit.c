@@ -19,6 +19,13 @@
  *     formula E / (c(K+1) + K c_draft) where verifying is free, c(K+1) = 1, at K = 4 and
  *     at its best K.
  *
+ * Two trained drafts join them: the trained exit (tinyshakespeare/exit.bin: the target's
+ * first L blocks, then a LayerNorm and head of its own, as `./beyond --draft early-exit`
+ * runs it) and EAGLE's first guess (tinyshakespeare/eagle.bin: row t of a window reads the
+ * target's feature at t and the embedding of token t+1 and guesses token t+2, judged against
+ * the target's row t+1, as `./beyond --draft eagle` drafts; its own cache starts empty with
+ * each window, so it scores one position fewer a window).
+ *
  * How the early exit runs. forward() loops over g->config.n_layer blocks, then ln_f and
  * lm_head. Setting n_layer to l for one call runs blocks 0 .. l-1 and then the model's own
  * ln_f and lm_head: the exit after block l, with no copy of any weight. It is set back
@@ -34,7 +41,7 @@
  * eval` scores, so the l = 4 row's loss is the validation loss it prints. Nothing here
  * is timed or random: every run prints the same report.
  *
- *   test/early_exit [-m model.bin] [-d draft.bin] [-i corpus]   # the report, on stdout
+ *   test/early_exit [-m model.bin] [-d draft.bin] [-x exit.bin] [-e eagle.bin] [-i corpus]
  * notes/speed.md ("Drafts from the target itself") reads the numbers.
  */
 #ifndef TESTING
@@ -90,6 +97,31 @@ static const float *exit_forward(GPT *g, const int *tokens, int T, int l) {
     return logits;
 }
 
+// The trained exit (beyond.c's exit.bin) over T tokens from an empty cache: the target's
+// blocks 0 .. L-1 (exit_forward leaves their residual rows in g->state.x), then the exit's own
+// LayerNorm and head. Returns its (T, V) logits, in out.
+static const float *trained_exit_forward(GPT *g, const ExitHead *e, const int *tokens, int T,
+                                         float *normed, float *out) {
+    exit_forward(g, tokens, T, e->layer);
+    Head head = {e->ln_weight, e->ln_bias, {e->head_weight, e->head_bias, e->C, e->V}};
+    return apply_head(&head, g->state.x, T, normed, out);
+}
+
+// EAGLE's first guesses over a window whose target features are feat (T, C), its own cache
+// empty: row t reads [feat[t], the embedding of tokens[t+1]] and its logits guess token t+2,
+// which the target's row t+1 judges. T-1 rows; returns their (T-1, V) logits.
+static const float *eagle_window(Draft *d, const float *feat, const int *tokens, int T,
+                                 unsigned char *sees) {
+    int S = d->eagle.block.config.block_size;
+    for (int t = 0; t + 1 < T; t++) {
+        eagle_input(d, t, feat + (size_t)t * d->eagle.C, tokens[t + 1]);
+        memset(sees + (size_t)t * S, 0, (size_t)S); // causal: every earlier row, its own too
+        memset(sees + (size_t)t * S, 1, (size_t)t + 1);
+    }
+    d->eagle.block.state.cache_len = 0;
+    return eagle_pass(d, T - 1, sees);
+}
+
 // Multiply-adds of one token's pass through the first `layers` blocks of c, then lm_head,
 // at a context of n positions: per block the query, key, value and proj matmuls (4 C*C),
 // the MLP's two (2 C*H), and attention's scores and weighted sum over n positions (2 n*C).
@@ -125,21 +157,24 @@ static void print_row(const char *name, const ExitScore *e, long n, double c) {
 // test/early_exit: the report on stdout; exit 1 on a bad input or a failed write.
 int main(int argc, char **argv) {
     const char *model_path = DEFAULT_MODEL, *draft_path = DEFAULT_DRAFT;
-    const char *corpus_path = DEFAULT_CORPUS;
+    const char *corpus_path = DEFAULT_CORPUS, *exit_path = DEFAULT_EXIT;
+    const char *eagle_path = DEFAULT_EAGLE;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: test/early_exit [-m " DEFAULT_MODEL "] [-d " DEFAULT_DRAFT "] "
-                   "[-i corpus]\n  alpha and greedy agreement of the target's early exits "
-                   "(its first l blocks, then\n  ln_f and lm_head) and of the GPT draft "
-                   "against the full model, over the\n  validation split (see "
-                   "test/early_exit.c)\n");
+            printf("usage: test/early_exit [-m " DEFAULT_MODEL "] [-d " DEFAULT_DRAFT "]\n"
+                   "       [-x " DEFAULT_EXIT "] [-e " DEFAULT_EAGLE "] [-i corpus]\n"
+                   "  alpha and greedy agreement of the target's early exits (its first l "
+                   "blocks, then\n  ln_f and lm_head, or a trained exit head), of the EAGLE "
+                   "head and of the GPT\n  draft against the full model, over the validation "
+                   "split (see test/early_exit.c)\n");
             return close_stdout();
         }
         const char **field = !strcmp(a, "-m") ? &model_path : !strcmp(a, "-d") ? &draft_path :
-                             !strcmp(a, "-i") ? &corpus_path : NULL;
+                             !strcmp(a, "-i") ? &corpus_path : !strcmp(a, "-x") ? &exit_path :
+                             !strcmp(a, "-e") ? &eagle_path : NULL;
         if (!field) {
-            error_line("unknown option '%s' (early_exit takes -m, -d and -i; see -h)", a);
+            error_line("unknown option '%s' (early_exit takes -m, -d, -x, -e and -i; see -h)", a);
             return 1;
         }
         if (i + 1 >= argc) {
@@ -153,6 +188,8 @@ int main(int argc, char **argv) {
     Vocab v, dv;
     Corpus corpus;
     BigramDraft bigram = {0};
+    ExitHead exit_head = {0};
+    Draft eagle = {0};
     memset(&g, 0, sizeof(g)); // zeroed, so the frees at the end are safe whatever failed
     memset(&d, 0, sizeof(d));
     memset(&corpus, 0, sizeof(corpus));
@@ -161,6 +198,12 @@ int main(int argc, char **argv) {
         load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0 ||
         read_checkpoint(draft_path, (FileRole){"draft checkpoint", "-d takes a model draft; make "
                         "train-draft writes " DEFAULT_DRAFT}, &d, &dv, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        goto done;
+    }
+    DraftInputs in = {&v, &corpus, g.config.block_size, &g, 1, eagle_path};
+    if (load_exit(exit_path, &g, &exit_head, err, sizeof(err)) != 0 ||
+        setup_kind(find_draft("eagle"), &in, &eagle, err, sizeof(err)) != 0) {
         error_line("%s", err);
         goto done;
     }
@@ -178,23 +221,34 @@ int main(int argc, char **argv) {
                    corpus.n_val);
         goto done;
     }
-    // one score per exit l = 1 .. L, then the GPT draft and the bigram table
-    ExitScore score[64 + 2];
+    // one score per exit l = 1 .. L, then the GPT draft, the bigram table, the trained exit
+    // and EAGLE's first guess
+    ExitScore score[64 + 4];
     memset(score, 0, sizeof(score));
     size_t row = (size_t)V * sizeof(float);
     float *full = malloc((size_t)S * row);  // (S, V) the full model's logits of one window
     float *p_full = malloc((size_t)S * row); // (S, V) its rows, softmax(logits) at t = 1
     float q[256];                            // (V) a draft's row
-    if (!full || !p_full) {
+    int C = g.config.n_embd;
+    float *feat = malloc((size_t)S * C * sizeof(float)); // (S, C) the target's features
+    float *normed = malloc((size_t)S * C * sizeof(float)); // (S, C) the exit's LayerNorm rows
+    float *exit_logits = malloc((size_t)S * row); // (S, V) the trained exit's logits
+    unsigned char *sees = malloc((size_t)S * S); // (S, S) EAGLE's causal mask
+    if (!full || !p_full || !feat || !normed || !exit_logits || !sees) {
         free(full);
         free(p_full);
+        free(feat);
+        free(normed);
+        free(exit_logits);
+        free(sees);
         error_line("out of memory");
         goto done;
     }
     const int *val = corpus.tokens + corpus.n_train;
-    long positions = 0, windows = 0;
+    long positions = 0, windows = 0, eagle_positions = 0;
     double context_sum = 0.0; // sum over positions of the context's length, t + 1
     double macs_full = 0.0, macs_exit[64 + 1] = {0}, macs_draft = 0.0; // summed over positions
+    double macs_eagle = 0.0; // EAGLE's Linear (2C -> C), its block and lm_head
     for (size_t start = 0; start + 1 < corpus.n_val; start += (size_t)S) {
         // a window of T tokens; row t predicts token start+t+1 from positions 0 .. t
         int T = corpus.n_val - 1 - start < (size_t)S ? (int)(corpus.n_val - 1 - start) : S;
@@ -204,6 +258,24 @@ int main(int argc, char **argv) {
         memcpy(full, forward(&g, val + start, T), (size_t)T * row);
         for (int t = 0; t < T; t++)
             tempered_softmax(p_full + (size_t)t * V, full + (size_t)t * V, V, 1.0f);
+        memcpy(feat, g.state.x, (size_t)T * C * sizeof(float)); // the rows ln_f read
+        // EAGLE: its row t guesses token t+2, which the target's row t+1 judges
+        const float *el = T > 1 ? eagle_window(&eagle, feat, val + start, T, sees) : NULL;
+        for (int t = 0; t + 1 < T; t++) {
+            tempered_softmax(q, el + (size_t)t * V, V, 1.0f);
+            score_row(&score[L + 3], q, p_full + (size_t)(t + 1) * V, el + (size_t)t * V,
+                      full + (size_t)(t + 1) * V, V, val[start + t + 2]);
+            macs_eagle += 2.0 * C * C + pass_macs(&eagle.eagle.block.config, 1, t + 1);
+        }
+        eagle_positions += T - 1;
+        // the trained exit: the target's first blocks, then its own head
+        const float *xl = trained_exit_forward(&g, &exit_head, val + start, T, normed,
+                                               exit_logits);
+        for (int t = 0; t < T; t++) {
+            tempered_softmax(q, xl + (size_t)t * V, V, 1.0f);
+            score_row(&score[L + 2], q, p_full + (size_t)t * V, xl + (size_t)t * V,
+                      full + (size_t)t * V, V, val[start + t + 1]);
+        }
         for (int l = 1; l <= L; l++) {
             const float *logits = exit_forward(&g, val + start, T, l);
             for (int t = 0; t < T; t++) {
@@ -232,6 +304,10 @@ int main(int argc, char **argv) {
     }
     free(full);
     free(p_full);
+    free(feat);
+    free(normed);
+    free(exit_logits);
+    free(sees);
 
     printf("Drafts from the target itself: the exit after block l runs the target's first l "
            "of %d\nblocks, then its own ln_f and lm_head. Beside them the distilled GPT draft "
@@ -261,11 +337,16 @@ int main(int argc, char **argv) {
     }
     print_row("GPT draft (distilled)", &score[L], positions, macs_draft / macs_full);
     print_row("bigram table (a lookup)", &score[L + 1], positions, 0.0);
+    snprintf(name, sizeof(name), "trained exit after block %d", exit_head.layer);
+    print_row(name, &score[L + 2], positions, macs_exit[exit_head.layer] / macs_full);
+    print_row("EAGLE head, first guess", &score[L + 3], eagle_positions, macs_eagle / macs_full);
     printf("\nthe exit after block %d gives the full model's logits at %ld of %ld positions, "
            "bit for bit\n", L, score[L - 1].identical, positions);
     rc = 0;
 done:
     free_bigram_draft(&bigram);
+    free(exit_head.ln_weight);
+    free_draft(&eagle);
     free_gpt(&g);
     free_gpt(&d);
     free_corpus(&corpus);
