@@ -551,11 +551,19 @@ typedef struct {
 // after its last block, the row ln_f reads. From the feature at position i and the
 // embedding of the token at i+1, one Linear (2C -> C) and one block shaped like the
 // target's predict the feature at i+1; the target's own frozen ln_f and lm_head turn it into
-// q. `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin; load_eagle reads it.
+// q. EAGLE-3 (Li et al. 2025, arXiv:2503.01840) reads three of the target's residual rows,
+// after a low, a middle and the top block, fused by one Linear (3C -> C) into the row its
+// Linear reads, and its own output, fed back, stands for that fused row: a guess, trained
+// with the cross-entropy alone on its own unrolled guesses, not a feature to regress.
+// `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin; load_eagle reads it.
 typedef struct {
     int C;              // the target's n_embd                                       e.g. 64
+    int n_feat;         // the target's rows it reads: 1 (EAGLE) or 3 (EAGLE-3)
+    int feat_layer[3];  // after which blocks: {4} (EAGLE), e.g. {1, 2, 4} (EAGLE-3)
+    float *fuse_weight; // (3C, C)  EAGLE-3: [low, middle, top] -> the fused row; NULL for
+    float *fuse_bias;   // (C)      EAGLE; owns the allocation when set
     float *fc_weight;   // (2C, C)  [feature, embedding of the next token] -> the block's input;
-                        //          owns fc_bias's allocation too
+                        //          owns the allocation when fuse_weight is NULL
     float *fc_bias;     // (C)
     GPT block;          // ONE block like the target's (n_layer 1) and its own KV cache; its
                         // embeddings, ln_f and lm_head are unused (the target's serve)
@@ -582,6 +590,9 @@ struct Draft {
     float *feat;           // (S, C)  eagle: the target's feature at each position of the window
     float *pred;           // (N+1, C) eagle: the feature it predicted after each tree row
     float *eagle_in;       // (S, 2C) eagle: a pass's input rows, [feature, embedding]
+    float *taps;           // (2, S, C) eagle-3: the target's rows after its low and middle
+                           //         blocks, for each row of its last pass
+    int taps_ready;        // eagle-3: 0 until a pass of the target has left its taps
     SpecBuffers inner;     // cascade: its inner round's buffers (specdec.c's, the blog's round)
     int *chain;            // (S)     cascade: the GPT draft's samples, chain[r] after row r
     float *chain_q;        // (S, V)  cascade: the GPT draft's served row each was drawn from
@@ -946,6 +957,43 @@ static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
     return apply_head(&head, b->state.x, T, b->state.ln_f, b->state.logits);
 }
 
+// The feature EAGLE reads for the target's pass row i, into out (C): the top block's
+// residual row (EAGLE), or the fused [low, middle, top] rows (EAGLE-3).
+static void eagle_feature(const Draft *d, const GPT *g, int i, float *out) {
+    const EagleHead *e = &d->eagle;
+    size_t C = e->C, S = g->config.block_size;
+    const float *top = g->state.x + i * C;
+    if (e->n_feat == 1) {
+        memcpy(out, top, C * sizeof(float));
+        return;
+    }
+    float rows[3 * 4096]; // C <= 4096 (validate_config): [low, middle, top]
+    memcpy(rows, d->taps + i * C, C * sizeof(float));
+    memcpy(rows + C, d->taps + (S + i) * C, C * sizeof(float));
+    memcpy(rows + 2 * C, top, C * sizeof(float));
+    matmul(out, rows, (Linear){e->fuse_weight, e->fuse_bias, 3 * (int)C, (int)C}, 1);
+}
+
+// EAGLE-3's verify pass: the whole masked pass, run in three ranges of blocks, keeping the
+// rows after the low and middle ones (the taps) that keep will fuse. EAGLE's is the plain
+// pass: its feature is the top row, which the pass leaves anyway.
+static const float *eagle_verify(Draft *d, GPT *g, TreeBuffers *tb) {
+    int T = tb->rerun + tb->rows, S = g->config.block_size, C = g->config.n_embd;
+    if (d->eagle.n_feat == 1) return tree_forward(g, tb->all_tokens, T, tb->positions, tb->sees);
+    int first = g->state.cache_len, from = 0;
+    embed_at(g, tb->all_tokens, T, tb->positions);
+    for (int i = 0; i < 2; i++) { // the low and middle rows: the residual after their blocks
+        masked_blocks(g, from, d->eagle.feat_layer[i], T, first, tb->sees);
+        memcpy(d->taps + (size_t)i * S * C, g->state.x, (size_t)T * C * sizeof(float));
+        from = d->eagle.feat_layer[i];
+    }
+    masked_blocks(g, from, g->config.n_layer, T, first, tb->sees);
+    g->state.cache_len += T;
+    d->taps_ready = 1;
+    Head head = model_head(g);
+    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+}
+
 // The head at in->path, or (path NULL) a zero head, for the self-test.
 static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     const Config *c = &in->target->config;
@@ -953,7 +1001,8 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
     d->feat = alloc_floats(S * C);
     d->pred = alloc_floats(S * C);
     d->eagle_in = alloc_floats(S * 2 * C);
-    if (!d->feat || !d->pred || !d->eagle_in)
+    d->taps = alloc_floats(2 * S * C);
+    if (!d->feat || !d->pred || !d->eagle_in || !d->taps)
         return fail_with(err, errlen, "out of memory for the eagle head");
     if (in->path) {
         d->path = in->path;
@@ -961,7 +1010,7 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
     }
     Config one = *c; // zero weights: every row predicts the same feature, a fixed q
     one.n_layer = 1;
-    d->eagle = (EagleHead){.C = (int)C, .fc_weight = alloc_floats((2 * C + 1) * C)};
+    d->eagle = (EagleHead){.C = (int)C, .n_feat = 1, .fc_weight = alloc_floats((2 * C + 1) * C)};
     d->eagle.fc_bias = d->eagle.fc_weight ? d->eagle.fc_weight + 2 * C * C : NULL;
     if (!d->eagle.fc_weight || build_gpt(&d->eagle.block, &one) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head");
@@ -974,11 +1023,34 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
 // restart's verify pass gives the true ones; the cache empties.
 static void eagle_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
     size_t C = g->config.n_embd, S = g->config.block_size;
-    if (prefilled > 0)
-        memcpy(d->feat, g->state.x, (size_t)prefilled * C * sizeof(float));
+    // EAGLE-3: the prefill's plain pass left no taps, so its first round runs the window again
+    d->taps_ready = prefilled == 0 || d->eagle.n_feat == 1;
+    for (int i = 0; i < prefilled && d->eagle.n_feat == 1; i++)
+        eagle_feature(d, g, i, d->feat + i * C);
     if (rerun > 0) // new position j was old position j + S - rerun
         memmove(d->feat, d->feat + (S - rerun) * C, (size_t)rerun * C * sizeof(float));
     d->eagle.block.state.cache_len = 0;
+}
+
+// EAGLE-3's features of the prefill's window, positions 0 .. n-1 (text's tokens before
+// current_token): the target's pass over them again, in ranges of blocks, with the taps
+// kept. It writes the cache rows the prefill wrote, bit for bit: one pass a generation.
+static void eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
+    GPT *g = d->target;
+    TreeBuffers rows = {.sees = calloc((size_t)n * g->config.block_size, 1),
+                        .positions = calloc((size_t)n, sizeof(int)),
+                        .all_tokens = (int *)text->tok + text->n - 1 - n, .rows = n};
+    int C = g->config.n_embd, saved = g->state.cache_len;
+    if (rows.sees && rows.positions) { // out of memory: the features stay the old ones
+        causal_rows(&rows, n, 0, g->config.block_size);
+        g->state.cache_len = 0;
+        eagle_verify(d, g, &rows);
+        g->state.cache_len = saved;
+        for (int i = 0; i < n; i++) eagle_feature(d, g, i, d->feat + (size_t)i * C);
+    }
+    d->taps_ready = 1;
+    free(rows.sees);
+    free(rows.positions);
 }
 
 // The root's level: catch up on the positions whose true features it has not run, the last
@@ -990,6 +1062,8 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
     GPT *b = &d->eagle.block;
     int C = d->eagle.C, S = b->config.block_size, hi = tb->rows, root = tb->cache_len - 1;
     int T = hi - lo;
+    if (lo == 0 && !d->taps_ready) // EAGLE-3 after the prefill: the taps of its window
+        eagle_prefill_taps(d, text, root + 1);
     if (lo == 0) { // rows root-lag .. root: the feature of position j, the token at j+1
         int lag = draft_lag(b, root);
         T = lag + 1;
@@ -1016,12 +1090,11 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
 // own rows made from predicted features: those past current_token's, or every row after a
 // restart (they read the old window's features).
 static void eagle_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
-    size_t C = g->config.n_embd, first = (size_t)(tb->cache_len - tb->rerun), row = C * sizeof(float);
+    size_t C = g->config.n_embd, first = (size_t)(tb->cache_len - tb->rerun);
     for (int i = 0; i < tb->rerun; i++)
-        memcpy(d->feat + (first + i) * C, g->state.x + (size_t)i * C, row);
+        eagle_feature(d, g, i, d->feat + (first + i) * C);
     for (int k = 0; k <= m; k++)
-        memcpy(d->feat + (size_t)(tb->cache_len + k) * C,
-               g->state.x + (size_t)(tb->rerun + tb->path[k]) * C, row);
+        eagle_feature(d, g, tb->rerun + tb->path[k], d->feat + (size_t)(tb->cache_len + k) * C);
     GPT *b = &d->eagle.block;
     int keep = tb->restarted ? 0 : tb->cache_len; // its slots 0 .. P-1 read true features
     if (b->state.cache_len > keep) roll_back_cache(b, keep);
@@ -1119,7 +1192,7 @@ static const DraftKind DRAFTS[] = {
     {"early-exit-untrained", NULL, NULL, "the target's first block, then its own ln_f and "
      "lm_head", 0, 1, 1, exit_setup, NULL, exit_rows, exit_verify, NULL},
     {"eagle", DEFAULT_EAGLE, "eagle0", "drafts the target's features: a Linear and one block",
-     0, 1, 1, eagle_setup, eagle_restart, eagle_rows, NULL, eagle_keep},
+     0, 1, 1, eagle_setup, eagle_restart, eagle_rows, eagle_verify, eagle_keep},
     {"cascade", DEFAULT_DRAFT, NULL, "the bigram drafts for the gpt draft, which drafts for "
      "the target", 0, 0, 1, cascade_setup, gpt_restart, cascade_rows, NULL, gpt_keep},
 };
@@ -1153,11 +1226,11 @@ void free_draft(Draft *d) {
     free_gpt(&d->model);
     free_medusa(&d->medusa);
     free(d->exit.ln_weight); // the exit's other arrays are in the same allocation
-    free(d->eagle.fc_weight); // fc_bias too
+    free(d->eagle.fuse_weight ? d->eagle.fuse_weight : d->eagle.fc_weight); // the rest too
     free_gpt(&d->eagle.block);
     free_spec_buffers(&d->inner);
-    void *owned[] = {d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->chain, d->chain_q,
-                     d->chain_own};
+    void *owned[] = {d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->taps, d->chain,
+                     d->chain_q, d->chain_own};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(d, 0, sizeof(*d));
 }
@@ -1777,13 +1850,13 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
 // tinyshakespeare/eagle.bin (tinyshakespeare/train eagle):
 //   0       4             magic "SPDE"
 //   4       4             version = 1
-//   8       4             n_feat: 1 (EAGLE reads the top feature; 3, EAGLE-3's fused three,
-//                         is reserved and refused here)
-//   12      12            feat_layer[3]: n_layer, 0, 0
+//   8       4             n_feat: 1 (EAGLE reads the top feature) or 3 (EAGLE-3 fuses three)
+//   12      12            feat_layer[3]: n_layer, 0, 0 (EAGLE), or low, middle, n_layer
 //   24      16            n_embd C, vocab_size V, ffn_width H and n_head of its block
 //   40      8             the target's fingerprint
-//   48      ...           fc_weight (2C, C), fc_bias (C), then its block's 13 tensors in the
-//                         checkpoint's order (ln1_weight .. ffwd_down_bias, TENSOR_NAMES[2..14])
+//   48      ...           EAGLE-3 only: fuse_weight (3C, C), fuse_bias (C); then fc_weight
+//                         (2C, C), fc_bias (C), then its block's 13 tensors in the checkpoint's
+//                         order (ln1_weight .. ffwd_down_bias, TENSOR_NAMES[2..14])
 #define MEDUSA_MAGIC "SPDM"
 #define MEDUSA_VERSION 1
 #define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
@@ -1926,13 +1999,18 @@ int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_
     return 0;
 }
 
-// EAGLE's sizes: one feature (EAGLE-3's three are refused), a block of the target's width.
+// EAGLE's sizes: the top feature (EAGLE), or three rows fused (EAGLE-3: after blocks low <
+// middle < top = n_layer); a block of the target's width.
 static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, char *needs) {
     uint32_t n_feat = get_u32(buf + 8), C = get_u32(buf + 24), V = get_u32(buf + 28);
-    uint32_t H = get_u32(buf + 32), NH = get_u32(buf + 36);
-    if (n_feat != 1)
-        snprintf(why, 256, "it reads %u features; this program runs EAGLE's one (n_feat 1)",
-                 n_feat);
+    uint32_t H = get_u32(buf + 32), NH = get_u32(buf + 36), L = (uint32_t)g->config.n_layer;
+    uint32_t low = get_u32(buf + 12), mid = get_u32(buf + 16), top = get_u32(buf + 20);
+    int rows_ok = n_feat == 1 ? low == L : n_feat == 3 && 1 <= low && low < mid && mid < top &&
+                                           top == L;
+    if (!rows_ok)
+        snprintf(why, 256, "it reads %u rows of the target, after blocks %u, %u, %u: it must "
+                 "read the top one (%u) alone, or 3 after rising blocks, the top last", n_feat,
+                 low, mid, top, L);
     else if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
         snprintf(why, 256, "a head for a model %u wide with %u tokens, but the target is %d "
                  "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
@@ -1945,7 +2023,8 @@ static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, cha
     size_t sizes[N_TENSORS], block = 0;
     weight_sizes(&one, sizes);
     for (int i = 2; i <= 14; i++) block += sizes[i]; // ln1_weight .. ffwd_down_bias
-    return (2 * (size_t)C + 1) * C + block;
+    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0; // EAGLE-3's fuse Linear first
+    return fuse + (2 * (size_t)C + 1) * C + block;
 }
 
 // Reads an EAGLE head for `target` from path into e; on failure err and -1, nothing held.
@@ -1960,8 +2039,13 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
     int C = (int)get_u32(header + 24), S = target->config.block_size;
     Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
                   (int)get_u32(header + 32)};
-    size_t fc = (2 * (size_t)C + 1) * C, sizes[N_TENSORS];
-    *e = (EagleHead){.C = C, .fc_weight = x, .fc_bias = x + 2 * (size_t)C * C};
+    int n_feat = (int)get_u32(header + 8);
+    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0, sizes[N_TENSORS];
+    size_t fc = fuse + (2 * (size_t)C + 1) * C; // the floats before the block's
+    *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
+                     (int)get_u32(header + 16), (int)get_u32(header + 20)},
+                     .fuse_weight = fuse ? x : NULL, .fuse_bias = fuse ? x + 3 * (size_t)C * C : NULL,
+                     .fc_weight = x + fuse, .fc_bias = x + fuse + 2 * (size_t)C * C};
     if (build_gpt(&e->block, &one) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head's block");
     // the block's tensors sit after its embeddings in its parameters, in the file's order
