@@ -2415,14 +2415,16 @@ static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, floa
     memset(dh, 0, (size_t)n * C * sizeof(float));
     layernorm_backward(dh, et->scratch, et->scratch + C, et->d_ln, h, target->w.ln_f_weight,
                        n, C);
-#ifndef BREAK_EAGLE_BACKWARD // test-only build: drops the regression's term, so the check fails
-    // SmoothL1's derivative: d inside |d| < 1, sign(d) outside
+#ifdef BREAK_EAGLE_BACKWARD
+    (void)f; // test-only build: drops the regression's term, so the gradient check must fail
+    return;
+#endif
+    // SmoothL1's derivative: d inside |d| < 1, sign(d) outside; row i's target is f_{i+1}
     float k = EAGLE_W_REG * scale / (float)C;
     for (size_t i = 0; i < (size_t)n * C; i++) {
         float d = h[i] - f[C + i];
         dh[i] += k * (d > 1.0f ? 1.0f : d < -1.0f ? -1.0f : d);
     }
-#endif
 }
 
 // Adds scale times the gradient of window b's loss (after eagle_draft_rows on all S rows)
