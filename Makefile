@@ -172,6 +172,14 @@ train-exit: tinyshakespeare/train data
 	@echo "make train-exit: retrains the exit and replaces tinyshakespeare/exit.bin, the shipped one, at the end (git checkout tinyshakespeare/exit.bin restores it)"
 	tinyshakespeare/train exit --layer 1 -m tinyshakespeare/model.bin -o tinyshakespeare/exit.bin
 
+# Train the EAGLE draft on the shipped target's features: a Linear (2C -> C) and one block that
+# predict the target's next top residual row from its last one and the next token's embedding,
+# read out by the target's own frozen ln_f and lm_head (notes/training.md, "EAGLE"). Writes
+# tinyshakespeare/eagle.bin at the end only (about 2 minutes on a quiet core).
+train-eagle: tinyshakespeare/train data
+	@echo "make train-eagle: retrains the EAGLE draft and replaces tinyshakespeare/eagle.bin, the shipped one, at the end (git checkout tinyshakespeare/eagle.bin restores it)"
+	tinyshakespeare/train eagle --iters 6000 -m tinyshakespeare/model.bin -o tinyshakespeare/eagle.bin
+
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data
 	CC="$(CC)" bash test/run_tests.sh

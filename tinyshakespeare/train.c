@@ -2802,10 +2802,20 @@ static void train_usage(void) {
            "usage: tinyshakespeare/train exit-eval [-m " DEFAULT_MODEL "] [-X " DEFAULT_EXIT "]\n"
            "           [-i corpus]\n"
            "  the exit's loss, alpha and greedy agreement against the model on the validation\n"
-           "  split, beside the untrained exit's (the model's ln_f and lm_head)\n");
+           "  split, beside the untrained exit's (the model's ln_f and lm_head)\n"
+           "usage: tinyshakespeare/train eagle [--iters 6000] [--batch 16] [--seed 2]\n"
+           "           [-m " DEFAULT_MODEL "] [-i corpus] [-o " EAGLE_OUT "]\n"
+           "  trains an EAGLE draft on the frozen model: a Linear and one block that predict its\n"
+           "  next top feature from the last one and the next token; writes it at the end\n"
+           "  (make train-eagle gives -o " DEFAULT_EAGLE ")\n"
+           "usage: tinyshakespeare/train eagle-eval [-m " DEFAULT_MODEL "] [-E " DEFAULT_EAGLE "]\n"
+           "           [-i corpus]\n"
+           "  its alpha, greedy agreement, losses and feature error on the validation split, by\n"
+           "  depth: depth d feeds back its own predicted feature d-1 times\n");
 }
 
-// Training, or one of its subcommands: eval, init, medusa, medusa-eval.
+// Training, or one of its subcommands: eval, init, medusa, medusa-eval, exit, exit-eval,
+// eagle, eagle-eval.
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         train_usage();
