@@ -109,7 +109,8 @@ static double exit_gradient_check(int report) {
     Rng r;
     rng_seed(&r, 42);
     // a head away from the target's (ln weights not all 1), random rows and random targets
-    for (size_t i = 0; i < x.P; i++) x.head.ln_weight[i] += (float)(0.5 * (2.0 * rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < x.P; i++)
+        x.head.ln_weight[i] += (float)(0.5 * (2.0 * rng_uniform(&r) - 1.0));
     fill_uniform(x.r, 6 * 8, 2.0, &r);
     fill_uniform(x.d_logits, 6 * 11, 3.0, &r);
     for (int t = 0; t < 6; t++) tempered_softmax(x.p + t * 11, x.d_logits + t * 11, 11, 1.0f);
@@ -245,7 +246,8 @@ static double eagle_case(GPT *g, EagleTrainer *et, int *tokens) {
     rng_seed(&r, 53);
     // weights larger than PyTorch's start, so the LayerNorms and the attention bend
     fill_uniform(et->fc, (size_t)(2 * 8 + 1) * 8, 0.6, &r);
-    for (size_t i = 0; i < et->n; i++) et->block.params[et->off + i] += (float)(0.3 * (2.0 * rng_uniform(&r) - 1.0));
+    for (size_t i = 0; i < et->n; i++)
+        et->block.params[et->off + i] += (float)(0.3 * (2.0 * rng_uniform(&r) - 1.0));
     for (int i = 0; i < 12; i++) tokens[i] = (int)(rng_u64(&r) % 11);
     double loss = 0.0;
     eagle_prepare(et);

@@ -1952,7 +1952,8 @@ void target_rows(GPT *g, const int *tokens, int T, float *p) {
     g->state.cache_len = 0;
     const float *logits = forward(g, tokens, T);
     g->state.cache_len = 0;
-    for (int t = 0; t < T; t++) tempered_softmax(p + (size_t)t * V, logits + (size_t)t * V, V, 1.0f);
+    for (int t = 0; t < T; t++)
+        tempered_softmax(p + (size_t)t * V, logits + (size_t)t * V, V, 1.0f);
 }
 
 // Writes exit e, trained on target, to path atomically, in beyond.c's exit format.
@@ -2250,7 +2251,7 @@ done:
 #ifndef EAGLE_MAGIC
 #define EAGLE_MAGIC "SPDE"
 #define EAGLE_VERSION 1
-#define EAGLE_HEADER 48 // bytes before the floats: magic, version, n_feat, 3 layers, 4 sizes, fingerprint
+#define EAGLE_HEADER 48 // before the floats: magic, version, n_feat, 3 layers, 4 sizes, fingerprint
 #endif
 #ifndef DEFAULT_EAGLE
 #define DEFAULT_EAGLE "tinyshakespeare/eagle.bin"
@@ -2480,7 +2481,8 @@ int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path,
 // checksum. beyond.c has the runtime's loader; this one is for eagle-eval.
 int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
-    size_t n = 0, nfc = (size_t)(2 * et->C + 1) * et->C, want = EAGLE_HEADER + 4 * (nfc + et->n) + 8;
+    size_t n = 0, nfc = (size_t)(2 * et->C + 1) * et->C;
+    size_t want = EAGLE_HEADER + 4 * (nfc + et->n) + 8;
     unsigned char *buf = read_file(path, &n, "eagle draft", "make train-eagle writes "
                                    DEFAULT_EAGLE, err, errlen);
     if (!buf) return -1;
@@ -2491,7 +2493,7 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
     const char *why = n != want ? "wrong size (truncated, or for another model)" :
         memcmp(buf, EAGLE_MAGIC, 4) ? "wrong magic (not an EAGLE draft)" :
         get_u32(buf + 4) != EAGLE_VERSION ? "unknown version" :
-        !fields_ok ? "a header field does not fit this trainer (one top feature, the target's sizes)" :
+        !fields_ok ? "a header field does not fit (one top feature, the target's sizes)" :
         get_u64(buf + 40) != target_fingerprint(target) ? "trained for another target" :
         fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
     if (why) snprintf(err, errlen, "eagle draft '%s': %s; make train-eagle writes one for %s",
@@ -2516,7 +2518,8 @@ const float *eagle_step(EagleTrainer *et, const GPT *target, const float *f, int
     matmul(a->x_in, et->cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, 1);
     block_forward(&et->bc, &et->block.w, 0, a, 1, pos);
     layernorm(et->lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, 1, C);
-    matmul(et->logits, et->lnf, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, 1);
+    Linear lm_head = {target->w.lm_head_weight, target->w.lm_head_bias, C, V};
+    matmul(et->logits, et->lnf, lm_head, 1);
     return a->x_out;
 }
 
