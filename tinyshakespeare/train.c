@@ -1830,19 +1830,19 @@ done:
 //   0 magic "SPDX", 4 version 1, 8 layer L, 12 n_embd C, 16 vocab_size V, 20 the target's
 //   fingerprint (8), 28 the floats ln_weight (C), ln_bias (C), head_weight (C, V) stored
 //   (in, out), head_bias (V), then at end-8 the FNV-1a 64 of every byte before it.
-#ifndef EXIT_MAGIC
+#ifndef EXIT_MAGIC // beyond.c's loader may define the same names: identical, or these
 #define EXIT_MAGIC "SPDX"
-#define EXIT_VERSION 1
+#define EXIT_VERSION 1 // the only version so far
 #define EXIT_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
 #endif
-#ifndef DEFAULT_EXIT
+#ifndef DEFAULT_EXIT // what exit-eval reads without -X
 #define DEFAULT_EXIT "tinyshakespeare/exit.bin"
 #endif
 // Where `train exit` writes without -o: beside the shipped exit, never over it.
 #define EXIT_OUT "tinyshakespeare/exit_retrained.bin"
 // Adam's learning rate for the exit (build with -DEXIT_LR=... to try another)
 #ifndef EXIT_LR
-#define EXIT_LR 1e-3f
+#define EXIT_LR 1e-3f // the Medusa heads' rate: the 300-step trial already passed 0.54
 #endif
 
 // An exit being trained: the head, its gradient, and one window's rows and scratch.
@@ -1864,16 +1864,17 @@ typedef struct {
 // lm_head, with the scratch of a window of S rows. 0 on success, -1 out of memory.
 int exit_trainer_init(ExitTrainer *x, const GPT *target, int layer) {
     memset(x, 0, sizeof(*x));
-    const Config *c = &target->config;
-    size_t C = c->n_embd, V = c->vocab_size, S = c->block_size;
-    x->P = 2 * C + C * V + V;
+    const Config *c = &target->config; // the exit is sized by the target it reads
+    size_t C = c->n_embd, V = c->vocab_size, S = c->block_size; // S: a window's rows
+    x->P = 2 * C + C * V + V; // ln_weight, ln_bias, head_weight, head_bias
     // one allocation laid out as the file lays the floats out
-    float *w = alloc_floats(x->P);
+    float *w = alloc_floats(x->P); // zeroed; filled below
     x->head = (ExitHead){layer, (int)C, (int)V, w, w ? w + C : NULL,
                          w ? w + 2 * C : NULL, w ? w + 2 * C + C * V : NULL};
-    if (!w) return -1;
+    if (!w) return -1; // the caller frees a half-built trainer
+    // step 0 is the untrained exit:
     memcpy(x->head.ln_weight, target->w.ln_f_weight, C * sizeof(float));
-    memcpy(x->head.ln_bias, target->w.ln_f_bias, C * sizeof(float));
+    memcpy(x->head.ln_bias, target->w.ln_f_bias, C * sizeof(float)); // ... ln_f, then lm_head
     memcpy(x->head.head_weight, target->w.lm_head_weight, C * V * sizeof(float));
     memcpy(x->head.head_bias, target->w.lm_head_bias, V * sizeof(float));
     // the gradient and a window's buffers
@@ -1894,7 +1895,7 @@ void exit_trainer_free(ExitTrainer *x) {
 // The exit's logits for T rows of x->r into x->logits (and LayerNorm(r) into x->ln), with
 // specdec.c's layernorm and matmul: the function the runtime computes.
 void exit_trainer_logits(ExitTrainer *x, int T) {
-    const ExitHead *e = &x->head;
+    const ExitHead *e = &x->head; // the weights the runtime reads from exit.bin
     layernorm(x->ln, x->r, e->ln_weight, e->ln_bias, T, e->C);
     matmul(x->logits, x->ln, (Linear){e->head_weight, e->head_bias, e->C, e->V}, T);
 }
@@ -1903,17 +1904,17 @@ void exit_trainer_logits(ExitTrainer *x, int T) {
 // against the target's row at each position). With scale > 0, scale times its gradient is
 // added into x->grad (which head_t must match: see exit_trainer_transpose).
 double exit_loss_grad(ExitTrainer *x, int T, float scale) {
-    int C = x->head.C, V = x->head.V;
-    exit_trainer_logits(x, T);
-    double loss = 0.0;
+    int C = x->head.C, V = x->head.V; // the exit's sizes: the target's
+    exit_trainer_logits(x, T); // the forward, keeping LayerNorm(r) for the backward
+    double loss = 0.0; // summed over the rows
     // soft cross-entropy per row; its gradient at the logits is q - p
     for (int t = 0; t < T; t++) {
         float *q = x->d_logits + (size_t)t * V;
         const float *p = x->p + (size_t)t * V;
-        loss += soft_cross_entropy(x->logits + (size_t)t * V, V, p, q);
-        for (int v = 0; v < V; v++) q[v] = (q[v] - p[v]) * scale;
+        loss += soft_cross_entropy(x->logits + (size_t)t * V, V, p, q); // q = softmax(z), in double
+        for (int v = 0; v < V; v++) q[v] = (q[v] - p[v]) * scale; // dLoss/dz, in place
     }
-    if (scale <= 0.0f) return loss;
+    if (scale <= 0.0f) return loss; // the loss alone (evaluation)
     // the head (C -> V), then the LayerNorm; the gradient laid out as the floats are
     float *g = x->grad, *g_head_b = g + 2 * C + (size_t)C * V;
 #ifdef BREAK_EXIT_BACKWARD
@@ -1936,19 +1937,19 @@ void exit_trainer_transpose(ExitTrainer *x) {
 // the residual in state.x (ln_f writes its own buffer). Returns that call's logits, the
 // untrained exit's (T, V), valid until the next forward.
 const float *exit_residual(GPT *g, const int *tokens, int T, int layer, float *r) {
-    int L = g->config.n_layer;
-    g->config.n_layer = layer;
+    int L = g->config.n_layer; // restored right after the call
+    g->config.n_layer = layer; // forward runs blocks 0 .. layer-1 only
     g->state.cache_len = 0;
-    const float *logits = forward(g, tokens, T);
+    const float *logits = forward(g, tokens, T); // blocks, then ln_f and lm_head
     g->config.n_layer = L; // the model is whole again
     g->state.cache_len = 0;
-    memcpy(r, g->state.x, (size_t)T * g->config.n_embd * sizeof(float));
+    memcpy(r, g->state.x, (size_t)T * g->config.n_embd * sizeof(float)); // the residual
     return logits;
 }
 
 // The full target's softmax rows (t = 1) for T tokens from an empty cache into p (T, V).
 void target_rows(GPT *g, const int *tokens, int T, float *p) {
-    int V = g->config.vocab_size;
+    int V = g->config.vocab_size; // one row of V per token
     g->state.cache_len = 0;
     const float *logits = forward(g, tokens, T);
     g->state.cache_len = 0;
@@ -1961,20 +1962,20 @@ int save_exit_head(const ExitHead *e, const GPT *target, const char *path, char 
                    size_t errlen) {
     size_t P = 2 * (size_t)e->C + (size_t)e->C * e->V + e->V, n = EXIT_HEADER + 4 * P + 8;
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
-    if (buf) {
+    if (buf) { // filled only if the allocation worked
         // header, the floats (one allocation, in the file's order), checksum
-        memcpy(buf, EXIT_MAGIC, 4);
+        memcpy(buf, EXIT_MAGIC, 4); // "SPDX"
         put_u32(buf + 4, EXIT_VERSION);
-        put_u32(buf + 8, (uint32_t)e->layer);
+        put_u32(buf + 8, (uint32_t)e->layer); // L: the blocks the exit runs after
         put_u32(buf + 12, (uint32_t)e->C);
         put_u32(buf + 16, (uint32_t)e->V);
-        put_u64(buf + 20, target_fingerprint(target));
-        for (size_t i = 0; i < P; i++) {
+        put_u64(buf + 20, target_fingerprint(target)); // the exit fits this target only
+        for (size_t i = 0; i < P; i++) { // ln_weight .. head_bias: one allocation
             uint32_t bits;
             memcpy(&bits, &e->ln_weight[i], 4);
             put_u32(buf + EXIT_HEADER + 4 * i, bits);
         }
-        put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+        put_u64(buf + n - 8, fnv1a64(buf, n - 8)); // the checksum of all the bytes before
     }
     return write_file_atomic(path, buf, n, "exit head", err, errlen);
 }
@@ -1984,11 +1985,11 @@ int save_exit_head(const ExitHead *e, const GPT *target, const char *path, char 
 // fingerprint and checksum. beyond.c has the runtime's loader; this one is for exit-eval.
 int read_exit_head(ExitTrainer *x, const GPT *target, const char *path, char *err,
                    size_t errlen) {
-    size_t n = 0, want = EXIT_HEADER + 4 * x->P + 8;
+    size_t n = 0, want = EXIT_HEADER + 4 * x->P + 8; // the only size a good file has
     unsigned char *buf = read_file(path, &n, "exit head", "make train-exit writes "
                                    DEFAULT_EXIT, err, errlen);
-    if (!buf) return -1;
-    int L = n >= EXIT_HEADER ? (int)get_u32(buf + 8) : 0;
+    if (!buf) return -1; // read_file has said why in err
+    int L = n >= EXIT_HEADER ? (int)get_u32(buf + 8) : 0; // the layer, once the header is there
     const char *why = n != want ? "wrong size (truncated, or for another model)" :
         memcmp(buf, EXIT_MAGIC, 4) ? "wrong magic (not an exit head)" :
         get_u32(buf + 4) != EXIT_VERSION ? "unknown version" :
@@ -2002,7 +2003,7 @@ int read_exit_head(ExitTrainer *x, const GPT *target, const char *path, char *er
         uint32_t bits = get_u32(buf + EXIT_HEADER + 4 * i);
         memcpy(&x->head.ln_weight[i], &bits, 4);
     }
-    if (!why) x->head.layer = L;
+    if (!why) x->head.layer = L; // the file says where the exit reads
     free(buf);
     return why ? -1 : 0;
 }
@@ -2018,11 +2019,11 @@ typedef struct {
 
 // Scores one row q's logits z against the target's row p and the true token y into slot k.
 static void exit_score(ExitEval *e, int k, const float *z, const float *p, int V, int y) {
-    float q[256];
+    float q[256]; // softmax(z): V <= 256 (validate_config)
     e->loss[k] += cross_entropy(z, V, y, q);
     e->soft[k] += soft_cross_entropy(z, V, p, NULL);
-    e->alpha[k] += expected_acceptance(p, q, V);
-    e->agree[k] += argmax(q, V) == argmax(p, V);
+    e->alpha[k] += expected_acceptance(p, q, V); // sum_x min(p, q), as specdec counts it
+    e->agree[k] += argmax(q, V) == argmax(p, V); // what a t = 0 round accepts
 }
 
 // Measures the trained exit and the untrained one (the target's ln_f and lm_head after the
@@ -2030,22 +2031,22 @@ static void exit_score(ExitEval *e, int k, const float *z, const float *p, int V
 // tokens with a next one, each from an empty cache; row t is judged against the full
 // target's row t and the true token t+1.
 void exit_evaluate(ExitTrainer *x, GPT *target, const int *tokens, size_t n, ExitEval *e) {
-    int S = target->config.block_size, V = x->head.V;
+    int S = target->config.block_size, V = x->head.V; // windows of S, rows of V
     memset(e, 0, sizeof(*e));
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
-        const int *w = tokens + start;
+        const int *w = tokens + start; // this window's tokens
         // the untrained exit's logits come with the residual rows; p from the full model
         const float *plain = exit_residual(target, w, T, x->head.layer, x->r);
         memcpy(x->d_logits, plain, (size_t)T * V * sizeof(float));
-        target_rows(target, w, T, x->p);
-        exit_trainer_logits(x, T);
+        target_rows(target, w, T, x->p); // the full target's rows: the judge
+        exit_trainer_logits(x, T); // the trained exit on the same rows
         for (int t = 0; t < T; t++) {
             size_t o = (size_t)t * V;
             exit_score(e, 0, x->logits + o, x->p + o, V, w[t + 1]);
             exit_score(e, 1, x->d_logits + o, x->p + o, V, w[t + 1]);
         }
-        e->n += (size_t)T;
+        e->n += (size_t)T; // every row had a next token
     }
     // sums to means
     for (int k = 0; k < 2; k++) {
@@ -2079,21 +2080,21 @@ typedef struct {
 // S tokens (drawn as get_batch draws them), the distillation loss averaged over the B*S
 // positions, one Adam step. Progress on stderr. 0, or -1 out of memory.
 int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o) {
-    int S = target->config.block_size, B = o->batch;
-    size_t starts = corpus->n_train - (size_t)S;
+    int S = target->config.block_size, B = o->batch; // B windows of S tokens a step
+    size_t starts = corpus->n_train - (size_t)S; // torch.randint(len - block_size)
     AdamW opt = {EXIT_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(x->P), alloc_floats(x->P), 0};
-    int ok = opt.m && opt.v;
+    int ok = opt.m && opt.v; // no moments, no training: -1
     Rng rng;
     rng_seed(&rng, o->seed);
-    double t_start = now_seconds(), t_log = t_start, recent = 0.0;
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0; // for the progress lines
     for (int it = 0; ok && it < o->iters; it++) {
         memset(x->grad, 0, x->P * sizeof(float));
-        exit_trainer_transpose(x);
+        exit_trainer_transpose(x); // the head's weight as the backward reads it
         // each window: the residual after block L, the full target's rows, the exit's loss
         for (int b = 0; b < B; b++) {
             const int *w = corpus->tokens + rng_u64(&rng) % starts;
-            exit_residual(target, w, S, x->head.layer, x->r);
-            target_rows(target, w, S, x->p);
+            exit_residual(target, w, S, x->head.layer, x->r); // the exit's input
+            target_rows(target, w, S, x->p); // its soft targets
             recent += exit_loss_grad(x, S, 1.0f / ((float)B * S));
         }
         adamw_update(&opt, x->head.ln_weight, x->grad, x->P); // weight decay 0: plain Adam
@@ -2102,7 +2103,7 @@ int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const Exi
             double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
             fprintf(stderr, "step %5d: loss against the target %.4f, %.1f ms/step, ETA %.0f s\n",
                     it + 1, recent / (100.0 * B * S), ms, ms * (o->iters - it - 1) / 1e3);
-            recent = 0.0;
+            recent = 0.0; // the next line's mean starts afresh
             t_log = now;
         }
     }
@@ -2124,11 +2125,11 @@ static int exit_flags(int argc, char **argv, int eval_only, ExitOptions *o, cons
             {"--batch", &o->batch, 1, 4096}};
         // which flag: a path (its slot), a whole number (its row), or --seed
         int slot = !strcmp(a, "-m") ? 0 : !strcmp(a, "-i") ? 1 : -1, whole = -1;
-        if (eval_only && !strcmp(a, "-X")) slot = 2;
-        if (!eval_only && !strcmp(a, "-o")) slot = 3;
+        if (eval_only && !strcmp(a, "-X")) slot = 2; // the exit to measure
+        if (!eval_only && !strcmp(a, "-o")) slot = 3; // the file to write
         for (int k = 0; !eval_only && k < 3; k++)
             if (!strcmp(a, ints[k].flag)) whole = k;
-        int seed = !eval_only && !strcmp(a, "--seed");
+        int seed = !eval_only && !strcmp(a, "--seed"); // the sampler's seed: a 64-bit value
         if (slot < 0 && whole < 0 && !seed) {
             error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
             return -1;
@@ -2148,8 +2149,8 @@ static int exit_flags(int argc, char **argv, int eval_only, ExitOptions *o, cons
             error_line("--seed must be a non-negative whole number, got '%s'", val);
             return -1;
         }
-        if (whole >= 0) *ints[whole].dst = (int)v;
-        if (slot >= 0) paths[slot] = val;
+        if (whole >= 0) *ints[whole].dst = (int)v; // in range, as parse_int checked
+        if (slot >= 0) paths[slot] = val; // paths are checked when opened
     }
     return 0;
 }
@@ -2161,7 +2162,7 @@ static int exit_inputs(GPT *g, Corpus *corpus, const char **paths, int layer, ch
     Vocab v;
     if (load_checkpoint(paths[0], g, &v, err, errlen) != 0) return -1;
     if (load_corpus(corpus, paths[1], &v, err, errlen) != 0) return -1;
-    int L = g->config.n_layer;
+    int L = g->config.n_layer; // an exit after the last block would be the target
     if (layer >= L)
         return fail_with(err, errlen, "--layer must be from 1 to %d (the exit reads the "
                          "residual after that many of the target's %d blocks), got %d", L - 1,
@@ -2177,7 +2178,7 @@ static int exit_inputs(GPT *g, Corpus *corpus, const char **paths, int layer, ch
 // [-i CORPUS] [-o PATH]` trains an exit and writes it; `train exit-eval [-m MODEL] [-X EXIT]
 // [-i CORPUS]` measures one. Returns the exit status; every bad input is one line on stderr.
 int main_exit(int argc, char **argv, int eval_only) {
-    ExitOptions o = {1, 3000, 16, 2};
+    ExitOptions o = {1, 3000, 16, 2}; // layer 1, 3000 steps, 16 windows, seed 2
     const char *paths[4] = {DEFAULT_MODEL, DEFAULT_CORPUS, DEFAULT_EXIT, EXIT_OUT};
     if (exit_flags(argc, argv, eval_only, &o, paths) != 0) return 1;
     char err[512];
@@ -2200,7 +2201,7 @@ int main_exit(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
-    print_config(&g, paths[0]);
+    print_config(&g, paths[0]); // which target, on stderr
     // the exit as it starts (or as read), then training, the file, and the trained exit
     ExitEval e;
     double t0 = now_seconds();
@@ -2218,14 +2219,14 @@ int main_exit(int argc, char **argv, int eval_only) {
         }
         if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
         fprintf(stderr, "wrote %s\n", paths[3]);
-        t0 = now_seconds();
+        t0 = now_seconds(); // the evaluation's own time
         exit_evaluate(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
         print_exit_eval(&e, x.head.layer, "trained", now_seconds() - t0);
     }
     rc = 0;
 done:
     if (rc != 0) error_line("%s", err);
-    exit_trainer_free(&x);
+    exit_trainer_free(&x); // safe whatever failed
     free_gpt(&g);
     free_corpus(&corpus);
     return rc;
@@ -2248,25 +2249,25 @@ done:
 // The trainer's copy of the block has block_size S-1: a window of S target rows gives S-1
 // draft rows. Its 13 tensors do not depend on block_size; the file holds only those.
 
-#ifndef EAGLE_MAGIC
+#ifndef EAGLE_MAGIC // beyond.c's loader may define the same names: identical, or these
 #define EAGLE_MAGIC "SPDE"
 #define EAGLE_VERSION 1
 #define EAGLE_HEADER 48 // before the floats: magic, version, n_feat, 3 layers, 4 sizes, fingerprint
 #endif
-#ifndef DEFAULT_EAGLE
+#ifndef DEFAULT_EAGLE // what eagle-eval reads without -E
 #define DEFAULT_EAGLE "tinyshakespeare/eagle.bin"
 #endif
 // Where `train eagle` writes without -o: beside the shipped draft, never over it.
 #define EAGLE_OUT "tinyshakespeare/eagle_retrained.bin"
 // The loss's weights and Adam's learning rate (build with -D... to try others)
 #ifndef EAGLE_W_CE
-#define EAGLE_W_CE 1.0f
+#define EAGLE_W_CE 1.0f // the term alpha measures: weight 1
 #endif
 #ifndef EAGLE_W_REG
-#define EAGLE_W_REG 1.0f
+#define EAGLE_W_REG 1.0f // notes/training.md: 0, 1 and 10 tried
 #endif
 #ifndef EAGLE_LR
-#define EAGLE_LR 1e-3f
+#define EAGLE_LR 1e-3f // the trainer's rate for every model here
 #endif
 // The draft depths eagle-eval measures: depth d feeds back its own feature d-1 times.
 #define EAGLE_DEPTH 4
@@ -2297,7 +2298,7 @@ typedef struct {
 // The block's floats [off, off+n): tensors EAGLE_FIRST .. EAGLE_LAST of a config.
 static void eagle_block_range(const Config *c, size_t *off, size_t *n) {
     size_t sizes[N_TENSORS];
-    weight_sizes(c, sizes);
+    weight_sizes(c, sizes); // the one table that knows the layout
     *off = 0;
     *n = 0;
     for (int i = 0; i < EAGLE_FIRST; i++) *off += sizes[i];
@@ -2309,15 +2310,15 @@ static void eagle_block_range(const Config *c, size_t *off, size_t *n) {
 // 0 on success, -1 out of memory.
 int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
     memset(et, 0, sizeof(*et));
-    const Config *c = &target->config;
+    const Config *c = &target->config; // the block is shaped like one of the target's
     int C = c->n_embd, S = c->block_size, V = c->vocab_size;
     *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c};
-    et->bc.n_layer = 1;
-    et->bc.block_size = S - 1;
+    et->bc.n_layer = 1; // ONE block
+    et->bc.block_size = S - 1; // S target rows give S-1 draft rows
     eagle_block_range(&et->bc, &et->off, &et->n);
     if (build_gpt(&et->block, &et->bc) != 0 || build_train_state(&et->ts, &et->bc, B) != 0)
         return -1;
-    init_gpt_random(&et->block, seed);
+    init_gpt_random(&et->block, seed); // LayerNorm 1/0, Linear U(+-1/sqrt(fan_in))
     size_t nfc = (size_t)(2 * C + 1) * C, R = (size_t)B * (S - 1);
     float **bufs[] = {&et->fc, &et->fc_grad, &et->feat, &et->p, &et->cat, &et->lnf, &et->q,
                       &et->logits, &et->lm_t, &et->d_ln, &et->scratch};
@@ -2328,7 +2329,7 @@ int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
     Rng r;
     rng_seed(&r, seed + 1);
     init_uniform(et->fc, nfc, 1.0 / sqrt(2.0 * C), &r);
-    transpose(et->lm_t, target->w.lm_head_weight, C, V);
+    transpose(et->lm_t, target->w.lm_head_weight, C, V); // frozen: transposed once
     return 0;
 }
 
@@ -2346,10 +2347,10 @@ void eagle_trainer_free(EagleTrainer *et) {
 // et->feat and et->p: forward leaves the last block's residual in state.x.
 void eagle_target_rows(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
     float *f = et->feat + (size_t)b * et->S * et->C, *p = et->p + (size_t)b * et->S * et->V;
-    target->state.cache_len = 0;
+    target->state.cache_len = 0; // every window from an empty cache
     const float *logits = forward(target, tokens, T);
     target->state.cache_len = 0;
-    memcpy(f, target->state.x, (size_t)T * et->C * sizeof(float));
+    memcpy(f, target->state.x, (size_t)T * et->C * sizeof(float)); // the rows ln_f reads
     for (int t = 0; t < T; t++)
         tempered_softmax(p + (size_t)t * et->V, logits + (size_t)t * et->V, et->V, 1.0f);
 }
@@ -2365,7 +2366,7 @@ static void eagle_concat(float *cat, const float *f, const GPT *target, int toke
 // q (V), if not NULL, receives softmax(z).
 static double eagle_row_loss(const float *h, const float *f, const float *p, const float *z,
                              int C, int V, float *q) {
-    double reg = 0.0;
+    double reg = 0.0; // summed over the C features, then averaged
     // SmoothL1 with beta 1, PyTorch's default: 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
     for (int i = 0; i < C; i++) {
         double d = fabs((double)h[i] - (double)f[i]);
@@ -2378,15 +2379,15 @@ static double eagle_row_loss(const float *h, const float *f, const float *p, con
 // (ts's record of window b, positions 0 .. T-2), the target's ln_f and lm_head. Keeps what
 // the backward needs; returns the window's summed loss. tokens: the window's T tokens.
 double eagle_draft_rows(EagleTrainer *et, const GPT *target, const int *tokens, int T, int b) {
-    int C = et->C, V = et->V, n = T - 1, S1 = et->S - 1;
+    int C = et->C, V = et->V, n = T - 1, S1 = et->S - 1; // n draft rows of T target rows
     const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
     float *cat = et->cat + (size_t)b * S1 * 2 * C, *lnf = et->lnf + (size_t)b * S1 * C;
-    BlockActs *a = &et->ts.blocks[b];
+    BlockActs *a = &et->ts.blocks[b]; // window b's own record: the backward reads it
     // u_i = fc([f_i, E[x_{i+1}]]) straight into the block's input rows
     for (int i = 0; i < n; i++) eagle_concat(cat + (size_t)i * 2 * C, f + (size_t)i * C, target,
                                              tokens[i + 1], C);
     matmul(a->x_in, cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, n);
-    block_forward(&et->bc, &et->block.w, 0, a, n, 0);
+    block_forward(&et->bc, &et->block.w, 0, a, n, 0); // specdec.c's block, positions 0 ..
     // h_i through the target's frozen ln_f and lm_head: row i guesses x_{i+2}
     layernorm(lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, n, C);
     matmul(et->logits, lnf, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, n);
@@ -2401,17 +2402,17 @@ double eagle_draft_rows(EagleTrainer *et, const GPT *target, const int *tokens, 
 // The gradient at h of window b's S-1 rows into ts->d_resid: through lm_head and ln_f (the
 // cross-entropy's q - p), plus the regression's clamp(h - f, -1, 1) / C; each times scale.
 static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
-    int C = et->C, V = et->V, n = et->S - 1;
+    int C = et->C, V = et->V, n = et->S - 1; // a training window's S-1 rows
     const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
     const float *q = et->q + (size_t)b * n * V, *h = et->ts.blocks[b].x_out;
-    float *dz = et->ts.d_logits, *dh = et->ts.d_resid;
+    float *dz = et->ts.d_logits, *dh = et->ts.d_resid; // dLoss/dlogits, dLoss/dh
     // dLoss/dlogits of row i = EAGLE_W_CE (q_i - p_{i+1}), then back through lm_head
     for (int i = 0; i < n; i++)
         for (int v = 0; v < V; v++)
             dz[(size_t)i * V + v] = EAGLE_W_CE * scale * (q[(size_t)i * V + v] -
                                                           p[(size_t)(i + 1) * V + v]);
     memset(et->d_ln, 0, (size_t)n * C * sizeof(float));
-    gemm_acc(et->d_ln, dz, V, 1, et->lm_t, n, V, C);
+    gemm_acc(et->d_ln, dz, V, 1, et->lm_t, n, V, C); // d ln_f = dz lm_head^T
     // through ln_f (its own parameters are frozen: their gradient is dropped)
     memset(dh, 0, (size_t)n * C * sizeof(float));
     layernorm_backward(dh, et->scratch, et->scratch + C, et->d_ln, h, target->w.ln_f_weight,
@@ -2421,7 +2422,7 @@ static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, floa
     return;
 #endif
     // SmoothL1's derivative: d inside |d| < 1, sign(d) outside; row i's target is f_{i+1}
-    float k = EAGLE_W_REG * scale / (float)C;
+    float k = EAGLE_W_REG * scale / (float)C; // the mean over C features
     for (size_t i = 0; i < (size_t)n * C; i++) {
         float d = h[i] - f[C + i];
         dh[i] += k * (d > 1.0f ? 1.0f : d < -1.0f ? -1.0f : d);
@@ -2432,13 +2433,13 @@ static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, floa
 // into et->fc_grad and the block's gradients (ts.dw); ts.wt must hold the block's
 // matrices transposed (eagle_prepare).
 void eagle_window_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
-    int C = et->C, n = et->S - 1;
-    size_t SC = (size_t)n * C;
-    eagle_head_backward(et, target, b, scale);
+    int C = et->C, n = et->S - 1; // a training window's S-1 rows
+    size_t SC = (size_t)n * C; // one window's slice of the caches
+    eagle_head_backward(et, target, b, scale); // dLoss/dh into ts.d_resid
     block_backward(&et->bc, &et->block.w, &et->ts, 0, &et->ts.blocks[b], et->ts.key + b * SC,
                    et->ts.value + b * SC);
     // fc: only its parameters learn (the features and the embedding are the target's)
-    float *cat = et->cat + (size_t)b * n * 2 * C;
+    float *cat = et->cat + (size_t)b * n * 2 * C; // window b's fc inputs
     matmul_backward(NULL, et->fc_grad, et->fc_grad + (size_t)2 * C * C, et->ts.d_resid, cat,
                     NULL, n, 2 * C, C);
 }
@@ -2447,25 +2448,25 @@ void eagle_window_backward(EagleTrainer *et, const GPT *target, int b, float sca
 void eagle_prepare(EagleTrainer *et) {
     memset(et->ts.grads, 0, et->block.n_params * sizeof(float));
     memset(et->fc_grad, 0, (size_t)(2 * et->C + 1) * et->C * sizeof(float));
-    transpose_matrices(&et->bc, &et->block.w, &et->ts.wt);
+    transpose_matrices(&et->bc, &et->block.w, &et->ts.wt); // block_backward reads wt
 }
 
 // Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format.
 int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
     size_t nfc = (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
-    size_t n = EAGLE_HEADER + 4 * P + 8;
+    size_t n = EAGLE_HEADER + 4 * P + 8; // header, floats, checksum
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     if (buf) {
         // header: one feature, the top one (after all n_layer blocks), then the sizes
         uint32_t head[10] = {EAGLE_VERSION, 1, (uint32_t)target->config.n_layer, 0, 0,
                              (uint32_t)et->C, (uint32_t)et->V, (uint32_t)et->bc.ffn_width,
                              (uint32_t)et->bc.n_head, 0};
-        memcpy(buf, EAGLE_MAGIC, 4);
-        for (int i = 0; i < 9; i++) put_u32(buf + 4 + 4 * i, head[i]);
-        put_u64(buf + 40, target_fingerprint(target));
+        memcpy(buf, EAGLE_MAGIC, 4); // "SPDE"
+        for (int i = 0; i < 9; i++) put_u32(buf + 4 + 4 * i, head[i]); // offsets 4 .. 39
+        put_u64(buf + 40, target_fingerprint(target)); // the draft fits this target only
         // the floats: fc_weight and fc_bias, then the block's 13 tensors in checkpoint order
-        for (size_t i = 0; i < P; i++) {
+        for (size_t i = 0; i < P; i++) { // fc first, then the block
             const float *x = i < nfc ? &et->fc[i] : &et->block.params[et->off + i - nfc];
             uint32_t bits;
             memcpy(&bits, x, 4);
@@ -2482,7 +2483,7 @@ int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path,
 int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
     size_t n = 0, nfc = (size_t)(2 * et->C + 1) * et->C;
-    size_t want = EAGLE_HEADER + 4 * (nfc + et->n) + 8;
+    size_t want = EAGLE_HEADER + 4 * (nfc + et->n) + 8; // the only size a good file has
     unsigned char *buf = read_file(path, &n, "eagle draft", "make train-eagle writes "
                                    DEFAULT_EAGLE, err, errlen);
     if (!buf) return -1;
@@ -2512,11 +2513,11 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
 // window 0; the logits go to et->logits (V). f may be the h an earlier call returned.
 const float *eagle_step(EagleTrainer *et, const GPT *target, const float *f, int token,
                         int pos) {
-    int C = et->C, V = et->V;
-    BlockActs *a = &et->ts.blocks[0];
+    int C = et->C, V = et->V; // the target's sizes
+    BlockActs *a = &et->ts.blocks[0]; // window 0's record, reused row by row
     eagle_concat(et->cat, f, target, token, C); // copied before the block overwrites h
     matmul(a->x_in, et->cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, 1);
-    block_forward(&et->bc, &et->block.w, 0, a, 1, pos);
+    block_forward(&et->bc, &et->block.w, 0, a, 1, pos); // one row on the cache
     layernorm(et->lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, 1, C);
     Linear lm_head = {target->w.lm_head_weight, target->w.lm_head_bias, C, V};
     matmul(et->logits, et->lnf, lm_head, 1);
@@ -2538,15 +2539,15 @@ typedef struct {
 // Scores depth d's guess at row i of window 0 (h and et->logits from eagle_step) against
 // the target's feature and row at i+d and the true token y.
 static void eagle_score(EagleEval *e, const EagleTrainer *et, const float *h, int i, int d, int y) {
-    int C = et->C, V = et->V, k = d - 1;
+    int C = et->C, V = et->V, k = d - 1; // slot k holds depth d
     const float *f = et->feat + (size_t)(i + d) * C, *p = et->p + (size_t)(i + d) * V;
     float q[256];
     e->loss[k] += cross_entropy(et->logits, V, y, q);
-    e->soft[k] += soft_cross_entropy(et->logits, V, p, NULL);
+    e->soft[k] += soft_cross_entropy(et->logits, V, p, NULL); // the training CE
     e->alpha[k] += expected_acceptance(p, q, V);
     e->agree[k] += argmax(q, V) == argmax(p, V);
     for (int c = 0; c < C; c++) e->ferr[k] += ((double)h[c] - f[c]) * ((double)h[c] - f[c]) / C;
-    e->n[k]++;
+    e->n[k]++; // one more position at this depth
 }
 
 // Measures the draft over tokens[0..n) in eval_medusa's windows (consecutive, up to S tokens
@@ -2556,14 +2557,14 @@ static void eagle_score(EagleEval *e, const EagleTrainer *et, const float *h, in
 // once the d-1 before it were accepted. Row i's depth-1 pass rewrites cache row i, so the
 // rows later depths left there never reach a later i.
 void eagle_evaluate(EagleTrainer *et, GPT *target, const int *tokens, size_t n, EagleEval *e) {
-    int S = et->S;
+    int S = et->S; // the target's block_size
     memset(e, 0, sizeof(*e));
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         const int *w = tokens + start;
-        eagle_target_rows(et, target, w, T, 0);
+        eagle_target_rows(et, target, w, T, 0); // f and p of this window, in slot 0
         for (size_t i = 0; i < (size_t)T * et->C; i++) e->fsq += (double)et->feat[i] * et->feat[i];
-        e->nf += (size_t)T * et->C;
+        e->nf += (size_t)T * et->C; // the features summed into fsq
         // every row, then its chain of own features, while the target has a row to judge by
         for (int i = 0; i + 1 < T; i++) {
             const float *h = et->feat + (size_t)i * et->C;
@@ -2574,7 +2575,7 @@ void eagle_evaluate(EagleTrainer *et, GPT *target, const int *tokens, size_t n, 
         }
     }
     // sums to means
-    e->fsq /= e->nf ? (double)e->nf : 1.0;
+    e->fsq /= e->nf ? (double)e->nf : 1.0; // the scale of the feature error
     for (int k = 0; k < EAGLE_DEPTH; k++) {
         double m = e->n[k] ? (double)e->n[k] : 1.0;
         e->alpha[k] /= m;
@@ -2609,15 +2610,15 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
     int S = et->S;
     size_t starts = corpus->n_train - (size_t)S, nfc = (size_t)(2 * et->C + 1) * et->C;
     double loss = 0.0;
-    eagle_prepare(et);
+    eagle_prepare(et); // zero gradients, transposed matrices
     // each window: the target's rows, the draft's, the backward
     for (int b = 0; b < et->B; b++) {
         const int *w = corpus->tokens + rng_u64(rng) % starts; // drawn as get_batch draws
-        eagle_target_rows(et, target, w, S, b);
-        loss += eagle_draft_rows(et, target, w, S, b);
+        eagle_target_rows(et, target, w, S, b); // the frozen target
+        loss += eagle_draft_rows(et, target, w, S, b); // the draft, kept for the backward
         eagle_window_backward(et, target, b, 1.0f / ((float)et->B * (S - 1)));
     }
-    adamw_update(&opt[0], et->fc, et->fc_grad, nfc);
+    adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
     adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
     return loss;
 }
@@ -2626,16 +2627,16 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
 // tokens, Adam (lr EAGLE_LR, no weight decay) on fc and the block. Progress on stderr every
 // 100 steps. 0, or -1 out of memory.
 int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o) {
-    size_t nfc = (size_t)(2 * et->C + 1) * et->C;
+    size_t nfc = (size_t)(2 * et->C + 1) * et->C; // fc_weight and fc_bias
     AdamW opt[2] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
                     {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(et->n),
                      alloc_floats(et->n), 0}};
-    int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v;
+    int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v; // no moments, no training: -1
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     for (int it = 0; ok && it < o->iters; it++) {
-        recent += eagle_train_step(et, target, corpus, &rng, opt);
+        recent += eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
         // progress: the mean loss per row since the last line, speed, time left
         if ((it + 1) % 100 == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
@@ -2662,7 +2663,7 @@ static int eagle_flags(int argc, char **argv, int eval_only, EagleOptions *o, co
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int slot = !strcmp(a, "-m") ? 0 : !strcmp(a, "-i") ? 1 : -1;
-        if (eval_only && !strcmp(a, "-E")) slot = 2;
+        if (eval_only && !strcmp(a, "-E")) slot = 2; // the draft to measure
         if (!eval_only && !strcmp(a, "-o")) slot = 3;
         int *whole = eval_only ? NULL : !strcmp(a, "--iters") ? &o->iters :
                      !strcmp(a, "--batch") ? &o->batch : NULL;
@@ -2686,7 +2687,7 @@ static int eagle_flags(int argc, char **argv, int eval_only, EagleOptions *o, co
             error_line("--seed must be a non-negative whole number, got '%s'", val);
             return -1;
         }
-        if (whole) *whole = (int)v;
+        if (whole) *whole = (int)v; // in range, as parse_int checked
         if (slot >= 0) paths[slot] = val;
     }
     return 0;
@@ -2713,7 +2714,7 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
 // [-o PATH]` trains an EAGLE draft and writes it; `train eagle-eval [-m MODEL] [-E PATH]
 // [-i CORPUS]` measures one. Returns the exit status; every bad input is one line on stderr.
 int main_eagle(int argc, char **argv, int eval_only) {
-    EagleOptions o = {6000, 16, 2};
+    EagleOptions o = {6000, 16, 2}; // 6000 steps, 16 windows, seed 2
     const char *paths[4] = {DEFAULT_MODEL, DEFAULT_CORPUS, DEFAULT_EAGLE, EAGLE_OUT};
     if (eagle_flags(argc, argv, eval_only, &o, paths) != 0) return 1;
     char err[512];
@@ -2763,7 +2764,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     rc = 0;
 done:
     if (rc != 0) error_line("%s", err);
-    eagle_trainer_free(&et);
+    eagle_trainer_free(&et); // safe whatever failed
     free_gpt(&g);
     free_corpus(&corpus);
     return rc;
