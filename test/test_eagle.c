@@ -1,7 +1,7 @@
 /*
  * test/test_eagle.c: the trained early exit and the EAGLE draft of tinyshakespeare/train.c
- * (exit_loss_grad, exit_residual, save_exit_head; eagle_draft_rows, eagle_window_backward,
- * eagle_step, save_eagle_head), the trainers of beyond.c's ExitHead and EagleHead.
+ * (exit_loss_grad, exit_target_residual, save_exit_head; eagle_train_forward, eagle_train_backward,
+ * eagle_eval_row, save_eagle_head), the trainers of beyond.c's ExitHead and EagleHead.
  *
  *   1. The exit's gradient: exit_loss_grad's gradient of the distillation loss (the
  *      cross-entropy against a target row p) with respect to each of its four tensors,
@@ -10,12 +10,12 @@
  *      floats nearest p +- h and the quotient divides by their exact distance; the tolerance
  *      is 1e-3 (max |analytic - numeric| / max |numeric|, per tensor).
  *   2. The exit reads the right rows: with the target's own ln_f and lm_head, its logits on
- *      exit_residual's rows are the untrained exit's (forward with n_layer lowered), bit
+ *      exit_target_residual's rows are the untrained exit's (forward with n_layer lowered), bit
  *      for bit, on the shipped model.
  *   3. EAGLE's gradient: the loss CE(p_{i+1}, q_i) + SmoothL1(h_i - f_{i+1}) of two windows,
  *      against central differences of a double reference (fc, one causal block, the
  *      target's ln_f and lm_head, written here), for a sample of every tensor: fc_weight,
- *      fc_bias and the block's 13. Then eagle_step, the one-row path eagle-eval uses, gives
+ *      fc_bias and the block's 13. Then eagle_eval_row, the one-row path eagle-eval uses, gives
  *      the rows of the batched training pass bit for bit.
  *   4. The files: save_exit_head and save_eagle_head write the sizes and header fields of
  *      beyond.c's formats, the floats in order, and a checksum that matches; the shipped
@@ -143,11 +143,11 @@ static void test_exit_rows(GPT *g, const int *tokens) {
     ExitTrainer x;
     exit_trainer_init(&x, g, 1); // ln_f and lm_head: the untrained exit
     // forward with n_layer 1 gives the untrained exit's logits beside the residual rows
-    const float *plain = exit_residual(g, tokens, S, 1, x.r);
+    const float *plain = exit_target_residual(g, tokens, S, 1, x.r);
     memcpy(x.d_logits, plain, (size_t)S * V * sizeof(float));
     exit_trainer_logits(&x, S); // the runtime's function on the same rows
     check(memcmp(x.logits, x.d_logits, (size_t)S * V * sizeof(float)) == 0, "an exit initialised "
-          "from ln_f and lm_head, on exit_residual's rows after block 1, gives forward's "
+          "from ln_f and lm_head, on exit_target_residual's rows after block 1, gives forward's "
           "n_layer = 1 logits bit for bit (%d rows)", S);
     exit_trainer_free(&x);
 }
@@ -250,11 +250,11 @@ static double eagle_case(GPT *g, EagleTrainer *et, int *tokens) {
         et->block.params[et->off + i] += (float)(0.3 * (2.0 * rng_uniform(&r) - 1.0));
     for (int i = 0; i < 12; i++) tokens[i] = (int)(rng_u64(&r) % 11); // two windows of 6
     double loss = 0.0; // summed over both windows
-    eagle_prepare(et); // zero gradients, as a training step starts
+    eagle_train_prepare(et); // zero gradients, as a training step starts
     for (int b = 0; b < 2; b++) {
-        eagle_target_rows(et, g, tokens + 6 * b, 6, b); // f and p
-        loss += eagle_draft_rows(et, g, tokens + 6 * b, 6, b);
-        eagle_window_backward(et, g, b, 1.0f); // the summed loss's gradient
+        eagle_train_targets(et, g, tokens + 6 * b, 6, b); // f and p
+        loss += eagle_train_forward(et, g, tokens + 6 * b, 6, b);
+        eagle_train_backward(et, g, b, 1.0f); // the summed loss's gradient
     }
     return loss;
 }
@@ -268,7 +268,7 @@ static double eagle_gradient_check(int report) {
     EagleCase ec = {&et, &g, tokens}; // what the reference reads
     double ref = ref_eagle_loss(&ec), worst = 0.0;
     if (report)
-        check(fabs(loss - ref) < 1e-5 * fabs(ref), "eagle_draft_rows's loss %.9f == the double "
+        check(fabs(loss - ref) < 1e-5 * fabs(ref), "eagle_train_forward's loss %.9f == the double "
               "reference's %.9f", loss, ref);
     // fc_weight and fc_bias, then the block's 13 tensors, 24 floats of each at most
     size_t sizes[N_TENSORS], nfc = 2 * 8 * 8, at = et.off;
@@ -281,7 +281,7 @@ static double eagle_gradient_check(int report) {
     worst = fmax(worst, e);
     if (report) check(e <= TOLERANCE, "EAGLE: dLoss/dfc_bias within %.0e (relative error %.2g)",
                       TOLERANCE, e);
-    for (int k = EAGLE_FIRST; k <= EAGLE_LAST; k++) {
+    for (int k = EAGLE_BLOCK_FIRST; k <= EAGLE_BLOCK_LAST; k++) {
         e = tensor_error(ref_eagle_loss, &ec, et.block.params + at, et.ts.grads + at, sizes[k], 24);
         worst = fmax(worst, e);
         if (report) check(e <= TOLERANCE, "EAGLE: dLoss/d%s within %.0e of central differences "
@@ -293,23 +293,23 @@ static double eagle_gradient_check(int report) {
     return worst;
 }
 
-// Section 3's second half: eagle_step row by row gives the batched pass's h and logits.
+// Section 3's second half: eagle_eval_row row by row gives the batched pass's h and logits.
 static void test_eagle_step(void) {
     GPT g;
     EagleTrainer et;
     int tokens[12];
     eagle_case(&g, &et, tokens); // the same draft and windows
-    // window 0's rows from the batched pass, kept before eagle_step reuses its record
+    // window 0's rows from the batched pass, kept before eagle_eval_row reuses its record
     float h[5 * 8], z[5 * 11], hs[5 * 8], zs[5 * 11];
-    eagle_draft_rows(&et, &g, tokens, 6, 0); // window 0, batched
+    eagle_train_forward(&et, &g, tokens, 6, 0); // window 0, batched
     memcpy(h, et.ts.blocks[0].x_out, sizeof(h)); // its 5 rows of h
     memcpy(z, et.logits, sizeof(z)); // and logits
     for (int i = 0; i < 5; i++) {
-        const float *hi = eagle_step(&et, &g, et.feat + i * 8, tokens[i + 1], i);
+        const float *hi = eagle_eval_row(&et, &g, et.feat + i * 8, tokens[i + 1], i);
         memcpy(hs + i * 8, hi, 8 * sizeof(float)); // row i of h, one at a time
         memcpy(zs + i * 11, et.logits, 11 * sizeof(float));
     }
-    check(!memcmp(h, hs, sizeof(h)) && !memcmp(z, zs, sizeof(z)), "eagle_step, one row at a "
+    check(!memcmp(h, hs, sizeof(h)) && !memcmp(z, zs, sizeof(z)), "eagle_eval_row, one row at a "
           "time on the block's cache, gives the batched pass's 5 rows of h and logits bit for bit");
     eagle_trainer_free(&et);
     free_gpt(&g);
@@ -411,8 +411,8 @@ static void test_shipped(GPT *g, const Corpus *corpus) {
     size_t n = SANITIZED ? 200 : 1000;
     ExitEval e;
     EagleEval ee;
-    exit_evaluate(&x, g, corpus->tokens + corpus->n_train, n, &e); // trained and untrained
-    eagle_evaluate(&et, g, corpus->tokens + corpus->n_train, n, &ee); // by depth
+    exit_eval_split(&x, g, corpus->tokens + corpus->n_train, n, &e); // trained and untrained
+    eagle_eval_split(&et, g, corpus->tokens + corpus->n_train, n, &ee); // by depth
     check(rx == 0 && e.alpha[0] > e.alpha[1] + 0.1, "the shipped exit's alpha %.3f beats the "
           "untrained exit's %.3f by more than 0.1 (first %zu validation tokens)", e.alpha[0],
           e.alpha[1], n);

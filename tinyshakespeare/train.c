@@ -1936,7 +1936,7 @@ void exit_trainer_transpose(ExitTrainer *x) {
 // (T, C): forward runs blocks 0 .. layer-1 when n_layer is lowered for one call, and leaves
 // the residual in state.x (ln_f writes its own buffer). Returns that call's logits, the
 // untrained exit's (T, V), valid until the next forward.
-const float *exit_residual(GPT *g, const int *tokens, int T, int layer, float *r) {
+const float *exit_target_residual(GPT *g, const int *tokens, int T, int layer, float *r) {
     int L = g->config.n_layer; // restored right after the call
     g->config.n_layer = layer; // forward runs blocks 0 .. layer-1 only
     g->state.cache_len = 0;
@@ -1948,7 +1948,7 @@ const float *exit_residual(GPT *g, const int *tokens, int T, int layer, float *r
 }
 
 // The full target's softmax rows (t = 1) for T tokens from an empty cache into p (T, V).
-void target_rows(GPT *g, const int *tokens, int T, float *p) {
+void target_softmax_rows(GPT *g, const int *tokens, int T, float *p) {
     int V = g->config.vocab_size; // one row of V per token
     g->state.cache_len = 0;
     const float *logits = forward(g, tokens, T);
@@ -1996,8 +1996,8 @@ int read_exit_head(ExitTrainer *x, const GPT *target, const char *path, char *er
         L < 1 || L >= target->config.n_layer ? "layer out of range" :
         get_u64(buf + 20) != target_fingerprint(target) ? "trained for another target" :
         fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
-    if (why) snprintf(err, errlen, "exit head '%s': %s; make train-exit writes one for %s",
-                      path, why, DEFAULT_MODEL);
+    if (why) snprintf(err, errlen, "exit head '%s': %s; make train-exit writes one for %s, "
+                      "tinyshakespeare/train exit -m MODEL for another", path, why, DEFAULT_MODEL);
     // the floats, bit for bit
     for (size_t i = 0; !why && i < x->P; i++) {
         uint32_t bits = get_u32(buf + EXIT_HEADER + 4 * i);
@@ -2008,7 +2008,7 @@ int read_exit_head(ExitTrainer *x, const GPT *target, const char *path, char *er
     return why ? -1 : 0;
 }
 
-// What exit_evaluate measures over a split, for the trained exit [0] and the untrained [1].
+// What exit_eval_split measures over a split, for the trained exit [0] and the untrained [1].
 typedef struct {
     double loss[2];  // mean cross-entropy on the true next character
     double soft[2];  // mean cross-entropy against the target's row (the training loss)
@@ -2018,7 +2018,7 @@ typedef struct {
 } ExitEval;
 
 // Scores one row q's logits z against the target's row p and the true token y into slot k.
-static void exit_score(ExitEval *e, int k, const float *z, const float *p, int V, int y) {
+static void exit_eval_score(ExitEval *e, int k, const float *z, const float *p, int V, int y) {
     float q[256]; // softmax(z): V <= 256 (validate_config)
     e->loss[k] += cross_entropy(z, V, y, q);
     e->soft[k] += soft_cross_entropy(z, V, p, NULL);
@@ -2030,21 +2030,21 @@ static void exit_score(ExitEval *e, int k, const float *z, const float *p, int V
 // same blocks) over tokens[0..n), in test/early_exit.c's windows: consecutive, up to S
 // tokens with a next one, each from an empty cache; row t is judged against the full
 // target's row t and the true token t+1.
-void exit_evaluate(ExitTrainer *x, GPT *target, const int *tokens, size_t n, ExitEval *e) {
+void exit_eval_split(ExitTrainer *x, GPT *target, const int *tokens, size_t n, ExitEval *e) {
     int S = target->config.block_size, V = x->head.V; // windows of S, rows of V
     memset(e, 0, sizeof(*e));
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         const int *w = tokens + start; // this window's tokens
         // the untrained exit's logits come with the residual rows; p from the full model
-        const float *plain = exit_residual(target, w, T, x->head.layer, x->r);
+        const float *plain = exit_target_residual(target, w, T, x->head.layer, x->r);
         memcpy(x->d_logits, plain, (size_t)T * V * sizeof(float));
-        target_rows(target, w, T, x->p); // the full target's rows: the judge
+        target_softmax_rows(target, w, T, x->p); // the full target's rows: the judge
         exit_trainer_logits(x, T); // the trained exit on the same rows
         for (int t = 0; t < T; t++) {
             size_t o = (size_t)t * V;
-            exit_score(e, 0, x->logits + o, x->p + o, V, w[t + 1]);
-            exit_score(e, 1, x->d_logits + o, x->p + o, V, w[t + 1]);
+            exit_eval_score(e, 0, x->logits + o, x->p + o, V, w[t + 1]);
+            exit_eval_score(e, 1, x->d_logits + o, x->p + o, V, w[t + 1]);
         }
         e->n += (size_t)T; // every row had a next token
     }
@@ -2057,7 +2057,7 @@ void exit_evaluate(ExitTrainer *x, GPT *target, const int *tokens, size_t n, Exi
     }
 }
 
-// Prints exit_evaluate's figures (stderr), the trained exit beside the untrained one.
+// Prints exit_eval_split's figures (stderr), the trained exit beside the untrained one.
 static void print_exit_eval(const ExitEval *e, int layer, const char *when, double secs) {
     fprintf(stderr, "%s: the exit after block %d on the whole validation split (%zu positions, "
             "%.1f s)\n", when, layer, e->n, secs);
@@ -2093,8 +2093,8 @@ int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const Exi
         // each window: the residual after block L, the full target's rows, the exit's loss
         for (int b = 0; b < B; b++) {
             const int *w = corpus->tokens + rng_u64(&rng) % starts;
-            exit_residual(target, w, S, x->head.layer, x->r); // the exit's input
-            target_rows(target, w, S, x->p); // its soft targets
+            exit_target_residual(target, w, S, x->head.layer, x->r); // the exit's input
+            target_softmax_rows(target, w, S, x->p); // its soft targets
             recent += exit_loss_grad(x, S, 1.0f / ((float)B * S));
         }
         adamw_update(&opt, x->head.ln_weight, x->grad, x->P); // weight decay 0: plain Adam
@@ -2163,6 +2163,10 @@ static int exit_inputs(GPT *g, Corpus *corpus, const char **paths, int layer, ch
     if (load_checkpoint(paths[0], g, &v, err, errlen) != 0) return -1;
     if (load_corpus(corpus, paths[1], &v, err, errlen) != 0) return -1;
     int L = g->config.n_layer; // an exit after the last block would be the target
+    if (L < 2)
+        return fail_with(err, errlen, "model '%s' has 1 block: an early exit needs at least "
+                         "2 (it reads the residual after block L < n_layer); give -m a deeper "
+                         "model", paths[0]);
     if (layer >= L)
         return fail_with(err, errlen, "--layer must be from 1 to %d (the exit reads the "
                          "residual after that many of the target's %d blocks), got %d", L - 1,
@@ -2205,7 +2209,7 @@ int main_exit(int argc, char **argv, int eval_only) {
     // the exit as it starts (or as read), then training, the file, and the trained exit
     ExitEval e;
     double t0 = now_seconds();
-    exit_evaluate(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
     print_exit_eval(&e, x.head.layer, eval_only ? paths[2] : "step 0", now_seconds() - t0);
     if (!eval_only) {
         fprintf(stderr, "recipe: exit after block %d, LayerNorm + Linear(%d, %d) from the "
@@ -2220,7 +2224,7 @@ int main_exit(int argc, char **argv, int eval_only) {
         if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
         fprintf(stderr, "wrote %s\n", paths[3]);
         t0 = now_seconds(); // the evaluation's own time
-        exit_evaluate(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
         print_exit_eval(&e, x.head.layer, "trained", now_seconds() - t0);
     }
     rc = 0;
@@ -2270,10 +2274,10 @@ done:
 #define EAGLE_LR 1e-3f // the trainer's rate for every model here
 #endif
 // The draft depths eagle-eval measures: depth d feeds back its own feature d-1 times.
-#define EAGLE_DEPTH 4
+#define EAGLE_EVAL_DEPTH 4
 // The block's 13 tensors sit in checkpoint order from tensor 2 (ln1_weight) to 14
-#define EAGLE_FIRST 2
-#define EAGLE_LAST 14
+#define EAGLE_BLOCK_FIRST 2
+#define EAGLE_BLOCK_LAST 14
 
 // An EAGLE draft being trained: fc, the block, a batch of windows' rows and the gradients.
 typedef struct {
@@ -2295,14 +2299,14 @@ typedef struct {
     float *scratch;   // (2C)        the frozen ln_f's parameter gradients, discarded
 } EagleTrainer;
 
-// The block's floats [off, off+n): tensors EAGLE_FIRST .. EAGLE_LAST of a config.
-static void eagle_block_range(const Config *c, size_t *off, size_t *n) {
+// The block's floats [off, off+n): tensors EAGLE_BLOCK_FIRST .. EAGLE_BLOCK_LAST of a config.
+static void eagle_train_block_range(const Config *c, size_t *off, size_t *n) {
     size_t sizes[N_TENSORS];
     weight_sizes(c, sizes); // the one table that knows the layout
     *off = 0;
     *n = 0;
-    for (int i = 0; i < EAGLE_FIRST; i++) *off += sizes[i];
-    for (int i = EAGLE_FIRST; i <= EAGLE_LAST; i++) *n += sizes[i];
+    for (int i = 0; i < EAGLE_BLOCK_FIRST; i++) *off += sizes[i];
+    for (int i = EAGLE_BLOCK_FIRST; i <= EAGLE_BLOCK_LAST; i++) *n += sizes[i];
 }
 
 // Allocates an EAGLE draft for target and B windows per step and initialises it from seed
@@ -2315,7 +2319,7 @@ int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
     *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c};
     et->bc.n_layer = 1; // ONE block
     et->bc.block_size = S - 1; // S target rows give S-1 draft rows
-    eagle_block_range(&et->bc, &et->off, &et->n);
+    eagle_train_block_range(&et->bc, &et->off, &et->n);
     if (build_gpt(&et->block, &et->bc) != 0 || build_train_state(&et->ts, &et->bc, B) != 0)
         return -1;
     init_gpt_random(&et->block, seed); // LayerNorm 1/0, Linear U(+-1/sqrt(fan_in))
@@ -2345,7 +2349,7 @@ void eagle_trainer_free(EagleTrainer *et) {
 
 // The target's features and softmax rows of window b's T tokens (from an empty cache) into
 // et->feat and et->p: forward leaves the last block's residual in state.x.
-void eagle_target_rows(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
+void eagle_train_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
     float *f = et->feat + (size_t)b * et->S * et->C, *p = et->p + (size_t)b * et->S * et->V;
     target->state.cache_len = 0; // every window from an empty cache
     const float *logits = forward(target, tokens, T);
@@ -2356,7 +2360,7 @@ void eagle_target_rows(EagleTrainer *et, GPT *target, const int *tokens, int T, 
 }
 
 // fc's input row [f, E[token]] (2C) into cat: the feature first, then the embedding.
-static void eagle_concat(float *cat, const float *f, const GPT *target, int token, int C) {
+static void eagle_fc_input(float *cat, const float *f, const GPT *target, int token, int C) {
     memcpy(cat, f, (size_t)C * sizeof(float));
     memcpy(cat + C, target->w.token_embedding + (size_t)token * C, (size_t)C * sizeof(float));
 }
@@ -2364,7 +2368,7 @@ static void eagle_concat(float *cat, const float *f, const GPT *target, int toke
 // The loss of draft row h (C) against the target's next feature f (C) and row p (V), its
 // logits z (V) given: returns EAGLE_W_CE * CE(p, q) + EAGLE_W_REG * mean SmoothL1(h - f);
 // q (V), if not NULL, receives softmax(z).
-static double eagle_row_loss(const float *h, const float *f, const float *p, const float *z,
+static double eagle_train_row_loss(const float *h, const float *f, const float *p, const float *z,
                              int C, int V, float *q) {
     double reg = 0.0; // summed over the C features, then averaged
     // SmoothL1 with beta 1, PyTorch's default: 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
@@ -2375,16 +2379,16 @@ static double eagle_row_loss(const float *h, const float *f, const float *p, con
     return EAGLE_W_CE * soft_cross_entropy(z, V, p, q) + EAGLE_W_REG * reg / C;
 }
 
-// The draft's rows of window b, whose T target rows eagle_target_rows filled: fc, the block
+// The draft's rows of window b, whose T target rows eagle_train_targets filled: fc, the block
 // (ts's record of window b, positions 0 .. T-2), the target's ln_f and lm_head. Keeps what
 // the backward needs; returns the window's summed loss. tokens: the window's T tokens.
-double eagle_draft_rows(EagleTrainer *et, const GPT *target, const int *tokens, int T, int b) {
+double eagle_train_forward(EagleTrainer *et, const GPT *target, const int *tokens, int T, int b) {
     int C = et->C, V = et->V, n = T - 1, S1 = et->S - 1; // n draft rows of T target rows
     const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
     float *cat = et->cat + (size_t)b * S1 * 2 * C, *lnf = et->lnf + (size_t)b * S1 * C;
     BlockActs *a = &et->ts.blocks[b]; // window b's own record: the backward reads it
     // u_i = fc([f_i, E[x_{i+1}]]) straight into the block's input rows
-    for (int i = 0; i < n; i++) eagle_concat(cat + (size_t)i * 2 * C, f + (size_t)i * C, target,
+    for (int i = 0; i < n; i++) eagle_fc_input(cat + (size_t)i * 2 * C, f + (size_t)i * C, target,
                                              tokens[i + 1], C);
     matmul(a->x_in, cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, n);
     block_forward(&et->bc, &et->block.w, 0, a, n, 0); // specdec.c's block, positions 0 ..
@@ -2393,7 +2397,7 @@ double eagle_draft_rows(EagleTrainer *et, const GPT *target, const int *tokens, 
     matmul(et->logits, lnf, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, n);
     double loss = 0.0;
     for (int i = 0; i < n; i++)
-        loss += eagle_row_loss(a->x_out + (size_t)i * C, f + (size_t)(i + 1) * C,
+        loss += eagle_train_row_loss(a->x_out + (size_t)i * C, f + (size_t)(i + 1) * C,
                                p + (size_t)(i + 1) * V, et->logits + (size_t)i * V, C, V,
                                et->q + ((size_t)b * S1 + i) * V);
     return loss;
@@ -2401,7 +2405,7 @@ double eagle_draft_rows(EagleTrainer *et, const GPT *target, const int *tokens, 
 
 // The gradient at h of window b's S-1 rows into ts->d_resid: through lm_head and ln_f (the
 // cross-entropy's q - p), plus the regression's clamp(h - f, -1, 1) / C; each times scale.
-static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+static void eagle_train_head_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
     int C = et->C, V = et->V, n = et->S - 1; // a training window's S-1 rows
     const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
     const float *q = et->q + (size_t)b * n * V, *h = et->ts.blocks[b].x_out;
@@ -2429,13 +2433,13 @@ static void eagle_head_backward(EagleTrainer *et, const GPT *target, int b, floa
     }
 }
 
-// Adds scale times the gradient of window b's loss (after eagle_draft_rows on all S rows)
+// Adds scale times the gradient of window b's loss (after eagle_train_forward on all S rows)
 // into et->fc_grad and the block's gradients (ts.dw); ts.wt must hold the block's
-// matrices transposed (eagle_prepare).
-void eagle_window_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+// matrices transposed (eagle_train_prepare).
+void eagle_train_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
     int C = et->C, n = et->S - 1; // a training window's S-1 rows
     size_t SC = (size_t)n * C; // one window's slice of the caches
-    eagle_head_backward(et, target, b, scale); // dLoss/dh into ts.d_resid
+    eagle_train_head_backward(et, target, b, scale); // dLoss/dh into ts.d_resid
     block_backward(&et->bc, &et->block.w, &et->ts, 0, &et->ts.blocks[b], et->ts.key + b * SC,
                    et->ts.value + b * SC);
     // fc: only its parameters learn (the features and the embedding are the target's)
@@ -2445,7 +2449,7 @@ void eagle_window_backward(EagleTrainer *et, const GPT *target, int b, float sca
 }
 
 // Zeroes the gradients and transposes the block's matrices, before a step's backward.
-void eagle_prepare(EagleTrainer *et) {
+void eagle_train_prepare(EagleTrainer *et) {
     memset(et->ts.grads, 0, et->block.n_params * sizeof(float));
     memset(et->fc_grad, 0, (size_t)(2 * et->C + 1) * et->C * sizeof(float));
     transpose_matrices(&et->bc, &et->block.w, &et->ts.wt); // block_backward reads wt
@@ -2497,8 +2501,8 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
         !fields_ok ? "a header field does not fit (one top feature, the target's sizes)" :
         get_u64(buf + 40) != target_fingerprint(target) ? "trained for another target" :
         fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
-    if (why) snprintf(err, errlen, "eagle draft '%s': %s; make train-eagle writes one for %s",
-                      path, why, DEFAULT_MODEL);
+    if (why) snprintf(err, errlen, "eagle draft '%s': %s; make train-eagle writes one for %s, "
+                      "tinyshakespeare/train eagle -m MODEL for another", path, why, DEFAULT_MODEL);
     // the floats, bit for bit, where save_eagle_head took them
     for (size_t i = 0; !why && i < nfc + et->n; i++) {
         uint32_t bits = get_u32(buf + EAGLE_HEADER + 4 * i);
@@ -2511,11 +2515,11 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
 // One draft row at position pos, on top of the block's cache (rows 0 .. pos-1, from earlier
 // calls): fc([f, E[token]]), the block, ln_f and lm_head. Returns h (C), in ts's record of
 // window 0; the logits go to et->logits (V). f may be the h an earlier call returned.
-const float *eagle_step(EagleTrainer *et, const GPT *target, const float *f, int token,
+const float *eagle_eval_row(EagleTrainer *et, const GPT *target, const float *f, int token,
                         int pos) {
     int C = et->C, V = et->V; // the target's sizes
     BlockActs *a = &et->ts.blocks[0]; // window 0's record, reused row by row
-    eagle_concat(et->cat, f, target, token, C); // copied before the block overwrites h
+    eagle_fc_input(et->cat, f, target, token, C); // copied before the block overwrites h
     matmul(a->x_in, et->cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, 1);
     block_forward(&et->bc, &et->block.w, 0, a, 1, pos); // one row on the cache
     layernorm(et->lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, 1, C);
@@ -2524,21 +2528,22 @@ const float *eagle_step(EagleTrainer *et, const GPT *target, const float *f, int
     return a->x_out;
 }
 
-// What eagle_evaluate measures, by depth d = 1 .. EAGLE_DEPTH (index d-1).
+// What eagle_eval_split measures, by depth d = 1 .. EAGLE_EVAL_DEPTH (index d-1).
 typedef struct {
-    double alpha[EAGLE_DEPTH]; // mean sum_x min(p(x), q(x)) at t = 1
-    double agree[EAGLE_DEPTH]; // share of argmax q == argmax p
-    double soft[EAGLE_DEPTH];  // mean cross-entropy against the target's row p
-    double loss[EAGLE_DEPTH];  // mean cross-entropy on the true token
-    double ferr[EAGLE_DEPTH];  // mean over positions and features of (h - f)^2
-    size_t n[EAGLE_DEPTH];     // positions scored
+    double alpha[EAGLE_EVAL_DEPTH]; // mean sum_x min(p(x), q(x)) at t = 1
+    double agree[EAGLE_EVAL_DEPTH]; // share of argmax q == argmax p
+    double soft[EAGLE_EVAL_DEPTH];  // mean cross-entropy against the target's row p
+    double loss[EAGLE_EVAL_DEPTH];  // mean cross-entropy on the true token
+    double ferr[EAGLE_EVAL_DEPTH];  // mean over positions and features of (h - f)^2
+    size_t n[EAGLE_EVAL_DEPTH];     // positions scored
     double fsq;                // mean of f^2 over the target's features: the error's scale
     size_t nf;                 // features counted in fsq
 } EagleEval;
 
-// Scores depth d's guess at row i of window 0 (h and et->logits from eagle_step) against
+// Scores depth d's guess at row i of window 0 (h and et->logits from eagle_eval_row) against
 // the target's feature and row at i+d and the true token y.
-static void eagle_score(EagleEval *e, const EagleTrainer *et, const float *h, int i, int d, int y) {
+static void eagle_eval_score(EagleEval *e, const EagleTrainer *et, const float *h, int i,
+                             int d, int y) {
     int C = et->C, V = et->V, k = d - 1; // slot k holds depth d
     const float *f = et->feat + (size_t)(i + d) * C, *p = et->p + (size_t)(i + d) * V;
     float q[256];
@@ -2556,27 +2561,27 @@ static void eagle_score(EagleEval *e, const EagleTrainer *et, const float *h, in
 // true x_{i+d}, at position i+d-1, and is judged against p_{i+d}: the guess EAGLE's tree makes
 // once the d-1 before it were accepted. Row i's depth-1 pass rewrites cache row i, so the
 // rows later depths left there never reach a later i.
-void eagle_evaluate(EagleTrainer *et, GPT *target, const int *tokens, size_t n, EagleEval *e) {
+void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n, EagleEval *e) {
     int S = et->S; // the target's block_size
     memset(e, 0, sizeof(*e));
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         const int *w = tokens + start;
-        eagle_target_rows(et, target, w, T, 0); // f and p of this window, in slot 0
+        eagle_train_targets(et, target, w, T, 0); // f and p of this window, in slot 0
         for (size_t i = 0; i < (size_t)T * et->C; i++) e->fsq += (double)et->feat[i] * et->feat[i];
         e->nf += (size_t)T * et->C; // the features summed into fsq
         // every row, then its chain of own features, while the target has a row to judge by
         for (int i = 0; i + 1 < T; i++) {
             const float *h = et->feat + (size_t)i * et->C;
-            for (int d = 1; d <= EAGLE_DEPTH && i + d < T; d++) {
-                h = eagle_step(et, target, h, w[i + d], i + d - 1);
-                eagle_score(e, et, h, i, d, w[i + d + 1]);
+            for (int d = 1; d <= EAGLE_EVAL_DEPTH && i + d < T; d++) {
+                h = eagle_eval_row(et, target, h, w[i + d], i + d - 1);
+                eagle_eval_score(e, et, h, i, d, w[i + d + 1]);
             }
         }
     }
     // sums to means
     e->fsq /= e->nf ? (double)e->nf : 1.0; // the scale of the feature error
-    for (int k = 0; k < EAGLE_DEPTH; k++) {
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++) {
         double m = e->n[k] ? (double)e->n[k] : 1.0;
         e->alpha[k] /= m;
         e->agree[k] /= m;
@@ -2586,11 +2591,11 @@ void eagle_evaluate(EagleTrainer *et, GPT *target, const int *tokens, size_t n, 
     }
 }
 
-// Prints eagle_evaluate's figures (stderr): a line per depth.
+// Prints eagle_eval_split's figures (stderr): a line per depth.
 static void print_eagle_eval(const EagleEval *e, const char *when, double secs) {
     fprintf(stderr, "%s: EAGLE on the whole validation split (%.1f s); mean f^2 of the target's "
             "features %.4f\n", when, secs, e->fsq);
-    for (int k = 0; k < EAGLE_DEPTH; k++)
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
         fprintf(stderr, "  depth %d: alpha %.4f, greedy agreement %.4f, loss against the target "
                 "%.4f, val loss %.4f, feature error (h - f)^2 %.4f (%zu positions)\n", k + 1,
                 e->alpha[k], e->agree[k], e->soft[k], e->loss[k], e->ferr[k], e->n[k]);
@@ -2610,13 +2615,13 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
     int S = et->S;
     size_t starts = corpus->n_train - (size_t)S, nfc = (size_t)(2 * et->C + 1) * et->C;
     double loss = 0.0;
-    eagle_prepare(et); // zero gradients, transposed matrices
+    eagle_train_prepare(et); // zero gradients, transposed matrices
     // each window: the target's rows, the draft's, the backward
     for (int b = 0; b < et->B; b++) {
         const int *w = corpus->tokens + rng_u64(rng) % starts; // drawn as get_batch draws
-        eagle_target_rows(et, target, w, S, b); // the frozen target
-        loss += eagle_draft_rows(et, target, w, S, b); // the draft, kept for the backward
-        eagle_window_backward(et, target, b, 1.0f / ((float)et->B * (S - 1)));
+        eagle_train_targets(et, target, w, S, b); // the frozen target
+        loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
+        eagle_train_backward(et, target, b, 1.0f / ((float)et->B * (S - 1)));
     }
     adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
     adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
@@ -2741,7 +2746,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     EagleEval e;
     double t0 = now_seconds();
     if (eval_only) {
-        eagle_evaluate(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
         print_eagle_eval(&e, paths[2], now_seconds() - t0);
         rc = 0;
         goto done;
@@ -2759,7 +2764,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     if (save_eagle_head(&et, &g, paths[3], err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", paths[3]);
     t0 = now_seconds();
-    eagle_evaluate(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
     print_eagle_eval(&e, "trained", now_seconds() - t0);
     rc = 0;
 done:
