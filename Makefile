@@ -7,6 +7,8 @@
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
 #   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
 #   make train-medusa retrain tinyshakespeare/medusa.bin, Medusa heads on the frozen model.bin
+#   make train-exit   retrain tinyshakespeare/exit.bin, the early exit after block 1 of model.bin
+#   make train-eagle  retrain tinyshakespeare/eagle.bin, the EAGLE draft on model.bin's features
 #   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
 #                 notes/speed.md; writes notes/speed.svg)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
@@ -37,7 +39,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train train-draft train-medusa clean valgrind fuzz bench explain early-exit
+.PHONY: all debug data run test train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench explain early-exit
 
 # The tools beside the lesson: each includes specdec.c or beyond.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
@@ -162,6 +164,21 @@ train-draft: tinyshakespeare/train data
 train-medusa: tinyshakespeare/train data
 	@echo "make train-medusa: retrains the Medusa heads and replaces tinyshakespeare/medusa.bin, the shipped one, at the end (git checkout tinyshakespeare/medusa.bin restores it)"
 	tinyshakespeare/train medusa --heads 4 -m tinyshakespeare/model.bin -o tinyshakespeare/medusa.bin
+
+# Train the early exit after block 1 of the shipped target, which stays frozen: a LayerNorm
+# and a Linear(C, V) of its own, distilled from the target's own rows (notes/training.md,
+# "The trained early exit"). Writes tinyshakespeare/exit.bin at the end only.
+train-exit: tinyshakespeare/train data
+	@echo "make train-exit: retrains the exit and replaces tinyshakespeare/exit.bin, the shipped one, at the end (git checkout tinyshakespeare/exit.bin restores it)"
+	tinyshakespeare/train exit --layer 1 -m tinyshakespeare/model.bin -o tinyshakespeare/exit.bin
+
+# Train the EAGLE draft on the shipped target's features: a Linear (2C -> C) and one block that
+# predict the target's next top residual row from its last one and the next token's embedding,
+# read out by the target's own frozen ln_f and lm_head (notes/training.md, "EAGLE"). Writes
+# tinyshakespeare/eagle.bin at the end only (about 2 minutes on a quiet core).
+train-eagle: tinyshakespeare/train data
+	@echo "make train-eagle: retrains the EAGLE draft and replaces tinyshakespeare/eagle.bin, the shipped one, at the end (git checkout tinyshakespeare/eagle.bin restores it)"
+	tinyshakespeare/train eagle --iters 6000 -m tinyshakespeare/model.bin -o tinyshakespeare/eagle.bin
 
 # Build release and debug binaries, fetch the corpus, run the test suite.
 test: all debug data

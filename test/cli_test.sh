@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Command-line tests for ./specdec (the blog's lesson), ./beyond (what the papers add: other
 # drafts, trees, top-k/top-p, --draft-p-min, --ffn-width, colour) and the tools beside them:
-# tinyshakespeare/train (with its subcommands eval, init, medusa and medusa-eval), test/bench
-# and test/explain. Run by test/run_tests.sh from the repo root (or directly: bash
-# test/cli_test.sh). Needs ./specdec, ./beyond and the tools (make), tinyshakespeare/input.txt
-# (make data) and a C compiler ($CC, default gcc) for a small checksum helper.
+# tinyshakespeare/train (with its subcommands eval, init, medusa, medusa-eval, exit, exit-eval,
+# eagle and eagle-eval), test/bench and test/explain. Run by test/run_tests.sh from the repo
+# root (or directly: bash test/cli_test.sh). Needs ./specdec, ./beyond and the tools (make),
+# tinyshakespeare/input.txt (make data) and a C compiler ($CC, default gcc) for a small
+# checksum helper.
 #
 # Output protocol: one line per check, starting with "PASS " or "FAIL ";
 # the script exits 1 if any check failed.
@@ -862,10 +863,12 @@ fi
 
 # The tools' help: usage on stdout, exit 0, nothing on stderr.
 run_train -h
-check "train -h exits 0 with the usage of training, eval, init, medusa and medusa-eval on stdout and nothing on stderr" \
+check "train -h exits 0 with the usage of training, eval, init, medusa, medusa-eval, exit, exit-eval, eagle and eagle-eval on stdout and nothing on stderr" \
     eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: tinyshakespeare/train" &&
           out_has "tinyshakespeare/train eval" && out_has "tinyshakespeare/train init" &&
-          out_has "tinyshakespeare/train medusa [" && out_has "tinyshakespeare/train medusa-eval"'
+          out_has "tinyshakespeare/train medusa [" && out_has "tinyshakespeare/train medusa-eval" &&
+          out_has "tinyshakespeare/train exit [" && out_has "tinyshakespeare/train exit-eval" &&
+          out_has "tinyshakespeare/train eagle [" && out_has "tinyshakespeare/train eagle-eval"'
 
 # train medusa-eval measures the heads train medusa wrote for the tiny model: the per-head
 # lines, and the same figures the trainer printed after its last step

@@ -5,8 +5,9 @@
 # is a command of this project is run again here, and its output must match the
 # lines quoted under the command:
 #   - a block is checked when its first line starts with "./specdec ", "./beyond ",
-#     "test/explain", "test/early_exit", "tinyshakespeare/train eval" or
-#     "tinyshakespeare/train medusa-eval", or is a one-line "for" loop that echoes
+#     "test/explain", "test/early_exit", "tinyshakespeare/train eval",
+#     "tinyshakespeare/train medusa-eval", "tinyshakespeare/train exit-eval" or
+#     "tinyshakespeare/train eagle-eval", or is a one-line "for" loop that echoes
 #     "$(./specdec ...)" or "$(./beyond ...)" (an optional "$ " before it is dropped); the
 #     command runs from the repository root
 #     with bash, and both of its streams are compared (a quoted command that wants only one says 2>/dev/null or
@@ -81,6 +82,7 @@ for f in $files; do
             *" ["*) continue ;; # a synopsis ("./specdec [-m model.bin] ..."), not a command
             "./specdec "* | "./beyond "* | test/explain* | test/early_exit* | \
                 "tinyshakespeare/train eval"* | "tinyshakespeare/train medusa-eval"* | \
+                "tinyshakespeare/train exit-eval"* | "tinyshakespeare/train eagle-eval"* | \
                 "for "*"do echo "*'$(./specdec '* | "for "*"do echo "*'$(./beyond '*) ;;
             *) continue ;;
         esac

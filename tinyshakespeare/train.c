@@ -18,6 +18,12 @@
  * target stays frozen, and each head learns to guess a token further ahead from the
  * target's last hidden row; `medusa-eval` measures a heads file (loss, alpha, top-1).
  *
+ * `exit` trains beyond.c's ExitHead: a LayerNorm and a Linear(C, V) of its own on the frozen
+ * target's residual after its first L blocks, distilled from the full target's rows;
+ * `exit-eval` measures one beside the untrained exit. `eagle` trains beyond.c's EagleHead
+ * (Li et al. 2024, arXiv:2401.15077): a Linear and one block that predict the target's next
+ * top feature; `eagle-eval` measures one (alpha by depth, feature error by depth).
+ *
  *   make train                                  # = tinyshakespeare/train (the defaults)
  *   tinyshakespeare/train --iters 200 -o /tmp/m.bin
  *   tinyshakespeare/train --resume -o /tmp/m.bin --iters 400
@@ -26,13 +32,19 @@
  *   tinyshakespeare/train init [--seed S] -o PATH     # a seeded random model, untrained
  *   tinyshakespeare/train medusa -o PATH              # 4 Medusa heads (make train-medusa)
  *   tinyshakespeare/train medusa-eval [-M PATH]       # their loss and alpha per head
+ *   tinyshakespeare/train exit [--layer 1] -o PATH    # a trained early exit (make train-exit)
+ *   tinyshakespeare/train exit-eval [-X PATH]         # its loss and alpha, and the untrained's
+ *   tinyshakespeare/train eagle -o PATH               # the EAGLE draft (make train-eagle)
+ *   tinyshakespeare/train eagle-eval [-E PATH]        # its loss, alpha and feature error by depth
  *
  * The backward matmuls use fmaf: a fused multiply-add, one rounding, one instruction with
  * -march=native (the build keeps -ffp-contract=off, so the compiler fuses nothing itself).
  *
  * broken builds: -DBREAK_LAYERNORM_BACKWARD (test/test_train.c) drops a term of
  * layernorm_backward, -DBREAK_MEDUSA_BACKWARD (test/test_medusa.c) one of the heads' SiLU
- * backward, so that each gradient check can be seen to fail.
+ * backward, -DBREAK_EXIT_BACKWARD (test/test_eagle.c) the exit head's bias gradient, and
+ * -DBREAK_EAGLE_BACKWARD (test/test_eagle.c) the EAGLE loss's feature-regression term, so
+ * that each gradient check can be seen to fail.
  */
 #ifndef TESTING
 #define TESTING    // leaves out beyond.c's and specdec.c's main: this file has its own ...
@@ -1801,6 +1813,968 @@ done:
     return rc;
 }
 
+// ----------------------------------------------------------------------------
+// The trained early exit (tinyshakespeare/train exit)
+//
+// beyond.c's ExitHead: the exit after block L reads the target's residual row r after its
+// first L blocks and gives logits = head(LayerNorm(r)) with a LayerNorm and a Linear(C, V)
+// of its own (LayerSkip: Elhoushi et al. 2024, arXiv:2404.16710, trains such exits; here the
+// target stays frozen and only the exit learns). It starts as the target's own ln_f and
+// lm_head, the untrained exit test/early_exit.c measures. The loss is distillation: the
+// cross-entropy against the full target's softmax row p at every position, because what a
+// guess is worth is alpha = sum_x min(p(x), q(x)), which is 1 exactly when q = p; the data
+// label would pull q towards the corpus's next character, which p itself only guesses.
+// notes/training.md ("The trained early exit") has the run that made exit.bin.
+
+// The exit's file, in beyond.c's format (little-endian, as every file here):
+//   0 magic "SPDX", 4 version 1, 8 layer L, 12 n_embd C, 16 vocab_size V, 20 the target's
+//   fingerprint (8), 28 the floats ln_weight (C), ln_bias (C), head_weight (C, V) stored
+//   (in, out), head_bias (V), then at end-8 the FNV-1a 64 of every byte before it.
+#ifndef EXIT_MAGIC // beyond.c's loader may define the same names: identical, or these
+#define EXIT_MAGIC "SPDX"
+#define EXIT_VERSION 1 // the only version so far
+#define EXIT_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
+#endif
+#ifndef DEFAULT_EXIT // what exit-eval reads without -X
+#define DEFAULT_EXIT "tinyshakespeare/exit.bin"
+#endif
+// Where `train exit` writes without -o: beside the shipped exit, never over it.
+#define EXIT_OUT "tinyshakespeare/exit_retrained.bin"
+// Adam's learning rate for the exit (build with -DEXIT_LR=... to try another)
+#ifndef EXIT_LR
+#define EXIT_LR 1e-3f // the Medusa heads' rate: the 300-step trial already passed 0.54
+#endif
+
+// An exit being trained: the head, its gradient, and one window's rows and scratch.
+typedef struct {
+    ExitHead head;    //         the exit, its floats in one allocation (head.ln_weight owns it)
+    size_t P;         //         2C + CV + V floats
+    float *grad;      // (P)     dLoss/d each float of head, in the same layout
+    float *head_t;    // (V, C)  head_weight transposed, for the input gradient
+    float *r;         // (S, C)  a window's residual rows after block L (the exit's input)
+    float *p;         // (S, V)  the full target's softmax rows: the soft targets
+    float *ln;        // (S, C)  LayerNorm(r), kept for the backward
+    float *logits;    // (S, V)  the exit's logits
+    float *d_logits;  // (S, V)  their gradient
+    float *d_ln;      // (S, C)  LayerNorm's output gradient
+    float *d_r;       // (S, C)  the input gradient, not used (the target is frozen)
+} ExitTrainer;
+
+// Allocates an exit after block `layer` of target, initialised as the target's own ln_f and
+// lm_head, with the scratch of a window of S rows. 0 on success, -1 out of memory.
+int exit_trainer_init(ExitTrainer *x, const GPT *target, int layer) {
+    memset(x, 0, sizeof(*x));
+    const Config *c = &target->config; // the exit is sized by the target it reads
+    size_t C = c->n_embd, V = c->vocab_size, S = c->block_size; // S: a window's rows
+    x->P = 2 * C + C * V + V; // ln_weight, ln_bias, head_weight, head_bias
+    // one allocation laid out as the file lays the floats out
+    float *w = alloc_floats(x->P); // zeroed; filled below
+    x->head = (ExitHead){layer, (int)C, (int)V, w, w ? w + C : NULL,
+                         w ? w + 2 * C : NULL, w ? w + 2 * C + C * V : NULL};
+    if (!w) return -1; // the caller frees a half-built trainer
+    // step 0 is the untrained exit:
+    memcpy(x->head.ln_weight, target->w.ln_f_weight, C * sizeof(float));
+    memcpy(x->head.ln_bias, target->w.ln_f_bias, C * sizeof(float)); // ... ln_f, then lm_head
+    memcpy(x->head.head_weight, target->w.lm_head_weight, C * V * sizeof(float));
+    memcpy(x->head.head_bias, target->w.lm_head_bias, V * sizeof(float));
+    // the gradient and a window's buffers
+    float **bufs[] = {&x->grad, &x->head_t, &x->r, &x->p, &x->ln, &x->logits, &x->d_logits,
+                      &x->d_ln, &x->d_r};
+    size_t n[] = {x->P, C * V, S * C, S * V, S * C, S * V, S * V, S * C, S * C};
+    return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
+}
+
+// Frees what exit_trainer_init allocated; safe on a zeroed or half-built one.
+void exit_trainer_free(ExitTrainer *x) {
+    void *owned[] = {x->head.ln_weight, x->grad, x->head_t, x->r, x->p, x->ln, x->logits,
+                     x->d_logits, x->d_ln, x->d_r};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    memset(x, 0, sizeof(*x));
+}
+
+// The exit's logits for T rows of x->r into x->logits (and LayerNorm(r) into x->ln), with
+// specdec.c's layernorm and matmul: the function the runtime computes.
+void exit_trainer_logits(ExitTrainer *x, int T) {
+    const ExitHead *e = &x->head; // the weights the runtime reads from exit.bin
+    layernorm(x->ln, x->r, e->ln_weight, e->ln_bias, T, e->C);
+    matmul(x->logits, x->ln, (Linear){e->head_weight, e->head_bias, e->C, e->V}, T);
+}
+
+// The exit's summed distillation loss over T rows of x->r against x->p (the cross-entropy
+// against the target's row at each position). With scale > 0, scale times its gradient is
+// added into x->grad (which head_t must match: see exit_trainer_transpose).
+double exit_loss_grad(ExitTrainer *x, int T, float scale) {
+    int C = x->head.C, V = x->head.V; // the exit's sizes: the target's
+    exit_trainer_logits(x, T); // the forward, keeping LayerNorm(r) for the backward
+    double loss = 0.0; // summed over the rows
+    // soft cross-entropy per row; its gradient at the logits is q - p
+    for (int t = 0; t < T; t++) {
+        float *q = x->d_logits + (size_t)t * V;
+        const float *p = x->p + (size_t)t * V;
+        loss += soft_cross_entropy(x->logits + (size_t)t * V, V, p, q); // q = softmax(z), in double
+        for (int v = 0; v < V; v++) q[v] = (q[v] - p[v]) * scale; // dLoss/dz, in place
+    }
+    if (scale <= 0.0f) return loss; // the loss alone (evaluation)
+    // the head (C -> V), then the LayerNorm; the gradient laid out as the floats are
+    float *g = x->grad, *g_head_b = g + 2 * C + (size_t)C * V;
+#ifdef BREAK_EXIT_BACKWARD
+    g_head_b = NULL; // test-only build: drops the head bias's term, so the check must fail
+#endif
+    memset(x->d_ln, 0, (size_t)T * C * sizeof(float));
+    matmul_backward(x->d_ln, g + 2 * C, g_head_b, x->d_logits, x->ln, x->head_t, T, C, V);
+    memset(x->d_r, 0, (size_t)T * C * sizeof(float));
+    layernorm_backward(x->d_r, g, g + C, x->d_ln, x->r, x->head.ln_weight, T, C);
+    return loss;
+}
+
+// Refreshes head_t, the head's weight transposed, after the weights changed.
+void exit_trainer_transpose(ExitTrainer *x) {
+    transpose(x->head_t, x->head.head_weight, x->head.C, x->head.V);
+}
+
+// The residual rows after block `layer` of T tokens (a window from an empty cache) into r
+// (T, C): forward runs blocks 0 .. layer-1 when n_layer is lowered for one call, and leaves
+// the residual in state.x (ln_f writes its own buffer). Returns that call's logits, the
+// untrained exit's (T, V), valid until the next forward.
+const float *exit_target_residual(GPT *g, const int *tokens, int T, int layer, float *r) {
+    int L = g->config.n_layer; // restored right after the call
+    g->config.n_layer = layer; // forward runs blocks 0 .. layer-1 only
+    g->state.cache_len = 0;
+    const float *logits = forward(g, tokens, T); // blocks, then ln_f and lm_head
+    g->config.n_layer = L; // the model is whole again
+    g->state.cache_len = 0;
+    memcpy(r, g->state.x, (size_t)T * g->config.n_embd * sizeof(float)); // the residual
+    return logits;
+}
+
+// The full target's softmax rows (t = 1) for T tokens from an empty cache into p (T, V).
+void target_softmax_rows(GPT *g, const int *tokens, int T, float *p) {
+    int V = g->config.vocab_size; // one row of V per token
+    g->state.cache_len = 0;
+    const float *logits = forward(g, tokens, T);
+    g->state.cache_len = 0;
+    for (int t = 0; t < T; t++)
+        tempered_softmax(p + (size_t)t * V, logits + (size_t)t * V, V, 1.0f);
+}
+
+// Writes exit e, trained on target, to path atomically, in beyond.c's exit format.
+int save_exit_head(const ExitHead *e, const GPT *target, const char *path, char *err,
+                   size_t errlen) {
+    size_t P = 2 * (size_t)e->C + (size_t)e->C * e->V + e->V, n = EXIT_HEADER + 4 * P + 8;
+    unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
+    if (buf) { // filled only if the allocation worked
+        // header, the floats (one allocation, in the file's order), checksum
+        memcpy(buf, EXIT_MAGIC, 4); // "SPDX"
+        put_u32(buf + 4, EXIT_VERSION);
+        put_u32(buf + 8, (uint32_t)e->layer); // L: the blocks the exit runs after
+        put_u32(buf + 12, (uint32_t)e->C);
+        put_u32(buf + 16, (uint32_t)e->V);
+        put_u64(buf + 20, target_fingerprint(target)); // the exit fits this target only
+        for (size_t i = 0; i < P; i++) { // ln_weight .. head_bias: one allocation
+            uint32_t bits;
+            memcpy(&bits, &e->ln_weight[i], 4);
+            put_u32(buf + EXIT_HEADER + 4 * i, bits);
+        }
+        put_u64(buf + n - 8, fnv1a64(buf, n - 8)); // the checksum of all the bytes before
+    }
+    return write_file_atomic(path, buf, n, "exit head", err, errlen);
+}
+
+// Reads an exit file written by save_exit_head for target into x->head (which
+// exit_trainer_init allocated for the same target), checking size, magic, version, sizes,
+// fingerprint and checksum. beyond.c has the runtime's loader; this one is for exit-eval.
+int read_exit_head(ExitTrainer *x, const GPT *target, const char *path, char *err,
+                   size_t errlen) {
+    size_t n = 0, want = EXIT_HEADER + 4 * x->P + 8; // the only size a good file has
+    unsigned char *buf = read_file(path, &n, "exit head", "make train-exit writes "
+                                   DEFAULT_EXIT, err, errlen);
+    if (!buf) return -1; // read_file has said why in err
+    int L = n >= EXIT_HEADER ? (int)get_u32(buf + 8) : 0; // the layer, once the header is there
+    const char *why = n != want ? "wrong size (truncated, or for another model)" :
+        memcmp(buf, EXIT_MAGIC, 4) ? "wrong magic (not an exit head)" :
+        get_u32(buf + 4) != EXIT_VERSION ? "unknown version" :
+        L < 1 || L >= target->config.n_layer ? "layer out of range" :
+        get_u64(buf + 20) != target_fingerprint(target) ? "trained for another target" :
+        fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
+    if (why) snprintf(err, errlen, "exit head '%s': %s; make train-exit writes one for %s, "
+                      "tinyshakespeare/train exit -m MODEL for another", path, why, DEFAULT_MODEL);
+    // the floats, bit for bit
+    for (size_t i = 0; !why && i < x->P; i++) {
+        uint32_t bits = get_u32(buf + EXIT_HEADER + 4 * i);
+        memcpy(&x->head.ln_weight[i], &bits, 4);
+    }
+    if (!why) x->head.layer = L; // the file says where the exit reads
+    free(buf);
+    return why ? -1 : 0;
+}
+
+// What exit_eval_split measures over a split, for the trained exit [0] and the untrained [1].
+typedef struct {
+    double loss[2];  // mean cross-entropy on the true next character
+    double soft[2];  // mean cross-entropy against the target's row (the training loss)
+    double alpha[2]; // mean sum_x min(p(x), q(x)) at t = 1
+    double agree[2]; // share of positions where argmax q == argmax p
+    size_t n;        // positions
+} ExitEval;
+
+// Scores one row q's logits z against the target's row p and the true token y into slot k.
+static void exit_eval_score(ExitEval *e, int k, const float *z, const float *p, int V, int y) {
+    float q[256]; // softmax(z): V <= 256 (validate_config)
+    e->loss[k] += cross_entropy(z, V, y, q);
+    e->soft[k] += soft_cross_entropy(z, V, p, NULL);
+    e->alpha[k] += expected_acceptance(p, q, V); // sum_x min(p, q), as specdec counts it
+    e->agree[k] += argmax(q, V) == argmax(p, V); // what a t = 0 round accepts
+}
+
+// Measures the trained exit and the untrained one (the target's ln_f and lm_head after the
+// same blocks) over tokens[0..n), in test/early_exit.c's windows: consecutive, up to S
+// tokens with a next one, each from an empty cache; row t is judged against the full
+// target's row t and the true token t+1.
+void exit_eval_split(ExitTrainer *x, GPT *target, const int *tokens, size_t n, ExitEval *e) {
+    int S = target->config.block_size, V = x->head.V; // windows of S, rows of V
+    memset(e, 0, sizeof(*e));
+    for (size_t start = 0; start + 1 < n; start += (size_t)S) {
+        int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
+        const int *w = tokens + start; // this window's tokens
+        // the untrained exit's logits come with the residual rows; p from the full model
+        const float *plain = exit_target_residual(target, w, T, x->head.layer, x->r);
+        memcpy(x->d_logits, plain, (size_t)T * V * sizeof(float));
+        target_softmax_rows(target, w, T, x->p); // the full target's rows: the judge
+        exit_trainer_logits(x, T); // the trained exit on the same rows
+        for (int t = 0; t < T; t++) {
+            size_t o = (size_t)t * V;
+            exit_eval_score(e, 0, x->logits + o, x->p + o, V, w[t + 1]);
+            exit_eval_score(e, 1, x->d_logits + o, x->p + o, V, w[t + 1]);
+        }
+        e->n += (size_t)T; // every row had a next token
+    }
+    // sums to means
+    for (int k = 0; k < 2; k++) {
+        e->loss[k] /= e->n ? (double)e->n : 1.0;
+        e->soft[k] /= e->n ? (double)e->n : 1.0;
+        e->alpha[k] /= e->n ? (double)e->n : 1.0;
+        e->agree[k] /= e->n ? (double)e->n : 1.0;
+    }
+}
+
+// Prints exit_eval_split's figures (stderr), the trained exit beside the untrained one.
+static void print_exit_eval(const ExitEval *e, int layer, const char *when, double secs) {
+    fprintf(stderr, "%s: the exit after block %d on the whole validation split (%zu positions, "
+            "%.1f s)\n", when, layer, e->n, secs);
+    const char *names[2] = {"this exit", "untrained exit (the target's ln_f, lm_head)"};
+    for (int k = 0; k < 2; k++)
+        fprintf(stderr, "  %-44s val loss %.4f, loss against the target %.4f, alpha %.4f, "
+                "greedy agreement %.4f\n", names[k], e->loss[k], e->soft[k], e->alpha[k],
+                e->agree[k]);
+}
+
+// What `tinyshakespeare/train exit` is asked to do.
+typedef struct {
+    int layer;     // L: the exit reads the residual after blocks 0 .. L-1   e.g. 1
+    int iters;     // Adam steps                                           e.g. 3000
+    int batch;     // windows of S tokens per step, B                       e.g. 16
+    uint64_t seed; // the batch sampler's generator                         e.g. 2
+} ExitOptions;
+
+// Trains x's exit on the training split, the target frozen: each step B random windows of
+// S tokens (drawn as get_batch draws them), the distillation loss averaged over the B*S
+// positions, one Adam step. Progress on stderr. 0, or -1 out of memory.
+int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o) {
+    int S = target->config.block_size, B = o->batch; // B windows of S tokens a step
+    size_t starts = corpus->n_train - (size_t)S; // torch.randint(len - block_size)
+    AdamW opt = {EXIT_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(x->P), alloc_floats(x->P), 0};
+    int ok = opt.m && opt.v; // no moments, no training: -1
+    Rng rng;
+    rng_seed(&rng, o->seed);
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0; // for the progress lines
+    for (int it = 0; ok && it < o->iters; it++) {
+        memset(x->grad, 0, x->P * sizeof(float));
+        exit_trainer_transpose(x); // the head's weight as the backward reads it
+        // each window: the residual after block L, the full target's rows, the exit's loss
+        for (int b = 0; b < B; b++) {
+            const int *w = corpus->tokens + rng_u64(&rng) % starts;
+            exit_target_residual(target, w, S, x->head.layer, x->r); // the exit's input
+            target_softmax_rows(target, w, S, x->p); // its soft targets
+            recent += exit_loss_grad(x, S, 1.0f / ((float)B * S));
+        }
+        adamw_update(&opt, x->head.ln_weight, x->grad, x->P); // weight decay 0: plain Adam
+        // progress every 100 steps: the mean loss against the target, speed, time left
+        if ((it + 1) % 100 == 0) {
+            double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
+            fprintf(stderr, "step %5d: loss against the target %.4f, %.1f ms/step, ETA %.0f s\n",
+                    it + 1, recent / (100.0 * B * S), ms, ms * (o->iters - it - 1) / 1e3);
+            recent = 0.0; // the next line's mean starts afresh
+            t_log = now;
+        }
+    }
+    if (ok) fprintf(stderr, "trained %d steps in %.1f s\n", o->iters, now_seconds() - t_start);
+    free(opt.m);
+    free(opt.v);
+    return ok ? 0 : -1;
+}
+
+// The flags of `train exit` and `train exit-eval` into o and the paths (paths[0] the model,
+// [1] the corpus, [2] the exit to read, [3] the file to write). 0, or -1 after one line.
+static int exit_flags(int argc, char **argv, int eval_only, ExitOptions *o, const char **paths) {
+    const char *cmd = argv[1], *takes = eval_only ? "-m, -X and -i" :
+                      "--layer, --iters, --batch, --seed, -m, -i and -o";
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        struct { const char *flag; int *dst; long lo, hi; } ints[] = {
+            {"--layer", &o->layer, 1, 63}, {"--iters", &o->iters, 1, 10000000},
+            {"--batch", &o->batch, 1, 4096}};
+        // which flag: a path (its slot), a whole number (its row), or --seed
+        int slot = !strcmp(a, "-m") ? 0 : !strcmp(a, "-i") ? 1 : -1, whole = -1;
+        if (eval_only && !strcmp(a, "-X")) slot = 2; // the exit to measure
+        if (!eval_only && !strcmp(a, "-o")) slot = 3; // the file to write
+        for (int k = 0; !eval_only && k < 3; k++)
+            if (!strcmp(a, ints[k].flag)) whole = k;
+        int seed = !eval_only && !strcmp(a, "--seed"); // the sampler's seed: a 64-bit value
+        if (slot < 0 && whole < 0 && !seed) {
+            error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+            return -1;
+        }
+        if (!val) {
+            error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+            return -1;
+        }
+        // the value, checked in full
+        long v;
+        if (whole >= 0 && parse_int(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
+            error_line("%s must be a whole number from %ld to %ld, got '%s'", a,
+                       ints[whole].lo, ints[whole].hi, val);
+            return -1;
+        }
+        if (seed && parse_seed(val, &o->seed) != 0) {
+            error_line("--seed must be a non-negative whole number, got '%s'", val);
+            return -1;
+        }
+        if (whole >= 0) *ints[whole].dst = (int)v; // in range, as parse_int checked
+        if (slot >= 0) paths[slot] = val; // paths are checked when opened
+    }
+    return 0;
+}
+
+// Loads the target and the corpus for `train exit`/`exit-eval` and checks the layer and the
+// corpus fit; fills err and returns -1 on the first problem.
+static int exit_inputs(GPT *g, Corpus *corpus, const char **paths, int layer, char *err,
+                       size_t errlen) {
+    Vocab v;
+    if (load_checkpoint(paths[0], g, &v, err, errlen) != 0) return -1;
+    if (load_corpus(corpus, paths[1], &v, err, errlen) != 0) return -1;
+    int L = g->config.n_layer; // an exit after the last block would be the target
+    if (L < 2)
+        return fail_with(err, errlen, "model '%s' has 1 block: an early exit needs at least "
+                         "2 (it reads the residual after block L < n_layer); give -m a deeper "
+                         "model", paths[0]);
+    if (layer >= L)
+        return fail_with(err, errlen, "--layer must be from 1 to %d (the exit reads the "
+                         "residual after that many of the target's %d blocks), got %d", L - 1,
+                         L, layer);
+    if (corpus->n_train <= (size_t)g->config.block_size || corpus->n_val < 2)
+        return fail_with(err, errlen, "corpus '%s' is too short for an exit on a model of "
+                         "block_size %d; use Tiny Shakespeare (make data)", paths[1],
+                         g->config.block_size);
+    return 0;
+}
+
+// `tinyshakespeare/train exit [--layer 1] [--iters N] [--batch 16] [--seed 2] [-m MODEL]
+// [-i CORPUS] [-o PATH]` trains an exit and writes it; `train exit-eval [-m MODEL] [-X EXIT]
+// [-i CORPUS]` measures one. Returns the exit status; every bad input is one line on stderr.
+int main_exit(int argc, char **argv, int eval_only) {
+    ExitOptions o = {1, 3000, 16, 2}; // layer 1, 3000 steps, 16 windows, seed 2
+    const char *paths[4] = {DEFAULT_MODEL, DEFAULT_CORPUS, DEFAULT_EXIT, EXIT_OUT};
+    if (exit_flags(argc, argv, eval_only, &o, paths) != 0) return 1;
+    char err[512];
+    GPT g;
+    Corpus corpus;
+    ExitTrainer x;
+    memset(&g, 0, sizeof(g)); // zeroed, so the frees at done: are safe whatever failed
+    memset(&corpus, 0, sizeof(corpus));
+    memset(&x, 0, sizeof(x));
+    int rc = 1;
+    if (exit_inputs(&g, &corpus, paths, o.layer, err, sizeof(err)) != 0) goto done;
+    if (exit_trainer_init(&x, &g, o.layer) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the exit head");
+        goto done;
+    }
+    if (eval_only && read_exit_head(&x, &g, paths[2], err, sizeof(err)) != 0) goto done;
+    // the output is checked before any work: a bad -o is one line, not a lost run
+    char *probe = eval_only ? NULL : write_temp(paths[3], (const unsigned char *)"", 0,
+                                                "exit head", err, sizeof(err));
+    if (!eval_only && !probe) goto done;
+    if (probe) unlink(probe);
+    free(probe);
+    print_config(&g, paths[0]); // which target, on stderr
+    // the exit as it starts (or as read), then training, the file, and the trained exit
+    ExitEval e;
+    double t0 = now_seconds();
+    exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    print_exit_eval(&e, x.head.layer, eval_only ? paths[2] : "step 0", now_seconds() - t0);
+    if (!eval_only) {
+        fprintf(stderr, "recipe: exit after block %d, LayerNorm + Linear(%d, %d) from the "
+                "target's ln_f and lm_head; %d steps of %d windows of %d tokens, loss the "
+                "cross-entropy against the target's row, Adam lr %g, seed %llu; writes %s at "
+                "the end\n", o.layer, x.head.C, x.head.V, o.iters, o.batch,
+                g.config.block_size, (double)EXIT_LR, (unsigned long long)o.seed, paths[3]);
+        if (train_exit_head(&x, &g, &corpus, &o) != 0) {
+            snprintf(err, sizeof(err), "out of memory for the exit's optimiser");
+            goto done;
+        }
+        if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
+        fprintf(stderr, "wrote %s\n", paths[3]);
+        t0 = now_seconds(); // the evaluation's own time
+        exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        print_exit_eval(&e, x.head.layer, "trained", now_seconds() - t0);
+    }
+    rc = 0;
+done:
+    if (rc != 0) error_line("%s", err);
+    exit_trainer_free(&x); // safe whatever failed
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// EAGLE: a draft of the target's own features (tinyshakespeare/train eagle)
+//
+// beyond.c's EagleHead (EAGLE: Li et al. 2024, arXiv:2401.15077). In a window whose target
+// features are f_0 .. f_{T-1} (the residual after ALL the target's blocks, the row ln_f
+// reads) and tokens x_0 .. x_{T-1}, draft row i = 0 .. T-2 takes
+//     u_i = fc([f_i, E[x_{i+1}]])     E the target's token embedding, frozen; no position
+//     h_i = block(u_0 .. u_i)          one block like the target's, causal, its own cache
+// h_i predicts f_{i+1}, and the target's frozen ln_f and lm_head turn it into the logits of
+// x_{i+2}, the draft's q. The loss of row i is
+//     EAGLE_W_CE * CE(p_{i+1}, q_i) + EAGLE_W_REG * mean_c SmoothL1(h_i - f_{i+1})
+// with the target's softmax row p_{i+1} (the distribution of x_{i+2}) as the soft target:
+// the paper's classification term is against the data token, but alpha = sum min(p, q)
+// rewards matching p itself (notes/training.md, "EAGLE", says why these weights).
+// The trainer's copy of the block has block_size S-1: a window of S target rows gives S-1
+// draft rows. Its 13 tensors do not depend on block_size; the file holds only those.
+
+#ifndef EAGLE_MAGIC // beyond.c's loader may define the same names: identical, or these
+#define EAGLE_MAGIC "SPDE"
+#define EAGLE_VERSION 1
+#define EAGLE_HEADER 48 // before the floats: magic, version, n_feat, 3 layers, 4 sizes, fingerprint
+#endif
+#ifndef DEFAULT_EAGLE // what eagle-eval reads without -E
+#define DEFAULT_EAGLE "tinyshakespeare/eagle.bin"
+#endif
+// Where `train eagle` writes without -o: beside the shipped draft, never over it.
+#define EAGLE_OUT "tinyshakespeare/eagle_retrained.bin"
+// The loss's weights and Adam's learning rate (build with -D... to try others)
+#ifndef EAGLE_W_CE
+#define EAGLE_W_CE 1.0f // the term alpha measures: weight 1
+#endif
+#ifndef EAGLE_W_REG
+#define EAGLE_W_REG 1.0f // notes/training.md: 0, 1 and 10 tried
+#endif
+#ifndef EAGLE_LR
+#define EAGLE_LR 1e-3f // the trainer's rate for every model here
+#endif
+// The draft depths eagle-eval measures: depth d feeds back its own feature d-1 times.
+#define EAGLE_EVAL_DEPTH 4
+// The block's 13 tensors sit in checkpoint order from tensor 2 (ln1_weight) to 14
+#define EAGLE_BLOCK_FIRST 2
+#define EAGLE_BLOCK_LAST 14
+
+// An EAGLE draft being trained: fc, the block, a batch of windows' rows and the gradients.
+typedef struct {
+    int B, S, C, V;   //             windows per step, target rows per window, sizes
+    Config bc;        //             the block's config: n_layer 1, block_size S-1
+    float *fc;        // (2C+1, C)   fc_weight (2C, C), then fc_bias (C): one allocation
+    float *fc_grad;   // (2C+1, C)   their gradient, the same layout
+    GPT block;        //             the block (its embeddings, ln_f and lm_head unused)
+    size_t off, n;    //             the block's 13 tensors: params[off .. off+n)
+    TrainState ts;    //             the block's pass over B windows, and its gradients
+    float *feat;      // (B, S, C)   the target's features f
+    float *p;         // (B, S, V)   the target's softmax rows
+    float *cat;       // (B, S-1, 2C) [f_i, E[x_{i+1}]]: fc's input
+    float *lnf;       // (B, S-1, C) the target's ln_f of h
+    float *q;         // (B, S-1, V) softmax of the draft's logits
+    float *logits;    // (S-1, V)    one window's logits (scratch)
+    float *lm_t;      // (V, C)      the target's lm_head transposed, for the input gradient
+    float *d_ln;      // (S-1, C)    the gradient of ln_f's output
+    float *scratch;   // (2C)        the frozen ln_f's parameter gradients, discarded
+} EagleTrainer;
+
+// The block's floats [off, off+n): tensors EAGLE_BLOCK_FIRST .. EAGLE_BLOCK_LAST of a config.
+static void eagle_train_block_range(const Config *c, size_t *off, size_t *n) {
+    size_t sizes[N_TENSORS];
+    weight_sizes(c, sizes); // the one table that knows the layout
+    *off = 0;
+    *n = 0;
+    for (int i = 0; i < EAGLE_BLOCK_FIRST; i++) *off += sizes[i];
+    for (int i = EAGLE_BLOCK_FIRST; i <= EAGLE_BLOCK_LAST; i++) *n += sizes[i];
+}
+
+// Allocates an EAGLE draft for target and B windows per step and initialises it from seed
+// with PyTorch's defaults (init_gpt_random for the block; fc uniform in +-1/sqrt(2C)).
+// 0 on success, -1 out of memory.
+int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
+    memset(et, 0, sizeof(*et));
+    const Config *c = &target->config; // the block is shaped like one of the target's
+    int C = c->n_embd, S = c->block_size, V = c->vocab_size;
+    *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c};
+    et->bc.n_layer = 1; // ONE block
+    et->bc.block_size = S - 1; // S target rows give S-1 draft rows
+    eagle_train_block_range(&et->bc, &et->off, &et->n);
+    if (build_gpt(&et->block, &et->bc) != 0 || build_train_state(&et->ts, &et->bc, B) != 0)
+        return -1;
+    init_gpt_random(&et->block, seed); // LayerNorm 1/0, Linear U(+-1/sqrt(fan_in))
+    size_t nfc = (size_t)(2 * C + 1) * C, R = (size_t)B * (S - 1);
+    float **bufs[] = {&et->fc, &et->fc_grad, &et->feat, &et->p, &et->cat, &et->lnf, &et->q,
+                      &et->logits, &et->lm_t, &et->d_ln, &et->scratch};
+    size_t n[] = {nfc, nfc, (size_t)B * S * C, (size_t)B * S * V, R * 2 * C, R * C, R * V,
+                  (size_t)S * V, (size_t)V * C, (size_t)S * C, 2 * (size_t)C};
+    if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
+    // fc: Linear(2C, C), both weight and bias bounded by 1/sqrt(fan_in), its own stream
+    Rng r;
+    rng_seed(&r, seed + 1);
+    init_uniform(et->fc, nfc, 1.0 / sqrt(2.0 * C), &r);
+    transpose(et->lm_t, target->w.lm_head_weight, C, V); // frozen: transposed once
+    return 0;
+}
+
+// Frees what eagle_trainer_init allocated; safe on a zeroed or half-built one.
+void eagle_trainer_free(EagleTrainer *et) {
+    void *owned[] = {et->fc, et->fc_grad, et->feat, et->p, et->cat, et->lnf, et->q,
+                     et->logits, et->lm_t, et->d_ln, et->scratch};
+    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_gpt(&et->block);
+    free_train_state(&et->ts);
+    memset(et, 0, sizeof(*et));
+}
+
+// The target's features and softmax rows of window b's T tokens (from an empty cache) into
+// et->feat and et->p: forward leaves the last block's residual in state.x.
+void eagle_train_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
+    float *f = et->feat + (size_t)b * et->S * et->C, *p = et->p + (size_t)b * et->S * et->V;
+    target->state.cache_len = 0; // every window from an empty cache
+    const float *logits = forward(target, tokens, T);
+    target->state.cache_len = 0;
+    memcpy(f, target->state.x, (size_t)T * et->C * sizeof(float)); // the rows ln_f reads
+    for (int t = 0; t < T; t++)
+        tempered_softmax(p + (size_t)t * et->V, logits + (size_t)t * et->V, et->V, 1.0f);
+}
+
+// fc's input row [f, E[token]] (2C) into cat: the feature first, then the embedding.
+static void eagle_fc_input(float *cat, const float *f, const GPT *target, int token, int C) {
+    memcpy(cat, f, (size_t)C * sizeof(float));
+    memcpy(cat + C, target->w.token_embedding + (size_t)token * C, (size_t)C * sizeof(float));
+}
+
+// The loss of draft row h (C) against the target's next feature f (C) and row p (V), its
+// logits z (V) given: returns EAGLE_W_CE * CE(p, q) + EAGLE_W_REG * mean SmoothL1(h - f);
+// q (V), if not NULL, receives softmax(z).
+static double eagle_train_row_loss(const float *h, const float *f, const float *p, const float *z,
+                             int C, int V, float *q) {
+    double reg = 0.0; // summed over the C features, then averaged
+    // SmoothL1 with beta 1, PyTorch's default: 0.5 d^2 inside |d| < 1, |d| - 0.5 outside
+    for (int i = 0; i < C; i++) {
+        double d = fabs((double)h[i] - (double)f[i]);
+        reg += d < 1.0 ? 0.5 * d * d : d - 0.5;
+    }
+    return EAGLE_W_CE * soft_cross_entropy(z, V, p, q) + EAGLE_W_REG * reg / C;
+}
+
+// The draft's rows of window b, whose T target rows eagle_train_targets filled: fc, the block
+// (ts's record of window b, positions 0 .. T-2), the target's ln_f and lm_head. Keeps what
+// the backward needs; returns the window's summed loss. tokens: the window's T tokens.
+double eagle_train_forward(EagleTrainer *et, const GPT *target, const int *tokens, int T, int b) {
+    int C = et->C, V = et->V, n = T - 1, S1 = et->S - 1; // n draft rows of T target rows
+    const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
+    float *cat = et->cat + (size_t)b * S1 * 2 * C, *lnf = et->lnf + (size_t)b * S1 * C;
+    BlockActs *a = &et->ts.blocks[b]; // window b's own record: the backward reads it
+    // u_i = fc([f_i, E[x_{i+1}]]) straight into the block's input rows
+    for (int i = 0; i < n; i++) eagle_fc_input(cat + (size_t)i * 2 * C, f + (size_t)i * C, target,
+                                             tokens[i + 1], C);
+    matmul(a->x_in, cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, n);
+    block_forward(&et->bc, &et->block.w, 0, a, n, 0); // specdec.c's block, positions 0 ..
+    // h_i through the target's frozen ln_f and lm_head: row i guesses x_{i+2}
+    layernorm(lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, n, C);
+    matmul(et->logits, lnf, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, n);
+    double loss = 0.0;
+    for (int i = 0; i < n; i++)
+        loss += eagle_train_row_loss(a->x_out + (size_t)i * C, f + (size_t)(i + 1) * C,
+                               p + (size_t)(i + 1) * V, et->logits + (size_t)i * V, C, V,
+                               et->q + ((size_t)b * S1 + i) * V);
+    return loss;
+}
+
+// The gradient at h of window b's S-1 rows into ts->d_resid: through lm_head and ln_f (the
+// cross-entropy's q - p), plus the regression's clamp(h - f, -1, 1) / C; each times scale.
+static void eagle_train_head_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+    int C = et->C, V = et->V, n = et->S - 1; // a training window's S-1 rows
+    const float *f = et->feat + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
+    const float *q = et->q + (size_t)b * n * V, *h = et->ts.blocks[b].x_out;
+    float *dz = et->ts.d_logits, *dh = et->ts.d_resid; // dLoss/dlogits, dLoss/dh
+    // dLoss/dlogits of row i = EAGLE_W_CE (q_i - p_{i+1}), then back through lm_head
+    for (int i = 0; i < n; i++)
+        for (int v = 0; v < V; v++)
+            dz[(size_t)i * V + v] = EAGLE_W_CE * scale * (q[(size_t)i * V + v] -
+                                                          p[(size_t)(i + 1) * V + v]);
+    memset(et->d_ln, 0, (size_t)n * C * sizeof(float));
+    gemm_acc(et->d_ln, dz, V, 1, et->lm_t, n, V, C); // d ln_f = dz lm_head^T
+    // through ln_f (its own parameters are frozen: their gradient is dropped)
+    memset(dh, 0, (size_t)n * C * sizeof(float));
+    layernorm_backward(dh, et->scratch, et->scratch + C, et->d_ln, h, target->w.ln_f_weight,
+                       n, C);
+#ifdef BREAK_EAGLE_BACKWARD
+    (void)f; // test-only build: drops the regression's term, so the gradient check must fail
+    return;
+#endif
+    // SmoothL1's derivative: d inside |d| < 1, sign(d) outside; row i's target is f_{i+1}
+    float k = EAGLE_W_REG * scale / (float)C; // the mean over C features
+    for (size_t i = 0; i < (size_t)n * C; i++) {
+        float d = h[i] - f[C + i];
+        dh[i] += k * (d > 1.0f ? 1.0f : d < -1.0f ? -1.0f : d);
+    }
+}
+
+// Adds scale times the gradient of window b's loss (after eagle_train_forward on all S rows)
+// into et->fc_grad and the block's gradients (ts.dw); ts.wt must hold the block's
+// matrices transposed (eagle_train_prepare).
+void eagle_train_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+    int C = et->C, n = et->S - 1; // a training window's S-1 rows
+    size_t SC = (size_t)n * C; // one window's slice of the caches
+    eagle_train_head_backward(et, target, b, scale); // dLoss/dh into ts.d_resid
+    block_backward(&et->bc, &et->block.w, &et->ts, 0, &et->ts.blocks[b], et->ts.key + b * SC,
+                   et->ts.value + b * SC);
+    // fc: only its parameters learn (the features and the embedding are the target's)
+    float *cat = et->cat + (size_t)b * n * 2 * C; // window b's fc inputs
+    matmul_backward(NULL, et->fc_grad, et->fc_grad + (size_t)2 * C * C, et->ts.d_resid, cat,
+                    NULL, n, 2 * C, C);
+}
+
+// Zeroes the gradients and transposes the block's matrices, before a step's backward.
+void eagle_train_prepare(EagleTrainer *et) {
+    memset(et->ts.grads, 0, et->block.n_params * sizeof(float));
+    memset(et->fc_grad, 0, (size_t)(2 * et->C + 1) * et->C * sizeof(float));
+    transpose_matrices(&et->bc, &et->block.w, &et->ts.wt); // block_backward reads wt
+}
+
+// Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format.
+int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path, char *err,
+                    size_t errlen) {
+    size_t nfc = (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
+    size_t n = EAGLE_HEADER + 4 * P + 8; // header, floats, checksum
+    unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
+    if (buf) {
+        // header: one feature, the top one (after all n_layer blocks), then the sizes
+        uint32_t head[10] = {EAGLE_VERSION, 1, (uint32_t)target->config.n_layer, 0, 0,
+                             (uint32_t)et->C, (uint32_t)et->V, (uint32_t)et->bc.ffn_width,
+                             (uint32_t)et->bc.n_head, 0};
+        memcpy(buf, EAGLE_MAGIC, 4); // "SPDE"
+        for (int i = 0; i < 9; i++) put_u32(buf + 4 + 4 * i, head[i]); // offsets 4 .. 39
+        put_u64(buf + 40, target_fingerprint(target)); // the draft fits this target only
+        // the floats: fc_weight and fc_bias, then the block's 13 tensors in checkpoint order
+        for (size_t i = 0; i < P; i++) { // fc first, then the block
+            const float *x = i < nfc ? &et->fc[i] : &et->block.params[et->off + i - nfc];
+            uint32_t bits;
+            memcpy(&bits, x, 4);
+            put_u32(buf + EAGLE_HEADER + 4 * i, bits);
+        }
+        put_u64(buf + n - 8, fnv1a64(buf, n - 8));
+    }
+    return write_file_atomic(path, buf, n, "eagle draft", err, errlen);
+}
+
+// Reads an EAGLE file written by save_eagle_head for target into et (allocated for the
+// same target), checking size, magic, version, the header's fields, fingerprint and
+// checksum. beyond.c has the runtime's loader; this one is for eagle-eval.
+int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char *err,
+                    size_t errlen) {
+    size_t n = 0, nfc = (size_t)(2 * et->C + 1) * et->C;
+    size_t want = EAGLE_HEADER + 4 * (nfc + et->n) + 8; // the only size a good file has
+    unsigned char *buf = read_file(path, &n, "eagle draft", "make train-eagle writes "
+                                   DEFAULT_EAGLE, err, errlen);
+    if (!buf) return -1;
+    int fields_ok = n == want && get_u32(buf + 8) == 1 &&
+                    get_u32(buf + 12) == (uint32_t)target->config.n_layer &&
+                    get_u32(buf + 32) == (uint32_t)et->bc.ffn_width &&
+                    get_u32(buf + 36) == (uint32_t)et->bc.n_head;
+    const char *why = n != want ? "wrong size (truncated, or for another model)" :
+        memcmp(buf, EAGLE_MAGIC, 4) ? "wrong magic (not an EAGLE draft)" :
+        get_u32(buf + 4) != EAGLE_VERSION ? "unknown version" :
+        !fields_ok ? "a header field does not fit (one top feature, the target's sizes)" :
+        get_u64(buf + 40) != target_fingerprint(target) ? "trained for another target" :
+        fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
+    if (why) snprintf(err, errlen, "eagle draft '%s': %s; make train-eagle writes one for %s, "
+                      "tinyshakespeare/train eagle -m MODEL for another", path, why, DEFAULT_MODEL);
+    // the floats, bit for bit, where save_eagle_head took them
+    for (size_t i = 0; !why && i < nfc + et->n; i++) {
+        uint32_t bits = get_u32(buf + EAGLE_HEADER + 4 * i);
+        memcpy(i < nfc ? &et->fc[i] : &et->block.params[et->off + i - nfc], &bits, 4);
+    }
+    free(buf);
+    return why ? -1 : 0;
+}
+
+// One draft row at position pos, on top of the block's cache (rows 0 .. pos-1, from earlier
+// calls): fc([f, E[token]]), the block, ln_f and lm_head. Returns h (C), in ts's record of
+// window 0; the logits go to et->logits (V). f may be the h an earlier call returned.
+const float *eagle_eval_row(EagleTrainer *et, const GPT *target, const float *f, int token,
+                        int pos) {
+    int C = et->C, V = et->V; // the target's sizes
+    BlockActs *a = &et->ts.blocks[0]; // window 0's record, reused row by row
+    eagle_fc_input(et->cat, f, target, token, C); // copied before the block overwrites h
+    matmul(a->x_in, et->cat, (Linear){et->fc, et->fc + (size_t)2 * C * C, 2 * C, C}, 1);
+    block_forward(&et->bc, &et->block.w, 0, a, 1, pos); // one row on the cache
+    layernorm(et->lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, 1, C);
+    Linear lm_head = {target->w.lm_head_weight, target->w.lm_head_bias, C, V};
+    matmul(et->logits, et->lnf, lm_head, 1);
+    return a->x_out;
+}
+
+// What eagle_eval_split measures, by depth d = 1 .. EAGLE_EVAL_DEPTH (index d-1).
+typedef struct {
+    double alpha[EAGLE_EVAL_DEPTH]; // mean sum_x min(p(x), q(x)) at t = 1
+    double agree[EAGLE_EVAL_DEPTH]; // share of argmax q == argmax p
+    double soft[EAGLE_EVAL_DEPTH];  // mean cross-entropy against the target's row p
+    double loss[EAGLE_EVAL_DEPTH];  // mean cross-entropy on the true token
+    double ferr[EAGLE_EVAL_DEPTH];  // mean over positions and features of (h - f)^2
+    size_t n[EAGLE_EVAL_DEPTH];     // positions scored
+    double fsq;                // mean of f^2 over the target's features: the error's scale
+    size_t nf;                 // features counted in fsq
+} EagleEval;
+
+// Scores depth d's guess at row i of window 0 (h and et->logits from eagle_eval_row) against
+// the target's feature and row at i+d and the true token y.
+static void eagle_eval_score(EagleEval *e, const EagleTrainer *et, const float *h, int i,
+                             int d, int y) {
+    int C = et->C, V = et->V, k = d - 1; // slot k holds depth d
+    const float *f = et->feat + (size_t)(i + d) * C, *p = et->p + (size_t)(i + d) * V;
+    float q[256];
+    e->loss[k] += cross_entropy(et->logits, V, y, q);
+    e->soft[k] += soft_cross_entropy(et->logits, V, p, NULL); // the training CE
+    e->alpha[k] += expected_acceptance(p, q, V);
+    e->agree[k] += argmax(q, V) == argmax(p, V);
+    for (int c = 0; c < C; c++) e->ferr[k] += ((double)h[c] - f[c]) * ((double)h[c] - f[c]) / C;
+    e->n[k]++; // one more position at this depth
+}
+
+// Measures the draft over tokens[0..n) in eval_medusa's windows (consecutive, up to S tokens
+// with a next one, each from an empty cache). At row i, depth 1 reads the true f_i and x_{i+1}
+// and guesses x_{i+2} (judged against p_{i+1}); depth d feeds back its own last h with the
+// true x_{i+d}, at position i+d-1, and is judged against p_{i+d}: the guess EAGLE's tree makes
+// once the d-1 before it were accepted. Row i's depth-1 pass rewrites cache row i, so the
+// rows later depths left there never reach a later i.
+void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n, EagleEval *e) {
+    int S = et->S; // the target's block_size
+    memset(e, 0, sizeof(*e));
+    for (size_t start = 0; start + 1 < n; start += (size_t)S) {
+        int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
+        const int *w = tokens + start;
+        eagle_train_targets(et, target, w, T, 0); // f and p of this window, in slot 0
+        for (size_t i = 0; i < (size_t)T * et->C; i++) e->fsq += (double)et->feat[i] * et->feat[i];
+        e->nf += (size_t)T * et->C; // the features summed into fsq
+        // every row, then its chain of own features, while the target has a row to judge by
+        for (int i = 0; i + 1 < T; i++) {
+            const float *h = et->feat + (size_t)i * et->C;
+            for (int d = 1; d <= EAGLE_EVAL_DEPTH && i + d < T; d++) {
+                h = eagle_eval_row(et, target, h, w[i + d], i + d - 1);
+                eagle_eval_score(e, et, h, i, d, w[i + d + 1]);
+            }
+        }
+    }
+    // sums to means
+    e->fsq /= e->nf ? (double)e->nf : 1.0; // the scale of the feature error
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++) {
+        double m = e->n[k] ? (double)e->n[k] : 1.0;
+        e->alpha[k] /= m;
+        e->agree[k] /= m;
+        e->soft[k] /= m;
+        e->loss[k] /= m;
+        e->ferr[k] /= m;
+    }
+}
+
+// Prints eagle_eval_split's figures (stderr): a line per depth.
+static void print_eagle_eval(const EagleEval *e, const char *when, double secs) {
+    fprintf(stderr, "%s: EAGLE on the whole validation split (%.1f s); mean f^2 of the target's "
+            "features %.4f\n", when, secs, e->fsq);
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
+        fprintf(stderr, "  depth %d: alpha %.4f, greedy agreement %.4f, loss against the target "
+                "%.4f, val loss %.4f, feature error (h - f)^2 %.4f (%zu positions)\n", k + 1,
+                e->alpha[k], e->agree[k], e->soft[k], e->loss[k], e->ferr[k], e->n[k]);
+}
+
+// What `tinyshakespeare/train eagle` is asked to do.
+typedef struct {
+    int iters;     // Adam steps                                  e.g. 6000
+    int batch;     // windows of S tokens per step, B              e.g. 16
+    uint64_t seed; // the initialisation and the batch sampler     e.g. 2
+} EagleOptions;
+
+// One training step over B random windows of the training split: the loss (returned, summed
+// over the rows), its gradient as a mean over the B*(S-1) rows, one Adam step of each part.
+static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corpus, Rng *rng,
+                               AdamW *opt) {
+    int S = et->S;
+    size_t starts = corpus->n_train - (size_t)S, nfc = (size_t)(2 * et->C + 1) * et->C;
+    double loss = 0.0;
+    eagle_train_prepare(et); // zero gradients, transposed matrices
+    // each window: the target's rows, the draft's, the backward
+    for (int b = 0; b < et->B; b++) {
+        const int *w = corpus->tokens + rng_u64(rng) % starts; // drawn as get_batch draws
+        eagle_train_targets(et, target, w, S, b); // the frozen target
+        loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
+        eagle_train_backward(et, target, b, 1.0f / ((float)et->B * (S - 1)));
+    }
+    adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
+    adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
+    return loss;
+}
+
+// Trains et on the training split, the target frozen: each step B random windows of S
+// tokens, Adam (lr EAGLE_LR, no weight decay) on fc and the block. Progress on stderr every
+// 100 steps. 0, or -1 out of memory.
+int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o) {
+    size_t nfc = (size_t)(2 * et->C + 1) * et->C; // fc_weight and fc_bias
+    AdamW opt[2] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
+                    {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(et->n),
+                     alloc_floats(et->n), 0}};
+    int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v; // no moments, no training: -1
+    Rng rng;
+    rng_seed(&rng, o->seed);
+    double t_start = now_seconds(), t_log = t_start, recent = 0.0;
+    for (int it = 0; ok && it < o->iters; it++) {
+        recent += eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
+        // progress: the mean loss per row since the last line, speed, time left
+        if ((it + 1) % 100 == 0) {
+            double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
+            fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step, ETA %.0f s\n", it + 1,
+                    recent / (100.0 * et->B * (et->S - 1)), ms, ms * (o->iters - it - 1) / 1e3);
+            recent = 0.0;
+            t_log = now;
+        }
+    }
+    target->state.cache_len = 0;
+    if (ok) fprintf(stderr, "trained %d steps in %.1f s\n", o->iters, now_seconds() - t_start);
+    for (int k = 0; k < 2; k++) {
+        free(opt[k].m);
+        free(opt[k].v);
+    }
+    return ok ? 0 : -1;
+}
+
+// The flags of `train eagle` and `train eagle-eval` into o and the paths (paths[0] the model,
+// [1] the corpus, [2] the draft to read, [3] the file to write). 0, or -1 after one line.
+static int eagle_flags(int argc, char **argv, int eval_only, EagleOptions *o, const char **paths) {
+    const char *cmd = argv[1], *takes = eval_only ? "-m, -E and -i" :
+                      "--iters, --batch, --seed, -m, -i and -o";
+    for (int i = 2; i < argc; i += 2) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int slot = !strcmp(a, "-m") ? 0 : !strcmp(a, "-i") ? 1 : -1;
+        if (eval_only && !strcmp(a, "-E")) slot = 2; // the draft to measure
+        if (!eval_only && !strcmp(a, "-o")) slot = 3;
+        int *whole = eval_only ? NULL : !strcmp(a, "--iters") ? &o->iters :
+                     !strcmp(a, "--batch") ? &o->batch : NULL;
+        int seed = !eval_only && !strcmp(a, "--seed");
+        if (slot < 0 && !whole && !seed) {
+            error_line("unknown %s option '%s' (%s takes %s)", cmd, a, cmd, takes);
+            return -1;
+        }
+        if (!val) {
+            error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+            return -1;
+        }
+        // the value, checked in full
+        long v;
+        if (whole && parse_int(val, 1, whole == &o->batch ? 4096 : 10000000, &v) != 0) {
+            error_line("%s must be a whole number from 1 to %d, got '%s'", a,
+                       whole == &o->batch ? 4096 : 10000000, val);
+            return -1;
+        }
+        if (seed && parse_seed(val, &o->seed) != 0) {
+            error_line("--seed must be a non-negative whole number, got '%s'", val);
+            return -1;
+        }
+        if (whole) *whole = (int)v; // in range, as parse_int checked
+        if (slot >= 0) paths[slot] = val;
+    }
+    return 0;
+}
+
+// Loads the target and the corpus for `train eagle`/`eagle-eval` and checks they fit an EAGLE
+// draft (the trainer's block backward needs the lecture's MLP, H = 4C); -1 with err set.
+static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, size_t errlen) {
+    Vocab v;
+    if (load_checkpoint(paths[0], g, &v, err, errlen) != 0) return -1;
+    if (load_corpus(corpus, paths[1], &v, err, errlen) != 0) return -1;
+    if (g->config.ffn_width != 4 * g->config.n_embd)
+        return fail_with(err, errlen, "model '%s' has ffn_width %d, not 4 x n_embd: the "
+                         "trainer's block backward needs the lecture's MLP; give -m a model "
+                         "train wrote", paths[0], g->config.ffn_width);
+    if (corpus->n_train <= (size_t)g->config.block_size || corpus->n_val < 3)
+        return fail_with(err, errlen, "corpus '%s' is too short for EAGLE on a model of "
+                         "block_size %d; use Tiny Shakespeare (make data)", paths[1],
+                         g->config.block_size);
+    return 0;
+}
+
+// `tinyshakespeare/train eagle [--iters N] [--batch 16] [--seed 2] [-m MODEL] [-i CORPUS]
+// [-o PATH]` trains an EAGLE draft and writes it; `train eagle-eval [-m MODEL] [-E PATH]
+// [-i CORPUS]` measures one. Returns the exit status; every bad input is one line on stderr.
+int main_eagle(int argc, char **argv, int eval_only) {
+    EagleOptions o = {6000, 16, 2}; // 6000 steps, 16 windows, seed 2
+    const char *paths[4] = {DEFAULT_MODEL, DEFAULT_CORPUS, DEFAULT_EAGLE, EAGLE_OUT};
+    if (eagle_flags(argc, argv, eval_only, &o, paths) != 0) return 1;
+    char err[512];
+    GPT g;
+    Corpus corpus;
+    EagleTrainer et;
+    memset(&g, 0, sizeof(g)); // zeroed, so the frees at done: are safe whatever failed
+    memset(&corpus, 0, sizeof(corpus));
+    memset(&et, 0, sizeof(et));
+    int rc = 1;
+    if (eagle_inputs(&g, &corpus, paths, err, sizeof(err)) != 0) goto done;
+    if (eagle_trainer_init(&et, &g, o.batch, o.seed) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the EAGLE draft of %d windows", o.batch);
+        goto done;
+    }
+    if (eval_only && read_eagle_head(&et, &g, paths[2], err, sizeof(err)) != 0) goto done;
+    // the output is checked before any work: a bad -o is one line, not a lost run
+    char *probe = eval_only ? NULL : write_temp(paths[3], (const unsigned char *)"", 0,
+                                                "eagle draft", err, sizeof(err));
+    if (!eval_only && !probe) goto done;
+    if (probe) unlink(probe);
+    free(probe);
+    print_config(&g, paths[0]);
+    EagleEval e;
+    double t0 = now_seconds();
+    if (eval_only) {
+        eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        print_eagle_eval(&e, paths[2], now_seconds() - t0);
+        rc = 0;
+        goto done;
+    }
+    fprintf(stderr, "recipe: EAGLE, fc (%d -> %d) and one block (%zu parameters) on the "
+            "target's top features; loss %g x CE against the target's row + %g x SmoothL1 of "
+            "the feature; %d steps of %d windows of %d tokens, Adam lr %g, seed %llu; writes %s "
+            "at the end\n", 2 * et.C, et.C, (size_t)(2 * et.C + 1) * et.C + et.n,
+            (double)EAGLE_W_CE, (double)EAGLE_W_REG, o.iters, o.batch, et.S, (double)EAGLE_LR,
+            (unsigned long long)o.seed, paths[3]);
+    if (train_eagle(&et, &g, &corpus, &o) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the EAGLE draft's optimiser");
+        goto done;
+    }
+    if (save_eagle_head(&et, &g, paths[3], err, sizeof(err)) != 0) goto done;
+    fprintf(stderr, "wrote %s\n", paths[3]);
+    t0 = now_seconds();
+    eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    print_eagle_eval(&e, "trained", now_seconds() - t0);
+    rc = 0;
+done:
+    if (rc != 0) error_line("%s", err);
+    eagle_trainer_free(&et); // safe whatever failed
+    free_gpt(&g);
+    free_corpus(&corpus);
+    return rc;
+}
+
 #ifdef TRAIN_MAIN
 // The help text of -h.
 static void train_usage(void) {
@@ -1828,10 +2802,29 @@ static void train_usage(void) {
            "usage: tinyshakespeare/train medusa-eval [-m " DEFAULT_MODEL "] [-M " DEFAULT_MEDUSA "]\n"
            "           [-i corpus]\n"
            "  each head's loss and top-1 on the validation split, and its alpha and top-1\n"
-           "  agreement against the model's own distribution at t = 1\n");
+           "  agreement against the model's own distribution at t = 1\n"
+           "usage: tinyshakespeare/train exit [--layer 1] [--iters 3000] [--batch 16] [--seed 2]\n"
+           "           [-m " DEFAULT_MODEL "] [-i corpus] [-o " EXIT_OUT "]\n"
+           "  trains an early exit on the frozen model: a LayerNorm and a Linear of its own on\n"
+           "  the residual after its first L blocks, distilled from the model's own rows;\n"
+           "  writes it at the end (make train-exit gives -o " DEFAULT_EXIT ")\n"
+           "usage: tinyshakespeare/train exit-eval [-m " DEFAULT_MODEL "] [-X " DEFAULT_EXIT "]\n"
+           "           [-i corpus]\n"
+           "  the exit's loss, alpha and greedy agreement against the model on the validation\n"
+           "  split, beside the untrained exit's (the model's ln_f and lm_head)\n"
+           "usage: tinyshakespeare/train eagle [--iters 6000] [--batch 16] [--seed 2]\n"
+           "           [-m " DEFAULT_MODEL "] [-i corpus] [-o " EAGLE_OUT "]\n"
+           "  trains an EAGLE draft on the frozen model: a Linear and one block that predict its\n"
+           "  next top feature from the last one and the next token; writes it at the end\n"
+           "  (make train-eagle gives -o " DEFAULT_EAGLE ")\n"
+           "usage: tinyshakespeare/train eagle-eval [-m " DEFAULT_MODEL "] [-E " DEFAULT_EAGLE "]\n"
+           "           [-i corpus]\n"
+           "  its alpha, greedy agreement, losses and feature error on the validation split, by\n"
+           "  depth: depth d feeds back its own predicted feature d-1 times\n");
 }
 
-// Training, or one of its subcommands: eval, init, medusa, medusa-eval.
+// Training, or one of its subcommands: eval, init, medusa, medusa-eval, exit, exit-eval,
+// eagle, eagle-eval.
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         train_usage();
@@ -1841,6 +2834,10 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "init")) return main_init(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "medusa")) return main_medusa(argc, argv, 0);
     if (argc > 1 && !strcmp(argv[1], "medusa-eval")) return main_medusa(argc, argv, 1);
+    if (argc > 1 && !strcmp(argv[1], "exit")) return main_exit(argc, argv, 0);
+    if (argc > 1 && !strcmp(argv[1], "exit-eval")) return main_exit(argc, argv, 1);
+    if (argc > 1 && !strcmp(argv[1], "eagle")) return main_eagle(argc, argv, 0);
+    if (argc > 1 && !strcmp(argv[1], "eagle-eval")) return main_eagle(argc, argv, 1);
     return main_train(argc, argv);
 }
 #endif

@@ -1,0 +1,492 @@
+/*
+ * test/test_eagle.c: the trained early exit and the EAGLE draft of tinyshakespeare/train.c
+ * (exit_loss_grad, exit_target_residual, save_exit_head; eagle_train_forward, eagle_train_backward,
+ * eagle_eval_row, save_eagle_head), the trainers of beyond.c's ExitHead and EagleHead.
+ *
+ *   1. The exit's gradient: exit_loss_grad's gradient of the distillation loss (the
+ *      cross-entropy against a target row p) with respect to each of its four tensors,
+ *      against central differences of a double-precision reference of LayerNorm + Linear
+ *      written here from the formula. As in test/test_medusa.c each float moves to the
+ *      floats nearest p +- h and the quotient divides by their exact distance; the tolerance
+ *      is 1e-3 (max |analytic - numeric| / max |numeric|, per tensor).
+ *   2. The exit reads the right rows: with the target's own ln_f and lm_head, its logits on
+ *      exit_target_residual's rows are the untrained exit's (forward with n_layer lowered), bit
+ *      for bit, on the shipped model.
+ *   3. EAGLE's gradient: the loss CE(p_{i+1}, q_i) + SmoothL1(h_i - f_{i+1}) of two windows,
+ *      against central differences of a double reference (fc, one causal block, the
+ *      target's ln_f and lm_head, written here), for a sample of every tensor: fc_weight,
+ *      fc_bias and the block's 13. Then eagle_eval_row, the one-row path eagle-eval uses, gives
+ *      the rows of the batched training pass bit for bit.
+ *   4. The files: save_exit_head and save_eagle_head write the sizes and header fields of
+ *      beyond.c's formats, the floats in order, and a checksum that matches; the shipped
+ *      tinyshakespeare/exit.bin and eagle.bin fit tinyshakespeare/model.bin and beat the
+ *      untrained exit on a slice of the validation split; a short training run is
+ *      deterministic.
+ *
+ * broken build: -DBREAK_EXIT_BACKWARD
+ * broken build: -DBREAK_EAGLE_BACKWARD
+ * test/run_tests.sh also builds this file with each flag on the lines above: the first drops
+ * the exit head's bias gradient, the second the regression term of the EAGLE backward. In
+ * those builds this test runs that gradient check only, and prints PASS only if it fails.
+ */
+#define TESTING // leaves out the trainer's main: this file has its own
+#include "../tinyshakespeare/train.c"
+
+#include "check.h"
+#include "reference.h" // ref_layernorm and ref_linear, in double
+
+#define TOLERANCE 1e-3 // max |analytic - numeric| / max |numeric|, per tensor
+#define STEP 1e-4      // h: the distance of each central difference
+
+// The tiny target every gradient check uses: C = 8, NH = 2, S = 6, V = 11, H = 4C.
+#define TINY {2, 2, 8, 6, 11, 32}
+
+// Fills n floats uniformly from [-a, a).
+static void fill_uniform(float *x, size_t n, double a, Rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(a * (2.0 * rng_uniform(r) - 1.0));
+}
+
+// Cross-entropy of double logits z (V) against the distribution p: logsumexp(z) - p.z.
+static double ref_soft_ce(const double *z, const float *p, int V) {
+    double m = z[0], sum = 0.0, dot = 0.0; // the max is taken out first
+    for (int v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
+    for (int v = 0; v < V; v++) sum += exp(z[v] - m);
+    for (int v = 0; v < V; v++) dot += p[v] * (z[v] - m); // sum_v p(v) z(v), p sums to 1
+    return log(sum) - dot;
+}
+
+// The central difference of loss(ctx) in the float *x, moved to the floats nearest x +- STEP.
+static double central(double (*loss)(void *), void *ctx, float *x) {
+    float p = *x, up = (float)(p + STEP), down = (float)(p - STEP); // the floats nearest
+    *x = up;
+    double lu = loss(ctx); // the loss a step up
+    *x = down;
+    double ld = loss(ctx); // and a step down
+    *x = p;
+    return (lu - ld) / ((double)up - (double)down); // over the exact distance
+}
+
+// The worst relative error of grad against central differences over up to `most` floats of
+// one tensor x (n floats, evenly spread): max |analytic - numeric| / max |numeric|.
+static double tensor_error(double (*loss)(void *), void *ctx, float *x, const float *grad,
+                           size_t n, size_t most) {
+    size_t stride = n > most ? n / most : 1; // a sample spread over the tensor
+    double max_diff = 0.0, max_num = 0.0;
+    for (size_t i = 0; i < n; i += stride) {
+        double num = central(loss, ctx, x + i); // the numeric derivative
+        max_diff = fmax(max_diff, fabs(num - grad[i]));
+        max_num = fmax(max_num, fabs(num));
+    }
+    return max_num > 0.0 ? max_diff / max_num : max_diff; // relative to the largest
+}
+
+// ----------------------------------------------------------------------------
+// 1, 2: the exit
+
+// The exit's summed loss over T rows of x->r against x->p, in double from the formula.
+static double ref_exit_loss(void *ctx) {
+    ExitTrainer *x = ctx;
+    int C = x->head.C, V = x->head.V, T = 6; // the tiny target's 6 rows
+    double r[64], ln[64], z[256], loss = 0.0; // one row in double
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < C; i++) r[i] = x->r[(size_t)t * C + i];
+        ref_layernorm(ln, r, x->head.ln_weight, x->head.ln_bias, C); // the exit's LayerNorm
+        ref_linear(z, ln, x->head.head_weight, x->head.head_bias, C, V); // and its head
+        loss += ref_soft_ce(z, x->p + (size_t)t * V, V);
+    }
+    return loss;
+}
+
+// Section 1 on the tiny target: returns the worst relative error of the four tensors; with
+// report, one line per tensor.
+static double exit_gradient_check(int report) {
+    Config c = TINY;
+    GPT g;
+    ExitTrainer x;
+    build_gpt(&g, &c);
+    init_gpt_random(&g, 41); // only its sizes matter here
+    exit_trainer_init(&x, &g, 1); // the exit after block 1
+    Rng r; // its own stream: the parameters and data below
+    rng_seed(&r, 42);
+    // a head away from the target's (ln weights not all 1), random rows and random targets
+    for (size_t i = 0; i < x.P; i++)
+        x.head.ln_weight[i] += (float)(0.5 * (2.0 * rng_uniform(&r) - 1.0));
+    fill_uniform(x.r, 6 * 8, 2.0, &r); // residual rows
+    fill_uniform(x.d_logits, 6 * 11, 3.0, &r); // logits of the soft targets
+    for (int t = 0; t < 6; t++) tempered_softmax(x.p + t * 11, x.d_logits + t * 11, 11, 1.0f);
+    exit_trainer_transpose(&x); // as train_exit_head does before each step
+    double loss = exit_loss_grad(&x, 6, 1.0f), ref = ref_exit_loss(&x);
+    if (report)
+        check(fabs(loss - ref) < 1e-5 * fabs(ref), "exit_loss_grad's loss %.9f == the double "
+              "reference's %.9f", loss, ref);
+    // the four tensors, each with its gradient, in the allocation's order
+    const char *names[4] = {"ln_weight", "ln_bias", "head_weight", "head_bias"};
+    size_t sizes[4] = {8, 8, 8 * 11, 11}, at = 0; // C, C, C x V, V
+    double worst = 0.0; // over the four tensors
+    for (int k = 0; k < 4; k++) {
+        double e = tensor_error(ref_exit_loss, &x, x.head.ln_weight + at, x.grad + at,
+                                sizes[k], sizes[k]);
+        if (report)
+            check(e <= TOLERANCE, "exit_loss_grad: dLoss/d%s within %.0e of central "
+                  "differences (relative error %.2g)", names[k], TOLERANCE, e);
+        worst = fmax(worst, e);
+        at += sizes[k]; // the next tensor
+    }
+    exit_trainer_free(&x); // safe on a half-built one
+    free_gpt(&g); // the tiny target
+    return worst;
+}
+
+// Section 2 on the shipped model: the untrained exit computed two ways, bit for bit.
+static void test_exit_rows(GPT *g, const int *tokens) {
+    int S = g->config.block_size, V = g->config.vocab_size; // a whole window
+    ExitTrainer x;
+    exit_trainer_init(&x, g, 1); // ln_f and lm_head: the untrained exit
+    // forward with n_layer 1 gives the untrained exit's logits beside the residual rows
+    const float *plain = exit_target_residual(g, tokens, S, 1, x.r);
+    memcpy(x.d_logits, plain, (size_t)S * V * sizeof(float));
+    exit_trainer_logits(&x, S); // the runtime's function on the same rows
+    check(memcmp(x.logits, x.d_logits, (size_t)S * V * sizeof(float)) == 0, "an exit initialised "
+          "from ln_f and lm_head, on exit_target_residual's rows after block 1, gives forward's "
+          "n_layer = 1 logits bit for bit (%d rows)", S);
+    exit_trainer_free(&x);
+}
+
+// ----------------------------------------------------------------------------
+// 3: EAGLE
+
+// What the EAGLE reference reads: the trainer (its parameters, the target rows it holds),
+// the target and the windows' tokens.
+typedef struct {
+    EagleTrainer *et; // the parameters, moved in place
+    const GPT *target; // frozen: E, ln_f, lm_head
+    const int *tokens; // (B, S)
+} EagleCase;
+
+// One causal block of n rows x (n, C) in place, in double, from the trainer's float block.
+static void ref_eagle_block(const EagleTrainer *et, double *x, int n) {
+    const Weights *w = &et->block.w; // the trainer's block
+    int C = et->C, NH = et->bc.n_head, HS = C / NH, H = et->bc.ffn_width; // C 8, 2 heads
+    double ln[8 * 8], q[8 * 8], k[8 * 8], v[8 * 8], ao[8 * 8], y[8], hid[64], sc[8];
+    for (int t = 0; t < n; t++) {
+        ref_layernorm(ln + t * C, x + t * C, w->ln1_weight, w->ln1_bias, C);
+        ref_linear(q + t * C, ln + t * C, w->query, NULL, C, C);
+        ref_linear(k + t * C, ln + t * C, w->key, NULL, C, C);
+        ref_linear(v + t * C, ln + t * C, w->value, NULL, C, C);
+    }
+    // attention: each row to every row up to its own, heads side by side
+    for (int h = 0; h < NH; h++)
+        for (int t = 0; t < n; t++) {
+            double m = -INFINITY, z = 0.0; // the scores' max and sum
+            for (int s = 0; s <= t; s++) {
+                double dot = 0.0;
+                for (int j = 0; j < HS; j++) dot += q[t * C + h * HS + j] * k[s * C + h * HS + j];
+                sc[s] = dot / sqrt((double)HS); // scaled as specdec.c scales
+                m = sc[s] > m ? sc[s] : m;
+            }
+            for (int s = 0; s <= t; s++) z += (sc[s] = exp(sc[s] - m)); // the softmax's terms
+            for (int j = 0; j < HS; j++) {
+                double acc = 0.0;
+                for (int s = 0; s <= t; s++) acc += sc[s] / z * v[s * C + h * HS + j];
+                ao[t * C + h * HS + j] = acc;
+            }
+        }
+    // proj and the MLP, each added to the residual
+    for (int t = 0; t < n; t++) {
+        ref_linear(y, ao + t * C, w->proj_weight, w->proj_bias, C, C); // proj
+        for (int i = 0; i < C; i++) x[t * C + i] += y[i];
+        ref_layernorm(ln, x + t * C, w->ln2_weight, w->ln2_bias, C); // ln2
+        ref_linear(hid, ln, w->ffwd_up_weight, w->ffwd_up_bias, C, H);
+        for (int i = 0; i < H; i++) hid[i] = hid[i] > 0.0 ? hid[i] : 0.0; // ReLU
+        ref_linear(y, hid, w->ffwd_down_weight, w->ffwd_down_bias, H, C);
+        for (int i = 0; i < C; i++) x[t * C + i] += y[i];
+    }
+}
+
+// The EAGLE loss of every window, summed, in double: fc on [f_i, E[x_{i+1}]], the block,
+// the target's ln_f and lm_head, CE against p_{i+1} plus mean SmoothL1 against f_{i+1}.
+static double ref_eagle_loss(void *ctx) {
+    EagleCase *ec = ctx;
+    const EagleTrainer *et = ec->et;
+    const Weights *tw = &ec->target->w; // the target's frozen tensors
+    int C = et->C, V = et->V, S = et->S, n = S - 1; // S target rows, n draft rows
+    double cat[16], x[8 * 8], ln[8], z[16], loss = 0.0;
+    for (int b = 0; b < et->B; b++) {
+        const float *f = et->feat + (size_t)b * S * C, *p = et->p + (size_t)b * S * V;
+        for (int i = 0; i < n; i++) {
+            int tok = ec->tokens[b * S + i + 1]; // the next token x_{i+1}
+            for (int j = 0; j < C; j++) cat[j] = f[i * C + j]; // the feature first
+            for (int j = 0; j < C; j++) cat[C + j] = tw->token_embedding[tok * C + j];
+            ref_linear(x + i * C, cat, et->fc, et->fc + 2 * C * C, 2 * C, C); // fc
+        }
+        ref_eagle_block(et, x, n); // h, in place
+        // each row's two terms
+        for (int i = 0; i < n; i++) {
+            ref_layernorm(ln, x + i * C, tw->ln_f_weight, tw->ln_f_bias, C); // the target's ln_f
+            ref_linear(z, ln, tw->lm_head_weight, tw->lm_head_bias, C, V); // and lm_head
+            double reg = 0.0; // SmoothL1 against f_{i+1}
+            for (int j = 0; j < C; j++) {
+                double d = fabs(x[i * C + j] - f[(i + 1) * C + j]);
+                reg += d < 1.0 ? 0.5 * d * d : d - 0.5;
+            }
+            loss += EAGLE_W_CE * ref_soft_ce(z, p + (i + 1) * V, V) + EAGLE_W_REG * reg / C;
+        }
+    }
+    return loss;
+}
+
+// A tiny target and an EAGLE draft for it of two windows, whose target rows are filled and
+// whose gradient (of the summed loss) is taken; returns the trainer's loss.
+static double eagle_case(GPT *g, EagleTrainer *et, int *tokens) {
+    Config c = TINY;
+    build_gpt(g, &c);
+    init_gpt_random(g, 51); // its rows are the features
+    eagle_trainer_init(et, g, 2, 52); // two windows
+    Rng r;
+    rng_seed(&r, 53);
+    // weights larger than PyTorch's start, so the LayerNorms and the attention bend
+    fill_uniform(et->fc, (size_t)(2 * 8 + 1) * 8, 0.6, &r);
+    for (size_t i = 0; i < et->n; i++)
+        et->block.params[et->off + i] += (float)(0.3 * (2.0 * rng_uniform(&r) - 1.0));
+    for (int i = 0; i < 12; i++) tokens[i] = (int)(rng_u64(&r) % 11); // two windows of 6
+    double loss = 0.0; // summed over both windows
+    eagle_train_prepare(et); // zero gradients, as a training step starts
+    for (int b = 0; b < 2; b++) {
+        eagle_train_targets(et, g, tokens + 6 * b, 6, b); // f and p
+        loss += eagle_train_forward(et, g, tokens + 6 * b, 6, b);
+        eagle_train_backward(et, g, b, 1.0f); // the summed loss's gradient
+    }
+    return loss;
+}
+
+// Section 3: EAGLE's gradient for a sample of every tensor; returns the worst relative error.
+static double eagle_gradient_check(int report) {
+    GPT g;
+    EagleTrainer et;
+    int tokens[12];
+    double loss = eagle_case(&g, &et, tokens);
+    EagleCase ec = {&et, &g, tokens}; // what the reference reads
+    double ref = ref_eagle_loss(&ec), worst = 0.0;
+    if (report)
+        check(fabs(loss - ref) < 1e-5 * fabs(ref), "eagle_train_forward's loss %.9f == the double "
+              "reference's %.9f", loss, ref);
+    // fc_weight and fc_bias, then the block's 13 tensors, 24 floats of each at most
+    size_t sizes[N_TENSORS], nfc = 2 * 8 * 8, at = et.off;
+    weight_sizes(&et.bc, sizes); // the block's tensor sizes
+    double e = tensor_error(ref_eagle_loss, &ec, et.fc, et.fc_grad, nfc, 24);
+    worst = fmax(worst, e);
+    if (report) check(e <= TOLERANCE, "EAGLE: dLoss/dfc_weight within %.0e (relative error %.2g)",
+                      TOLERANCE, e);
+    e = tensor_error(ref_eagle_loss, &ec, et.fc + nfc, et.fc_grad + nfc, 8, 8);
+    worst = fmax(worst, e);
+    if (report) check(e <= TOLERANCE, "EAGLE: dLoss/dfc_bias within %.0e (relative error %.2g)",
+                      TOLERANCE, e);
+    for (int k = EAGLE_BLOCK_FIRST; k <= EAGLE_BLOCK_LAST; k++) {
+        e = tensor_error(ref_eagle_loss, &ec, et.block.params + at, et.ts.grads + at, sizes[k], 24);
+        worst = fmax(worst, e);
+        if (report) check(e <= TOLERANCE, "EAGLE: dLoss/d%s within %.0e of central differences "
+                          "(relative error %.2g)", TENSOR_NAMES[k], TOLERANCE, e);
+        at += sizes[k];
+    }
+    eagle_trainer_free(&et); // safe on a half-built one
+    free_gpt(&g);
+    return worst;
+}
+
+// Section 3's second half: eagle_eval_row row by row gives the batched pass's h and logits.
+static void test_eagle_step(void) {
+    GPT g;
+    EagleTrainer et;
+    int tokens[12];
+    eagle_case(&g, &et, tokens); // the same draft and windows
+    // window 0's rows from the batched pass, kept before eagle_eval_row reuses its record
+    float h[5 * 8], z[5 * 11], hs[5 * 8], zs[5 * 11];
+    eagle_train_forward(&et, &g, tokens, 6, 0); // window 0, batched
+    memcpy(h, et.ts.blocks[0].x_out, sizeof(h)); // its 5 rows of h
+    memcpy(z, et.logits, sizeof(z)); // and logits
+    for (int i = 0; i < 5; i++) {
+        const float *hi = eagle_eval_row(&et, &g, et.feat + i * 8, tokens[i + 1], i);
+        memcpy(hs + i * 8, hi, 8 * sizeof(float)); // row i of h, one at a time
+        memcpy(zs + i * 11, et.logits, 11 * sizeof(float));
+    }
+    check(!memcmp(h, hs, sizeof(h)) && !memcmp(z, zs, sizeof(z)), "eagle_eval_row, one row at a "
+          "time on the block's cache, gives the batched pass's 5 rows of h and logits bit for bit");
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+}
+
+// ----------------------------------------------------------------------------
+// 4: the files, the shipped ones, determinism
+
+// The whole file at path (malloc'd), its size in *n; NULL if unreadable.
+static unsigned char *slurp(const char *path, size_t *n) {
+    char err[256]; // unused: the test checks NULL
+    return read_file(path, n, "test file", "", err, sizeof(err));
+}
+
+// save_exit_head on the tiny target: size, header fields, floats in order, checksum.
+static void test_exit_file(const char *dir) {
+    Config c = TINY;
+    GPT g;
+    ExitTrainer x;
+    build_gpt(&g, &c);
+    init_gpt_random(&g, 61); // its fingerprint goes in the file
+    exit_trainer_init(&x, &g, 1);
+    char path[600], err[512];
+    snprintf(path, sizeof(path), "%s/exit.bin", dir); // inside the temporary directory
+    x.head.head_bias[10] = 0.25f; // the last float, to find at end-12
+    int rc = save_exit_head(&x.head, &g, path, err, sizeof(err));
+    size_t n = 0; // the file's size
+    unsigned char *b = rc == 0 ? slurp(path, &n) : NULL;
+    size_t want = 28 + 4 * (2 * 8 + 8 * 11 + 11) + 8; // header, floats, checksum
+    check(b && n == want, "save_exit_head writes %zu bytes (28 + 4(2C + CV + V) + 8), got %zu",
+          want, n);
+    if (b && n == want) {
+        uint32_t last;
+        memcpy(&last, &x.head.head_bias[10], 4); // the bits of the last float
+        check(!memcmp(b, "SPDX", 4) && get_u32(b + 4) == 1 && get_u32(b + 8) == 1 &&
+              get_u32(b + 12) == 8 && get_u32(b + 16) == 11 &&
+              get_u64(b + 20) == target_fingerprint(&g), "the exit file's header: SPDX, "
+              "version 1, layer 1, C 8, V 11, the target's fingerprint");
+        check(get_u32(b + 28) == 0x3f800000u && get_u32(b + n - 12) == last &&
+              fnv1a64(b, n - 8) == get_u64(b + n - 8), "the exit file's floats start with "
+              "ln_weight (1.0, ln_f's), end with head_bias, and its checksum matches");
+    }
+    free(b); // NULL when the write failed
+    exit_trainer_free(&x);
+    free_gpt(&g);
+}
+
+// save_eagle_head on the tiny target: size, header fields, floats in order, checksum.
+static void test_eagle_file(const char *dir) {
+    GPT g;
+    EagleTrainer et;
+    int tokens[12];
+    eagle_case(&g, &et, tokens);
+    char path[600], err[512];
+    snprintf(path, sizeof(path), "%s/eagle.bin", dir); // inside the temporary directory
+    int rc = save_eagle_head(&et, &g, path, err, sizeof(err));
+    size_t n = 0, nfc = (2 * 8 + 1) * 8; // fc_weight and fc_bias
+    unsigned char *b = rc == 0 ? slurp(path, &n) : NULL;
+    // the block's 13 tensors: 2C + 4CC + C + 2C + CH + H + HC + C floats
+    size_t block = 2 * 8 + 4 * 64 + 8 + 2 * 8 + 8 * 32 + 32 + 32 * 8 + 8;
+    size_t want = 48 + 4 * (nfc + block) + 8; // header, floats, checksum
+    check(b && n == want && et.n == block, "save_eagle_head writes %zu bytes (48 + 4((2C+1)C "
+          "+ the block's 13 tensors) + 8), got %zu", want, n);
+    if (b && n == want) {
+        check(!memcmp(b, "SPDE", 4) && get_u32(b + 4) == 1 && get_u32(b + 8) == 1 &&
+              get_u32(b + 12) == 2 && get_u32(b + 16) == 0 && get_u32(b + 20) == 0 &&
+              get_u32(b + 24) == 8 && get_u32(b + 28) == 11 && get_u32(b + 32) == 32 &&
+              get_u32(b + 36) == 2 && get_u64(b + 40) == target_fingerprint(&g),
+              "the EAGLE file's header: SPDE, version 1, n_feat 1, feat_layer {2, 0, 0} (the "
+              "top of 2 blocks), C 8, V 11, H 32, n_head 2, the target's fingerprint");
+        // the first float, the first of the block (ln1_weight), the last (ffwd_down_bias)
+        uint32_t f0, l0, last;
+        memcpy(&f0, &et.fc[0], 4); // fc_weight[0][0]
+        memcpy(&l0, &et.block.w.ln1_weight[0], 4); // the block's first float
+        memcpy(&last, &et.block.w.ffwd_down_bias[7], 4); // the block's last float
+        check(get_u32(b + 48) == f0 && get_u32(b + 48 + 4 * nfc) == l0 &&
+              get_u32(b + n - 12) == last && fnv1a64(b, n - 8) == get_u64(b + n - 8),
+              "the EAGLE file's floats: fc_weight first, ln1_weight right after fc_bias, "
+              "ffwd_down_bias last; its checksum matches");
+    }
+    free(b);
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+}
+
+// The shipped exit and EAGLE draft fit the shipped model and do better than the untrained
+// exit on a slice of the validation split; two short exit runs give the same floats.
+static void test_shipped(GPT *g, const Corpus *corpus) {
+    char err[512];
+    ExitTrainer x;
+    EagleTrainer et;
+    exit_trainer_init(&x, g, 1); // sized for the shipped target
+    eagle_trainer_init(&et, g, 1, 2); // one window: the evaluation needs no more
+    int rx = read_exit_head(&x, g, DEFAULT_EXIT, err, sizeof(err));
+    check(rx == 0, "%s reads for %s (%s)", DEFAULT_EXIT, DEFAULT_MODEL, rx ? err : "ok");
+    int re = read_eagle_head(&et, g, DEFAULT_EAGLE, err, sizeof(err));
+    check(re == 0, "%s reads for %s (%s)", DEFAULT_EAGLE, DEFAULT_MODEL, re ? err : "ok");
+    // 1,000 validation tokens (about 1% of the split): seconds, not minutes
+    size_t n = SANITIZED ? 200 : 1000;
+    ExitEval e;
+    EagleEval ee;
+    exit_eval_split(&x, g, corpus->tokens + corpus->n_train, n, &e); // trained and untrained
+    eagle_eval_split(&et, g, corpus->tokens + corpus->n_train, n, &ee); // by depth
+    check(rx == 0 && e.alpha[0] > e.alpha[1] + 0.1, "the shipped exit's alpha %.3f beats the "
+          "untrained exit's %.3f by more than 0.1 (first %zu validation tokens)", e.alpha[0],
+          e.alpha[1], n);
+    check(re == 0 && ee.alpha[0] > e.alpha[0] + 0.1, "the shipped EAGLE draft's first-guess "
+          "alpha %.3f beats the trained exit's %.3f by more than 0.1", ee.alpha[0], e.alpha[0]);
+    exit_trainer_free(&x);
+    eagle_trainer_free(&et);
+}
+
+// Two exit trainings of 3 steps of 2 windows from the same seed give the same floats.
+static void test_deterministic(GPT *g, const Corpus *corpus) {
+    ExitOptions o = {1, 3, 2, 7}; // layer 1, 3 steps, 2 windows, seed 7
+    ExitTrainer a, b;
+    exit_trainer_init(&a, g, 1);
+    exit_trainer_init(&b, g, 1);
+    train_exit_head(&a, g, corpus, &o); // the same run twice
+    train_exit_head(&b, g, corpus, &o);
+    check(!memcmp(a.head.ln_weight, b.head.ln_weight, a.P * sizeof(float)) &&
+          memcmp(a.head.head_weight, g->w.lm_head_weight, 4) != 0, "two exit trainings from "
+          "the same seed give the same floats, and training moved them");
+    exit_trainer_free(&a);
+    exit_trainer_free(&b);
+}
+
+// Sections 2 and 4 on the shipped model, the temporary directory's file checks first.
+static void test_files_and_shipped(void) {
+    char dir[] = "/tmp/test_eagle.XXXXXX"; // the files go here, then away
+    if (check(mkdtemp(dir) != NULL, "make a temporary directory")) {
+        test_exit_file(dir);
+        test_eagle_file(dir);
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0) printf("could not remove %s\n", dir);
+    }
+    char err[512];
+    GPT g;
+    Vocab v;
+    Corpus corpus;
+    memset(&g, 0, sizeof(g)); // zeroed: the frees below are safe
+    memset(&corpus, 0, sizeof(corpus));
+    int ok = load_checkpoint(DEFAULT_MODEL, &g, &v, err, sizeof(err)) == 0 &&
+             load_corpus(&corpus, DEFAULT_CORPUS, &v, err, sizeof(err)) == 0;
+    if (check(ok, "load %s and %s (%s)", DEFAULT_MODEL, DEFAULT_CORPUS, ok ? "ok" : err)) {
+        test_exit_rows(&g, corpus.tokens + corpus.n_train); // the first validation window
+        test_shipped(&g, &corpus);
+        test_deterministic(&g, &corpus);
+    }
+    free_gpt(&g);
+    free_corpus(&corpus);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    (void)ref_forward; // reference.h's whole model: this test needs only its LayerNorm and Linear
+#if defined(BREAK_EXIT_BACKWARD)
+    double worst = exit_gradient_check(0);
+    check(worst > TOLERANCE, "the gradient check catches an exit backward without the head "
+          "bias's term: worst relative error %.2g (tolerance %.0e)", worst, TOLERANCE);
+#elif defined(BREAK_EAGLE_BACKWARD)
+    double worst = eagle_gradient_check(0);
+    check(worst > TOLERANCE, "the gradient check catches an EAGLE backward without the "
+          "regression's term: worst relative error %.2g (tolerance %.0e)", worst, TOLERANCE);
+#endif
+#if defined(BREAK_EXIT_BACKWARD) || defined(BREAK_EAGLE_BACKWARD)
+    (void)exit_gradient_check; // a broken build checks its one gradient check only
+    (void)eagle_gradient_check;
+    (void)test_eagle_step;
+    (void)test_files_and_shipped;
+#else
+    exit_gradient_check(1);
+    eagle_gradient_check(1);
+    test_eagle_step();
+    test_files_and_shipped();
+#endif
+    printf("test_eagle summary: %d checks passed and %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+}
