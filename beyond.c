@@ -480,6 +480,9 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
 
 typedef struct Draft Draft;
 
+// A hook's parameter this draft does not need: every draft gets the same parameters.
+#define UNUSED __attribute__((unused))
+
 // Each draft's file, as `make train-draft`, `train-medusa`, `train-exit` and `train-eagle`
 // write them.
 #define DEFAULT_DRAFT "tinyshakespeare/draft.bin"   // --draft gpt and cascade
@@ -508,7 +511,7 @@ typedef struct {
     int sure;          // 1: its one guess per level is certain (q one-hot), judged as greedy's
     int trees;         // 1: it drafts trees (several children per node), 0: chains only
     int p_min;         // 1: --draft-p-min applies (its chain is drawn guess by guess)
-    int (*setup)(Draft *d, const DraftInputs *in, char *err, size_t errlen);
+    int (*setup)(Draft *d, const DraftInputs *in, char *err, size_t errlen); // NULL: nothing
     void (*restart)(Draft *d, const GPT *g, int prefilled, int rerun);
     void (*rows)(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
                  Rng *rng);
@@ -531,12 +534,9 @@ typedef struct {
     float *b;    // (n_heads, C)    head i's bias, in w's allocation, after the matrices
 } MedusaHeads;
 
-// The early exit (self-speculative decoding: Zhang et al. 2023, "Draft & Verify"; Elhoushi
-// et al. 2024, "LayerSkip") drafts with the target itself: its first L blocks, then a head.
-// The untrained exit's head is the target's own ln_f and lm_head, which read the residual
-// after block L badly (the model was trained through all its blocks); a trained exit has a
-// LayerNorm and a Linear(C, V) of its own, fitted to the frozen target's rows
-// (`tinyshakespeare/train exit` writes tinyshakespeare/exit.bin; load_exit reads it).
+// The early exit's head, after the target's first L blocks (its part below says how it
+// drafts): its own LayerNorm and Linear(C, V), trained on the frozen target's rows
+// (`tinyshakespeare/train exit` writes tinyshakespeare/exit.bin), or the target's own.
 typedef struct {
     int layer;          // L: the exit reads the residual after blocks 0 .. L-1     e.g. 1
     int C;              // the target's n_embd                                       e.g. 64
@@ -547,15 +547,9 @@ typedef struct {
     float *head_bias;   // (V)
 } ExitHead;
 
-// EAGLE (Li et al. 2024, arXiv:2401.15077) drafts the target's features: the residual row
-// after its last block, the row ln_f reads. From the feature at position i and the
-// embedding of the token at i+1, one Linear (2C -> C) and one block shaped like the
-// target's predict the feature at i+1; the target's own frozen ln_f and lm_head turn it into
-// q. EAGLE-3 (Li et al. 2025, arXiv:2503.01840) reads three of the target's residual rows,
-// after a low, a middle and the top block, fused by one Linear (3C -> C) into the row its
-// Linear reads, and its own output, fed back, stands for that fused row: a guess, trained
-// with the cross-entropy alone on its own unrolled guesses, not a feature to regress.
-// `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin; load_eagle reads it.
+// EAGLE's head (its part below says how it drafts): a Linear (2C -> C) and one block shaped
+// like the target's, and for EAGLE-3 a Linear (3C -> C) that fuses three of the target's
+// rows first. `tinyshakespeare/train eagle` writes tinyshakespeare/eagle.bin.
 typedef struct {
     int C;              // the target's n_embd                                       e.g. 64
     int n_feat;         // the target's rows it reads: 1 (EAGLE) or 3 (EAGLE-3)
@@ -634,11 +628,9 @@ static int bigram_setup(Draft *d, const DraftInputs *in, char *err, size_t errle
     return fail_with(err, errlen, "out of memory building the bigram table");
 }
 
-// A table row per node: after row r's token.
-static void bigram_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                        Rng *rng) {
-    (void)text; // a bigram's whole context is one token
-    (void)rng;
+// A table row per node: after row r's token (a bigram's whole context is one token).
+static void bigram_rows(Draft *d, TreeBuffers *tb, const Tokens *text UNUSED, int lo,
+                        const Sampler *s, Rng *rng UNUSED) {
     for (int r = lo; r < tb->rows; r++) {
         float *q = tb->q + (size_t)r * tb->V, *own = tb->own + (size_t)r * tb->V;
         bigram_probs(own, &d->bigram, tb->token[r], 1.0f);
@@ -675,22 +667,11 @@ void lookup_match(Draft *d, const Tokens *text) {
     }
 }
 
-// Nothing to build: it drafts from the text itself.
-static int lookup_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
-    (void)d;
-    (void)in;
-    (void)err;
-    (void)errlen;
-    return 0;
-}
-
 // One match a round (at the root's level), read level by level: one-hot at the token its
 // match continues with at this depth, text[match_end + depth + 1], or an empty row (no
-// child) where the text runs out.
-static void lookup_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                        Rng *rng) {
-    (void)s; // a copy is certain: nothing to temper or cut
-    (void)rng;
+// child) where the text runs out. A copy is certain: there is nothing to temper or cut.
+static void lookup_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
+                        const Sampler *s UNUSED, Rng *rng UNUSED) {
     if (lo == 0) lookup_match(d, text);
     for (int r = lo; r < tb->rows; r++) {
         float *q = tb->q + (size_t)r * tb->V, *own = tb->own + (size_t)r * tb->V;
@@ -708,8 +689,8 @@ static void lookup_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, c
 static int gpt_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     const char *path = in->path ? in->path : DEFAULT_DRAFT;
     Vocab dv;
-    FileRole role = {"draft checkpoint", "make train-draft writes " DEFAULT_DRAFT "; --draft "
-                                         "takes a draft's name (./beyond -h) or a checkpoint's path"};
+    FileRole role = {"draft checkpoint", "make train-draft writes " DEFAULT_DRAFT "; --draft takes "
+                                         "a draft's name (./beyond -h) or a checkpoint's path"};
     if (read_checkpoint(path, role, &d->model, &dv, err, errlen) != 0) return -1;
     d->path = path;
     if (dv.size != in->v->size || memcmp(dv.chars, in->v->chars, (size_t)in->v->size) != 0)
@@ -724,10 +705,7 @@ static int gpt_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) 
 }
 
 // Its cache restarts with the target's: its next pass catches up on the same window.
-static void gpt_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
-    (void)g;
-    (void)prefilled;
-    (void)rerun;
+static void gpt_restart(Draft *d, const GPT *g UNUSED, int prefilled UNUSED, int rerun UNUSED) {
     d->model.state.cache_len = 0;
 }
 
@@ -735,8 +713,7 @@ static void gpt_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
 // one masked pass, each row attending to its own ancestors in the draft's cache, as the
 // target's pass will.
 static void gpt_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                     Rng *rng) {
-    (void)rng;
+                     Rng *rng UNUSED) {
     int V = tb->V, hi = tb->rows;
     const float *logits;
     if (lo == 0) { // catch up on the tokens the draft lags, then current_token
@@ -753,8 +730,7 @@ static void gpt_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, cons
 
 // It keeps the accepted path's rows it ran, moved into place as the target's are, and drops
 // the rest: what the catch-up's invariant says.
-static void gpt_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
-    (void)g;
+static void gpt_keep(Draft *d, const GPT *g UNUSED, const TreeBuffers *tb, int m) {
     GPT *draft = &d->model;
     int kept = 0; // the path's rows the draft ran: a prefix of the path
     while (kept < m && tb->path[kept + 1] < tb->draft_ran) {
@@ -808,19 +784,17 @@ static int medusa_setup(Draft *d, const DraftInputs *in, char *err, size_t errle
     return 0;
 }
 
-// After the prefill, the heads read its last row (ln_f's, the one the first token came from).
-static void medusa_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
-    (void)rerun; // a window's restart changes no row it reads: keep's row stays
+// After the prefill, the heads read its last row (ln_f's, the one the first token came from);
+// a window's restart changes no row they read: keep's row stays.
+static void medusa_restart(Draft *d, const GPT *g, int prefilled, int rerun UNUSED) {
     if (prefilled == 0) return;
     int C = g->config.n_embd;
     memcpy(d->hidden, g->state.ln_f + (size_t)(prefilled - 1) * C, (size_t)C * sizeof(float));
 }
 
 // One head per level, on the row current_token came from: the same row for every node.
-static void medusa_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                        Rng *rng) {
-    (void)text;
-    (void)rng;
+static void medusa_rows(Draft *d, TreeBuffers *tb, const Tokens *text UNUSED, int lo,
+                        const Sampler *s, Rng *rng UNUSED) {
     float row[256]; // V <= 256
     medusa_logits(&d->medusa, d->target, d->hidden, tb->depth[lo], row);
     rows_from_logits(tb, lo, row, 0, s);
@@ -828,8 +802,7 @@ static void medusa_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, c
 
 // It keeps ln_f's row of the node whose p gave the round's last token: the next round's
 // guesses come from it.
-static void medusa_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
-    (void)m;
+static void medusa_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m UNUSED) {
     int C = g->config.n_embd;
     const float *h = g->state.ln_f + (size_t)(tb->rerun + tb->path[tb->passed]) * C;
     memcpy(d->hidden, h, (size_t)C * sizeof(float));
@@ -837,6 +810,10 @@ static void medusa_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
 
 // --- The early exit: the target's own first blocks (self-speculative decoding) ---
 //
+// Self-speculative decoding (Zhang et al. 2023, "Draft & Verify"; Elhoushi et al. 2024,
+// "LayerSkip") drafts with the target itself: its first L blocks, then a head. The untrained
+// exit's head is the target's own ln_f and lm_head, which read the residual after block L
+// badly (the model was trained through all its blocks); the trained exit's is its own.
 // The exit's blocks are the target's blocks on the same tokens, so the keys and values it
 // writes in layers 0 .. L-1 are those the verify pass would write there, bit for bit (a row's
 // sums do not depend on how many tokens share the pass). So it keeps no cache of its own: it
@@ -883,8 +860,7 @@ static void exit_blocks(Draft *d, int from, int T, int first, const unsigned cha
 // The root's level: the rerun window (after a restart) and current_token, causal. Each later
 // level: its rows, masked. Both through blocks 0 .. L-1, then the exit's head per row.
 static void exit_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                      Rng *rng) {
-    (void)rng;
+                      Rng *rng UNUSED) {
     GPT *g = d->target;
     int S = g->config.block_size, C = g->config.n_embd, hi = tb->rows;
     int first = tb->cache_len - tb->rerun; // the target's slot of the pass's first row
@@ -927,6 +903,13 @@ static const float *exit_verify(Draft *d, GPT *g, TreeBuffers *tb) {
 
 // --- EAGLE: a head that drafts the target's features ---
 //
+// EAGLE (Li et al. 2024, arXiv:2401.15077) drafts the target's features: the residual row
+// after its last block, the row ln_f reads. From the feature at position i and the embedding
+// of the token at i+1, its Linear and block predict the feature at i+1, and the target's own
+// frozen ln_f and lm_head turn that into q. EAGLE-3 (Li et al. 2025, arXiv:2503.01840) reads
+// the rows after a low, a middle and the top block, fused into one, and its own output, fed
+// back, stands for that fused row: a guess trained with the cross-entropy alone on its own
+// unrolled guesses, not a feature to regress.
 // EAGLE's row for position j reads [f_j, the embedding of token j+1], where f_j is the
 // target's feature at j (the residual after its last block), and predicts f_(j+1), whose
 // lm_head row is q for token j+2. So its row for current_token (at position P = cache_len)
@@ -1057,8 +1040,7 @@ static void eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
 // one being current_token's row. Each later level: one masked pass over its rows, each
 // reading its parent's predicted feature and its own token.
 static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
-                       Rng *rng) {
-    (void)rng;
+                       Rng *rng UNUSED) {
     GPT *b = &d->eagle.block;
     int C = d->eagle.C, S = b->config.block_size, hi = tb->rows, root = tb->cache_len - 1;
     int T = hi - lo;
@@ -1177,12 +1159,13 @@ static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, 
 
 // --- Every draft, named once: --draft, -h, the self-test and the checks read this table ---
 
-// Columns: name, file, untrained name, about, sure, trees, p_min; setup, restart, rows, verify, keep
+// Columns: name, file, untrained name, about, sure, trees, p_min; then the hooks setup,
+// restart, rows, verify and keep.
 static const DraftKind DRAFTS[] = {
     {"bigram", NULL, NULL, "the blog's table, counted from the training split (the default)",
      0, 1, 1, bigram_setup, NULL, bigram_rows, NULL, NULL},
     {"lookup", NULL, NULL, "copies what followed an earlier occurrence of the text's ending",
-     1, 0, 0, lookup_setup, NULL, lookup_rows, NULL, NULL},
+     1, 0, 0, NULL, NULL, lookup_rows, NULL, NULL},
     {"gpt", DEFAULT_DRAFT, NULL, "a small GPT distilled from the target, with its own KV cache",
      0, 1, 1, gpt_setup, gpt_restart, gpt_rows, NULL, gpt_keep},
     {"medusa", DEFAULT_MEDUSA, "medusa0", "heads on the target's hidden row, one per level",
@@ -1208,7 +1191,7 @@ const DraftKind *find_draft(const char *name) {
 // Builds a draft of this kind from in (in->path NULL: its untrained form). 0, or -1 with err.
 int setup_kind(const DraftKind *kind, const DraftInputs *in, Draft *d, char *err, size_t errlen) {
     *d = (Draft){.kind = kind, .name = kind->name, .V = in->v->size, .target = in->target};
-    return kind->setup(d, in, err, errlen);
+    return kind->setup ? kind->setup(d, in, err, errlen) : 0; // lookup has nothing to build
 }
 
 // Builds the draft --draft names, from its own file; a name no kind has is a checkpoint's
@@ -1862,9 +1845,11 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
 #define MEDUSA_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
 #define MEDUSA_MAX_HEADS TREE_MAX_DEPTH // a head per tree level, and a tree has at most 16
 #define EXIT_MAGIC "SPDX"
-#define EXIT_HEADER 28
+#define EXIT_VERSION 1
+#define EXIT_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
 #define EAGLE_MAGIC "SPDE"
-#define EAGLE_HEADER 48
+#define EAGLE_VERSION 1
+#define EAGLE_HEADER 48 // magic, version, n_feat, 3 feature layers, 4 sizes, fingerprint
 
 // A target's fingerprint: fnv1a64 of its parameters as its checkpoint stores them, no copy.
 uint64_t target_fingerprint(const GPT *g) {
@@ -2044,7 +2029,8 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
     size_t fc = fuse + (2 * (size_t)C + 1) * C; // the floats before the block's
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
-                     .fuse_weight = fuse ? x : NULL, .fuse_bias = fuse ? x + 3 * (size_t)C * C : NULL,
+                     .fuse_weight = fuse ? x : NULL,
+                     .fuse_bias = fuse ? x + 3 * (size_t)C * C : NULL,
                      .fc_weight = x + fuse, .fc_bias = x + fuse + 2 * (size_t)C * C};
     if (build_gpt(&e->block, &one) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head's block");

@@ -1830,14 +1830,7 @@ done:
 //   0 magic "SPDX", 4 version 1, 8 layer L, 12 n_embd C, 16 vocab_size V, 20 the target's
 //   fingerprint (8), 28 the floats ln_weight (C), ln_bias (C), head_weight (C, V) stored
 //   (in, out), head_bias (V), then at end-8 the FNV-1a 64 of every byte before it.
-#ifndef EXIT_MAGIC // beyond.c's loader may define the same names: identical, or these
-#define EXIT_MAGIC "SPDX"
-#define EXIT_VERSION 1 // the only version so far
-#define EXIT_HEADER 28 // bytes before the floats: magic, version, 3 sizes, fingerprint
-#endif
-#ifndef DEFAULT_EXIT // what exit-eval reads without -X
-#define DEFAULT_EXIT "tinyshakespeare/exit.bin"
-#endif
+// (EXIT_MAGIC, EXIT_VERSION, EXIT_HEADER and DEFAULT_EXIT are beyond.c's.)
 // Where `train exit` writes without -o: beside the shipped exit, never over it.
 #define EXIT_OUT "tinyshakespeare/exit_retrained.bin"
 // Adam's learning rate for the exit (build with -DEXIT_LR=... to try another)
@@ -2253,14 +2246,7 @@ done:
 // The trainer's copy of the block has block_size S-1: a window of S target rows gives S-1
 // draft rows. Its 13 tensors do not depend on block_size; the file holds only those.
 
-#ifndef EAGLE_MAGIC // beyond.c's loader may define the same names: identical, or these
-#define EAGLE_MAGIC "SPDE"
-#define EAGLE_VERSION 1
-#define EAGLE_HEADER 48 // before the floats: magic, version, n_feat, 3 layers, 4 sizes, fingerprint
-#endif
-#ifndef DEFAULT_EAGLE // what eagle-eval reads without -E
-#define DEFAULT_EAGLE "tinyshakespeare/eagle.bin"
-#endif
+// (EAGLE_MAGIC, EAGLE_VERSION, EAGLE_HEADER and DEFAULT_EAGLE are beyond.c's.)
 // Where `train eagle` writes without -o: beside the shipped draft, never over it.
 #define EAGLE_OUT "tinyshakespeare/eagle_retrained.bin"
 // The loss's weights and Adam's learning rate (build with -D... to try others)
