@@ -14,6 +14,9 @@
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
 #   make early-exit  alpha of the target's own early exits as drafts, beside the GPT draft
 #                 (test/early_exit.c, notes/speed.md)
+#   make drafts-table  every draft side by side on one command (alpha, tokens per verify pass,
+#                 passes, cost per guess, time against plain), at 0.84 and 136 MB of weights
+#                 (test/drafts_table.sh, notes/speed.md; about 8 minutes)
 #   make valgrind the demo under valgrind memcheck
 
 # Default compiler gcc; override with `make CC=clang` or CC in the environment.
@@ -39,7 +42,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench explain early-exit
+.PHONY: all debug data run test train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench explain early-exit drafts-table
 
 # The tools beside the lesson: each includes specdec.c or beyond.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
@@ -199,6 +202,13 @@ explain: test/explain
 # then ln_f and lm_head), of the GPT draft and of the bigram, over the validation split (~10 s).
 early-exit: test/early_exit data
 	test/early_exit
+
+# Every draft on one command: ./beyond --compare -t 1 -n 400 -k 4 on the default prompt, the
+# median of seeds 1, 2, 3, on the shipped model and at --ffn-width 65536; prints the machine,
+# the date, the commit and each command, then one markdown table (a draft whose trained file
+# is missing gets a row saying so). About 8 minutes on 2 cores, nearly all at 136 MB.
+drafts-table: beyond data
+	bash test/drafts_table.sh
 
 # Run the demo's two commands under valgrind memcheck (0 errors, 0 leaks required),
 # on a build for x86-64-v3, since valgrind 3.19 cannot decode AVX-512.
