@@ -810,11 +810,10 @@ static void bench_curve(GPT *g, const char *what, double c[10], int reps, int ro
 // (medians of 9 timings of reps calls): a model draft's one-token forward at the same
 // cache length; for the bigram and prompt lookup, a draft_tree call for a chain of 4 guesses
 // after `text` (n_text tokens of the bench's own kind of text, current_token in slot
-// n_text - 1 of a target of block size S and width C), over the guesses it made.
-static double draft_guess_seconds(Draft *d, const int *text, int n_text, int S, int C,
-                                  int reps) {
+// n_text - 1 of a target of block size S), over the guesses it made.
+static double draft_guess_seconds(Draft *d, const int *text, int n_text, int S, int reps) {
     double sec[9];
-    if (d->kind == DRAFT_GPT) {
+    if (d->kind == find_draft("gpt")) { // a model draft (the ceiling is one too)
         int kv = S / 2 - 4 > 0 ? S / 2 - 4 : 0; // its block size is the target's S
         for (int r = 0; r < 9; r++) sec[r] = time_forward(&d->model, text, kv, 1, reps);
         return median(sec, 9);
@@ -822,7 +821,7 @@ static double draft_guess_seconds(Draft *d, const int *text, int n_text, int S, 
     // the draft's half of a round: a chain of 4 as a round builds it, on top of the text
     TreeShape chain = chain_shape(4);
     TreeBuffers tb;
-    if (build_tree_buffers(&tb, &chain, d->V, S, C) != 0) {
+    if (build_tree_buffers(&tb, &chain, d->V, S) != 0) {
         free_tree_buffers(&tb);
         return 0.0;
     }
@@ -945,7 +944,7 @@ typedef struct {
     long n;                // rounds counted
 } TemperWatch;
 
-// beyond.c's tree_generate, copied without the output, the trace and Medusa's hidden row,
+// beyond.c's tree_generate, copied without the output and the trace,
 // for a draft with a bigram table: the same prefill, first token and rounds (tree_round),
 // and after each round that drafted its guess (none does at the cache's last slot) the
 // chance that guess would have passed had the draft proposed from the table's own row
@@ -958,7 +957,7 @@ static void watched_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *pr
     int n_seq = start_sequence(seq, prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
     tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
-    restart_draft_cache(d);
+    if (d->kind->restart) d->kind->restart(d, g, g->state.cache_len, 0);
     if (o->max_new_tokens > 0) {
         served_probs(tb->p, logits, V, &o->sampler); // row 0 is free until the first pass
         seq[n_seq++] = sample_from(tb->p, V, rng_uniform(o->rng));
@@ -991,8 +990,7 @@ static void bench_tempering(GPT *g, Draft *d, const Vocab *v) {
     int prompt[64], seq[64 + MAX_TOKENS];
     TreeShape chain = chain_shape(1);
     TreeBuffers tb;
-    if (build_tree_buffers(&tb, &chain, g->config.vocab_size, g->config.block_size,
-                           g->config.n_embd) != 0) {
+    if (build_tree_buffers(&tb, &chain, g->config.vocab_size, g->config.block_size) != 0) {
         free_tree_buffers(&tb);
         return;
     }
@@ -1040,7 +1038,7 @@ static int pmin_small(GPT *g, Draft *drafts, int n_drafts, const double *curve,
     double mb = g->n_params * 4.0 / 1e6;
     for (int j = 0; j < n_drafts; j++) {
         // lookup's copies have no chance below 1 to compare; the ceiling's every guess passes
-        if (drafts[j].kind == DRAFT_LOOKUP || !strcmp(drafts[j].name, "ceiling")) continue;
+        if (drafts[j].kind->sure || !strcmp(drafts[j].name, "ceiling")) continue;
         if (!(cells[n++] = fixed[j] = new_cell(&drafts[j], best_fixed[j]->K, 0.0f, 1.0f, 0, mb,
                                               curve)))
             return -1;
@@ -1625,7 +1623,7 @@ static double tokens_per_pass(GPT *g, Draft *d, float t, const char *shape, int 
 // The tree section: for each model-free and model draft, at t = 0 and 1, the chain of K = 4
 // and 8 against every tree of as many nodes in a short list; then wall time at this size
 // (in this process, alternated with plain decoding) and at 136 MB (the command, 3 runs).
-static void bench_trees(GPT *g, Draft *drafts, int n_drafts) {
+static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
     static const char *const SHAPES[2][4] = {{"2,1", "4", "1,3", NULL},
                                               {"2,1,1,1", "4,1", "2,3", "8"}};
     static const int NODES[2] = {4, 8};
@@ -1633,7 +1631,7 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts) {
             "(%d tokens, the bench's prompt and seed)\n", TOKENS);
     fprintf(stderr, "  %-8s %-3s %-5s %-7s %s\n", "draft", "t", "nodes", "chain", "trees");
     for (int j = 0; j < n_drafts; j++) {
-        if (drafts[j].kind == DRAFT_LOOKUP || !strcmp(drafts[j].name, "ceiling")) continue;
+        if (drafts[j].kind->sure || !strcmp(drafts[j].name, "ceiling")) continue;
         for (int ti = 0; ti < 2; ti++)
             for (int ni = 0; ni < 2; ni++) {
                 float t = (float)ti;
@@ -1648,7 +1646,8 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts) {
     // Medusa's heads (4 levels at most): the chain of 4 is the tree 1,1,1,1 for them
     Draft medusa;
     char err[300];
-    if (setup_medusa(g, DEFAULT_MEDUSA, 4, &medusa, err, sizeof(err)) == 0)
+    DraftInputs in = {.v = v, .block_size = g->config.block_size, .target = g, .depth = 4};
+    if (setup_draft("medusa", &in, &medusa, err, sizeof(err)) == 0)
         for (int ti = 0; ti < 2; ti++) {
             float t = (float)ti;
             fprintf(stderr, "  %-8s %-3d %-5d %-7.3f", "medusa", ti, 4,
@@ -1724,14 +1723,14 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts) {
 int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
               const char *svg_path, char *err, size_t errlen) {
     double t_start = now_seconds(), cpu_start = cpu_seconds();
-    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int V = g->config.vocab_size, S = g->config.block_size;
     fprintf(stderr, "every run: ./specdec's default prompt \"%s\" and seed %llu, %d new "
             "tokens; %s\n", PROMPT, (unsigned long long)SEED, TOKENS, machine_note());
     // the ceiling: a copy of the unpadded model, with a KV cache of its own, drafting for
     // the model itself here (the same function, at the same cost) and for each padded copy
     Draft *ceiling = &drafts[n_drafts];
     memset(ceiling, 0, sizeof(*ceiling));
-    ceiling->kind = DRAFT_GPT;
+    ceiling->kind = find_draft("gpt");
     ceiling->name = "ceiling";
     ceiling->V = V;
     if (widened_copy(g, g->config.ffn_width, &ceiling->model) != 0) {
@@ -1753,7 +1752,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
             "forward; bigram: its rows and draws in draft_tree; lookup: its search of the text, per guess):\n   ");
     for (int j = 0; j < n_drafts; j++)
         fprintf(stderr, " %s %.4f", drafts[j].name,
-                draft_guess_seconds(&drafts[j], text, n_text, S, C, CURVE_REPS) / c[0]);
+                draft_guess_seconds(&drafts[j], text, n_text, S, CURVE_REPS) / c[0]);
     fputc('\n', stderr);
     if (csv) csv_header();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
@@ -1775,7 +1774,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
     check_commands();
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 5. trees against chains
-    bench_trees(g, drafts, n_drafts);
+    bench_trees(g, drafts, n_drafts, v);
     fprintf(stderr, "  (%.1f s so far)\n", now_seconds() - t_start);
     // 6. the same model, padded until a one-token pass is bound by memory
     if (run_sweep(g, drafts, n_drafts, best, csv, svg_path, err, errlen) != 0) return 1;
@@ -1916,8 +1915,8 @@ int main(int argc, char **argv) {
     // another vocabulary or block size), then prompt lookup
     static const char *kinds[3] = {"bigram", "gpt", "lookup"};
     for (int i = 0; i < 3; i++) {
-        if (setup_draft(kinds[i], &ld.v, &ld.corpus, ld.g.config.block_size, &drafts[n_drafts], err,
-                        sizeof(err)) == 0) {
+        DraftInputs in = {&ld.v, &ld.corpus, ld.g.config.block_size, &ld.g, 4, NULL};
+        if (setup_draft(kinds[i], &in, &drafts[n_drafts], err, sizeof(err)) == 0) {
             n_drafts++;
             continue;
         }

@@ -84,14 +84,12 @@ typedef void (*TreeHook)(void *ctx, const GPT *g, const TreeBuffers *tb, int n, 
 // hook(ctx, ...) after every round (hook may be NULL).
 static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
                                const RunOptions *o, int *seq, TreeHook hook, void *ctx) {
-    int V = g->config.vocab_size, S = g->config.block_size, C = g->config.n_embd;
+    int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt), first = n_seq;
     const float *logits = prefill(g, seq, n_seq, S, &o->st->core);
     tally_pass(o->st, PASS_PREFILL, g->state.cache_len, now_seconds() - t0);
-    if (d) restart_draft_cache(d);
-    int last = g->state.cache_len - 1;
-    memcpy(tb->hidden, g->state.ln_f + (size_t)last * C, (size_t)C * sizeof(float));
+    if (d && d->kind->restart) d->kind->restart(d, g, g->state.cache_len, 0);
     if (o->max_new_tokens > 0) {
         float *p = tb->p;
         served_probs(p, logits, V, &o->sampler);

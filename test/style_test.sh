@@ -29,10 +29,10 @@
 #   8. the blog's path and the model come first: draft_tokens, verify_candidates,
 #      accept_reject, trim_kv_cache, generate, speculative_generate and forward all end
 #      (the "}" at column 0 closing each definition) within the first 1,000 lines.
-# beyond.c, what the papers add: checks 1, 4 and 5 as above, and a length of at most 2,200
-#   lines. Two functions of beyond.c take more than 6 parameters today (BEYOND_WIDE below,
-#   each with its count); they may lose parameters, never gain one, and no other function
-#   may join them.
+# beyond.c, what the papers add: checks 1, 4 and 5 as above, and a length of at most 2,500
+#   lines (the limit, with every draft of the table in it). One function of beyond.c
+#   takes more than 6 parameters today (BEYOND_WIDE below, with its count); it may lose
+#   parameters, never gain one, and no other function may join it.
 # First of all, the two counters run on small C snippets whose answers are known (strings
 # and comments holding ';' or ',', escaped quotes, comments over two lines, for headers
 # with nested parentheses, a function-pointer parameter, a signature over two lines): a
@@ -49,7 +49,7 @@ FILE=${STYLE_FILE:-specdec.c}
 BEYOND=${STYLE_BEYOND_FILE:-beyond.c}
 MAX_CRAMMED=0
 MAX_LINES=1976
-MAX_BEYOND_LINES=2200
+MAX_BEYOND_LINES=2500
 MAX_HEADER=45
 MIN_COMMENT_SHARE=35
 MAX_PARAMS=6
@@ -57,7 +57,7 @@ DRAFT_BEFORE=500
 FORWARD_WITHIN=400
 BLOG_WITHIN=1000
 BLOG_FUNCTIONS="draft_tokens verify_candidates accept_reject trim_kv_cache generate speculative_generate forward"
-BEYOND_WIDE="setup_draft:7 run_tree:9"
+BEYOND_WIDE="run_tree:9"
 
 # crammed C_FILE [LABEL]: one line "LABEL:N: text" for each line of C_FILE that holds
 # more than one statement, by the rule above (LABEL defaults to C_FILE).

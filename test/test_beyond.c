@@ -1,7 +1,7 @@
 /*
  * test/test_beyond.c: unit tests of what beyond.c adds to specdec.c: colours (write_text),
  * the served distribution's cut (apply_top_k_top_p), prompt lookup's match (lookup_match),
- * setup_draft, --ffn-width (widen_ffn), and the model draft (DRAFT_GPT) in the one loop
+ * setup_draft, --ffn-width (widen_ffn), and the model draft (gpt) in the one loop
  * (tree_generate): its KV cache against a recompute after every round, and an alpha floor
  * for each draft; print_run_stats (acceptance by position, rounds with no guess, where the
  * time went); one tree_round at the cache's edge and a lookup round with no match; the
@@ -24,17 +24,17 @@
  * broken build: -DBREAK_DRAFT_CATCHUP
  * broken build: -DBREAK_DRAFT_UNTRIMMED
  * broken build: -DBREAK_DRAFT_FROM_CURRENT
- * mutant-beyond BREAK_DRAFT_CATCHUP: s|^\(        int lag = tb->cache_len - d->model.state.cache_len;\)$|\1 lag -= lag == 1;|
+ * mutant-beyond BREAK_DRAFT_CATCHUP: s|^\(        int lag = draft_lag(&d->model, tb->cache_len);\)$|\1 lag -= lag == 1;|
  * mutant-beyond BREAK_DRAFT_UNTRIMMED: s|^    if (draft->state.cache_len > tb->cache_len + 1 + kept)$|    if (0)|
- * mutant-beyond BREAK_DRAFT_FROM_CURRENT: s|^\(        if (tb->top) memcpy(q, own, (size_t)V \* sizeof(float));\)\(.*\)$|\1 if (r > 0) memcpy(q, tb->q, (size_t)V * sizeof(float));\2|
+ * mutant-beyond BREAK_DRAFT_FROM_CURRENT: s|^\(            if (tb->top) memcpy(q, own, (size_t)V \* sizeof(float));\)\(.*\)$|\1 if (r > 0) memcpy(q, tb->q, (size_t)V * sizeof(float));\2|
  *   BREAK_DRAFT_CATCHUP       no catch-up after a bonus: when the model draft's cache lags
- *                             by one token, the root's pass (tree_draft_rows) runs
+ *                             by one token, the root's pass (gpt_rows) runs
  *                             current_token alone (one position early) instead of the bonus
  *                             round's last guess and current_token;
- *   BREAK_DRAFT_UNTRIMMED     compact_kv_cache never rolls the model draft's cache back
- *                             (the target's is);
+ *   BREAK_DRAFT_UNTRIMMED     gpt_keep never rolls the model draft's cache back
+ *                             (compact_kv_cache rolls the target's);
  *   BREAK_DRAFT_FROM_CURRENT  every guess is drafted from current_token's row, not from the
- *                             guess before it: tree_draft_rows gives every node past the root
+ *                             guess before it: draft_tree gives every node past the root
  *                             the root's row q (the bigram's row after current_token, the
  *                             model draft's first row, prompt lookup's first copied token), and
  *                             the guesses are judged against that row, so the text stays exact.
@@ -258,12 +258,12 @@ static void test_top_k_top_p(void) {
 // 3. Prompt lookup's match
 
 // Runs lookup_match on text (encoded with v) and reads up to k guesses the way
-// tree_draft_rows does (text[match_end + 1 + depth] while it exists) into out
+// lookup_rows does (text[match_end + 1 + depth] while it exists) into out
 // (NUL-terminated); returns how many. d receives the match.
 static int lookup_on(const Vocab *v, const char *text, int k, char *out, int *one_hot_ok,
                      Draft *d) {
     int seq[64], n = encode_str(v, text, seq), m = 0;
-    *d = (Draft){.kind = DRAFT_LOOKUP, .name = "lookup", .V = v->size};
+    *d = (Draft){.kind = find_draft("lookup"), .name = "lookup", .V = v->size};
     lookup_match(d, &(Tokens){seq, n});
     for (int depth = 0; d->match_n > 0 && depth < k && d->match_end + 1 + depth < n; depth++)
         out[m++] = (char)decode(v, seq[d->match_end + 1 + depth]);
@@ -347,9 +347,11 @@ static void test_setup_draft(Fixture *fx) {
         snprintf(path, sizeof(path), "%s/draft%zu.bin", dir, i);
         Draft d;
         int saved = save_random(path, cases[i].c, cases[i].v) == 0;
-        int rc = saved ? setup_draft(path, v, &fx->corpus, S, &d, err, sizeof(err)) : -2;
+        DraftInputs in = {.v = v, .corpus = &fx->corpus, .block_size = S};
+        int rc = saved ? setup_draft(path, &in, &d, err, sizeof(err)) : -2;
         int ok = cases[i].want ? rc == -1 && contains(err, cases[i].want)
-                               : rc == 0 && d.kind == DRAFT_GPT && d.model.config.n_layer == 1;
+                               : rc == 0 && d.kind == find_draft("gpt") &&
+                                 d.model.config.n_layer == 1;
         check(saved && ok, "setup_draft with a checkpoint of %s: %s (rc %d)%s%s%s", cases[i].name,
               cases[i].want ? "refused" : "taken as a model draft", rc,
               cases[i].want ? ", saying \"" : "", cases[i].want ? cases[i].want : "",
@@ -360,15 +362,17 @@ static void test_setup_draft(Fixture *fx) {
     }
     // the other kinds, by name
     const char *kinds[2] = {"bigram", "lookup"};
-    DraftKind want[2] = {DRAFT_BIGRAM, DRAFT_LOOKUP};
+    const DraftKind *want[2] = {find_draft("bigram"), find_draft("lookup")};
     for (int i = 0; i < 2; i++) {
         Draft d;
         char err[512] = "";
-        int rc = setup_draft(kinds[i], v, &fx->corpus, S, &d, err, sizeof(err));
+        DraftInputs in = {.v = v, .corpus = &fx->corpus, .block_size = S};
+        int rc = setup_draft(kinds[i], &in, &d, err, sizeof(err));
         int same = i == 1 || (d.bigram.probs && memcmp(d.bigram.probs, fx->draft.bigram.probs,
                               (size_t)v->size * v->size * sizeof(float)) == 0);
-        check(rc == 0 && d.kind == want[i] && d.V == v->size && same, "setup_draft(\"%s\"): rc "
-              "%d, kind %d (want %d)%s", kinds[i], rc, d.kind, want[i],
+        check(rc == 0 && want[i] && d.kind == want[i] && d.V == v->size && same,
+              "setup_draft(\"%s\"): rc %d, kind %s (want %s)%s", kinds[i], rc,
+              d.kind ? d.kind->name : "none", want[i] ? want[i]->name : "none",
               i == 0 ? (same ? ", the table counted from the training split" : ", ANOTHER table")
                      : "");
         free_draft(&d);
@@ -475,12 +479,11 @@ static void watched_run(GPT *g, Draft *d, int K, Sampler s, uint64_t seed, const
     Rng rng;
     rng_seed(&rng, seed);
     memset(st, 0, sizeof(*st));
-    if (build_tree_buffers(&tb, &shape, g->config.vocab_size, g->config.block_size,
-                           g->config.n_embd) != 0) {
+    if (build_tree_buffers(&tb, &shape, g->config.vocab_size, g->config.block_size) != 0) {
         check(0, "tree buffers: out of memory");
         return;
     }
-    tb.top = s.temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP); // as run_tree sets it
+    tb.top = s.temperature == 0.0f || (d && d->kind->sure); // as run_tree sets it
     RunOptions o = {.max_new_tokens = max_new_tokens, .sampler = s, .rng = &rng, .st = st};
     test_tree_generate(g, d, &tb, prompt, &o, seq, hook, ctx);
     free_tree_buffers(&tb);
@@ -501,8 +504,9 @@ static int load_pair(ModelPair *m, const Corpus *corpus) {
     int ok = load_checkpoint(DEFAULT_MODEL, &m->target, &m->vocab, err, sizeof(err)) == 0 &&
              load_checkpoint(DEFAULT_MODEL, &m->fresh_target, &v2, err, sizeof(err)) == 0;
     int S = m->target.config.block_size;
-    ok = ok && setup_draft("gpt", &m->vocab, corpus, S, &m->draft, err, sizeof(err)) == 0 &&
-         setup_draft("gpt", &m->vocab, corpus, S, &m->fresh_draft, err, sizeof(err)) == 0;
+    DraftInputs in = {.v = &m->vocab, .corpus = corpus, .block_size = S};
+    ok = ok && setup_draft("gpt", &in, &m->draft, err, sizeof(err)) == 0 &&
+         setup_draft("gpt", &in, &m->fresh_draft, err, sizeof(err)) == 0;
     if (!ok) printf("  (cannot load %s and %s: %s)\n", DEFAULT_MODEL, DEFAULT_DRAFT, err);
     return ok ? 0 : -1;
 }
@@ -675,7 +679,8 @@ static void test_generate_faithful(Fixture *fx) {
         *c = malloc((size_t)(np + max_new_tokens) * sizeof(int));
     Draft lookup;
     char err[512];
-    setup_draft("lookup", &m.vocab, &fx->corpus, S, &lookup, err, sizeof(err));
+    setup_draft("lookup", &(DraftInputs){.v = &m.vocab, .corpus = &fx->corpus, .block_size = S},
+                &lookup, err, sizeof(err));
     Draft *drafts[3] = {&fx->draft, &lookup, &m.draft};
     TreeShape shape = chain_shape(K);
     for (int di = 0; di < 3; di++)
@@ -788,6 +793,7 @@ static void test_alpha_floors(Fixture *fx) {
     if (!check(load_pair(&m, &fx->corpus) == 0, "alpha floors: load the target and the model "
                "draft")) { free_pair(&m); return; }
     int S = m.target.config.block_size, n = SANITIZED ? ALPHA_N / 4 : ALPHA_N;
+    DraftInputs in = {.v = &m.vocab, .corpus = &fx->corpus, .block_size = S};
     int *spec = malloc((size_t)n * sizeof(int)), *plain = malloc((size_t)n * sizeof(int));
     RunStats plain_st;
     alpha_run(&m.target, NULL, &m.vocab, ALPHA_K, 0.0f, ALPHA_SEED, n, &plain_st, plain);
@@ -797,7 +803,7 @@ static void test_alpha_floors(Fixture *fx) {
         char err[512] = "";
         Draft *dp = &d;
         if (!strcmp(c->draft, "gpt")) dp = &m.draft; // loaded already
-        else if (setup_draft(c->draft, &m.vocab, &fx->corpus, S, &d, err, sizeof(err)) != 0) {
+        else if (setup_draft(c->draft, &in, &d, err, sizeof(err)) != 0) {
             check(0, "alpha floors: setup_draft(\"%s\"): %s", c->draft, err);
             continue;
         }
@@ -992,7 +998,7 @@ static int load_two(GPT *g, GPT *fresh) {
 // draft, greedy): with the cache one short of full (current_token takes slot S-1) the round
 // has room for no guess and is a one-token step (PASS_STEP), not an empty round; with
 // cache_len S-3 it drafts the 2 guesses there is room for, not 4; with the cache full it
-// restarts: lag S/2-1, one PASS_FOLDED pass from slot 0 over S/2 + k tokens, cache_len
+// restarts: rerun S/2-1, one PASS_FOLDED pass from slot 0 over S/2 + k tokens, cache_len
 // S/2-1 + n after it. In each case its tokens are plain greedy decoding's from the window the
 // rule keeps (the test's own forwards of that window on a second copy of the model), and
 // the cache afterwards is a recompute of it, bit for bit.
@@ -1005,7 +1011,7 @@ static void test_round_context(Fixture *fx) {
     const int *text = fx->corpus.tokens + 100000; // seq = text[0 .. n_seq-1]
     TreeShape shape = chain_shape(K);
     TreeBuffers tb;
-    if (build_tree_buffers(&tb, &shape, V, S, C) != 0) { check(0, "round context: buffers"); return; }
+    if (build_tree_buffers(&tb, &shape, V, S) != 0) { check(0, "round context: buffers"); return; }
     tb.top = 1; // greedy, as run_tree sets it
     int *win = malloc((size_t)(S + K + 1) * sizeof(int));
     struct { int kv; const char *what; int want_drafted, want_lag; PassKind kind; } cases[] = {
@@ -1044,17 +1050,17 @@ static void test_round_context(Fixture *fx) {
                         pos + n) +
             rows_differ(g.state.value_cache, fresh.state.value_cache, g.config.n_layer, S, C, 0,
                         pos + n);
-        int ok = drafted == cases[c].want_drafted && tb.lag == lag &&
+        int ok = drafted == cases[c].want_drafted && tb.rerun == lag &&
                  tb.restarted == (kv == S) && st.pass[cases[c].kind].passes == 1 && kinds == 1 &&
                  st.core.target_passes == 1 &&
                  st.pass[cases[c].kind].tokens == lag + 1 + drafted && st.empty_rounds == 0 &&
                  n >= 1 && n <= drafted + 1 && right == n && g.state.cache_len == pos + n &&
                  differ == 0;
-        check(ok, "a round with cache_len %d (%s): drafted %d guesses (want %d), lag %d (want "
+        check(ok, "a round with cache_len %d (%s): drafted %d guesses (want %d), rerun %d (want "
               "%d), restarted %d; %ld pass(es), %s: %ld of %ld tokens (want %d); %ld empty "
               "rounds (want 0); %d tokens, %d of them plain greedy decoding's from the window "
               "the rule keeps; cache_len %d (want %d), %zu floats off a recompute", kv,
-              cases[c].what, drafted, cases[c].want_drafted, tb.lag, lag, tb.restarted, kinds,
+              cases[c].what, drafted, cases[c].want_drafted, tb.rerun, lag, tb.restarted, kinds,
               PASS_NAME[cases[c].kind], st.pass[cases[c].kind].passes,
               st.pass[cases[c].kind].tokens, lag + 1 + drafted, st.empty_rounds, n, right,
               g.state.cache_len, pos + n, differ);
@@ -1081,13 +1087,13 @@ static void test_lookup_round(Fixture *fx) {
     forward(&g, seq, n - 1); // the cache holds every token before current_token
     TreeShape shape = chain_shape(4);
     TreeBuffers tb;
-    if (build_tree_buffers(&tb, &shape, V, S, g.config.n_embd) != 0) {
+    if (build_tree_buffers(&tb, &shape, V, S) != 0) {
         check(0, "lookup round: buffers");
         return;
     }
     tb.top = 1; // lookup's guesses are sure ones, as run_tree sets it
     tb.limit = 10;
-    Draft lk = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = V};
+    Draft lk = {.kind = find_draft("lookup"), .name = "lookup", .V = V};
     RunStats st;
     memset(&st, 0, sizeof(st));
     Rng r;
@@ -1126,7 +1132,7 @@ typedef struct {
 
 // test_tree_generate's hook for stats runs: after each round of a chain, from its rows and
 // verdicts, the slot current_token took (the cache's length before the round: S/2-1 after a
-// restart when it was full), the pass (the restart's lag, current_token and the guesses),
+// restart when it was full), the pass (the rerun window, current_token and the guesses),
 // the room the rule left (the free slots from current_token's, at most K+1) and how the
 // round ended; and alpha, each judged guess's chance sum_x min(p, q) (a sure guess's: p(x)).
 static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, int n, const int *seq,
@@ -1139,7 +1145,7 @@ static void watch_stats(void *ctx, const GPT *g, const TreeBuffers *tb, int n, c
     int nodes = tb->rows - 1, lag = restarted ? S / 2 - 1 : 0;
     int asked = w->K < tb->limit ? w->K : tb->limit;
     if (asked > room - 1) asked = room - 1;
-    w->bad_context += tb->restarted != restarted || tb->lag != lag ||
+    w->bad_context += tb->restarted != restarted || tb->rerun != lag ||
                       g->state.cache_len != slot + n || nodes > room - 1;
     w->prev_len = g->state.cache_len;
     PassKind kind = restarted ? (nodes > 0 ? PASS_FOLDED : PASS_REFILL)
@@ -1194,13 +1200,13 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
     TreeShape shape = chain_shape(K);
     TreeBuffers tb;
     Sampler sampler = {t, 0, 0.0f};
-    if (!seq || !ref || !source || build_tree_buffers(&tb, &shape, V, S, g->config.n_embd) != 0) {
+    if (!seq || !ref || !source || build_tree_buffers(&tb, &shape, V, S) != 0) {
         check(0, "stats: buffers");
         free(seq); free(ref); free(source);
         return;
     }
     memset(source, 0xff, (size_t)cap);
-    tb.top = t == 0.0f || d->kind == DRAFT_LOOKUP; // as run_tree sets it
+    tb.top = t == 0.0f || d->kind->sure; // as run_tree sets it
     RunStats s;
     memset(&s, 0, sizeof(s));
     Rng r;
@@ -1210,7 +1216,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
                     .st = &s};
     tree_generate(g, d, &tb, &(Tokens){prompt, np}, &o, seq);
     free_tree_buffers(&tb);
-    StatsWatch w = {.K = K, .S = S, .gpt = d->kind == DRAFT_GPT, .prev_len = np < S ? np : S};
+    StatsWatch w = {.K = K, .S = S, .gpt = d->kind == find_draft("gpt"), .prev_len = np < S ? np : S};
     w.passes[PASS_PREFILL] = 1; // the prefill: the prompt's last S tokens, one pass
     w.tokens[PASS_PREFILL] = w.prev_len;
     w.size[w.prev_len]++;
@@ -1275,7 +1281,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
         slots_bad += s.judged_at[i] != w.judged_at[i] || s.accepted_at[i] != w.accepted_at[i] ||
                      s.accepted_at[i] > s.judged_at[i] || (i >= K && s.judged_at[i] != 0);
     }
-    long want_passes = d->kind == DRAFT_GPT ? s.core.drafted : 0;
+    long want_passes = d->kind == find_draft("gpt") ? s.core.drafted : 0;
     long drafting_rounds = s.core.rounds - s.empty_rounds - w.steps;
     check(slots_bad == 0 && sum_j == s.core.judged && sum_a == s.core.accepted &&
           s.draft_passes == want_passes && w.draft_passes == want_passes &&
@@ -1285,7 +1291,7 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
           "round that drafted (%ld of %ld); draft passes %ld (want %ld: %s)", name, t,
           POSITIONS, slots_bad, K, sum_j, s.core.judged, sum_a, s.core.accepted,
           s.judged_at[0], drafting_rounds, s.draft_passes, want_passes,
-          d->kind == DRAFT_GPT ? "one per guess" : "no model");
+          d->kind == find_draft("gpt") ? "one per guess" : "no model");
     // --color's record of where each token came from, against the test's count
     long n_src[N_SOURCES] = {0}, unmarked = 0;
     for (int i = np; i < cap; i++) {
@@ -1325,8 +1331,8 @@ static void test_run_stats(Fixture *fx) {
                "draft")) { free_pair(&m); return; }
     Draft lookup;
     char err[512] = "";
-    if (!check(setup_draft("lookup", &m.vocab, &fx->corpus, m.target.config.block_size, &lookup,
-                           err, sizeof(err)) == 0, "stats: setup_draft(\"lookup\") %s", err)) {
+    DraftInputs in = {.v = &m.vocab, .corpus = &fx->corpus, .block_size = m.target.config.block_size};
+    if (!check(setup_draft("lookup", &in, &lookup, err, sizeof(err)) == 0, "stats: setup_draft(\"lookup\") %s", err)) {
         free_pair(&m);
         return;
     }
@@ -1519,7 +1525,7 @@ static void test_pass_tallies(Fixture *fx) {
 // guess was below it.
 typedef struct {
     const Draft *d;       // the draft under test; d->p_min is the rule's threshold
-    GPT *fresh_draft;     // the model draft's weights again (DRAFT_GPT), for the recompute
+    GPT *fresh_draft;     // the model draft's weights again (gpt), for the recompute
     double control[2];    // wrong thresholds the same rounds are checked against: they must
                           // break the rule for one of them somewhere, or it could not fail
     long rounds, asked_rounds, short_rounds, low_last, guesses, bad, control_bad, near;
@@ -1534,7 +1540,7 @@ static double own_chance(const PminWatch *w, const TreeBuffers *tb, const float 
                          int i) {
     const Draft *d = w->d;
     int V = d->V, c = tb->token[i + 1];
-    if (d->kind == DRAFT_BIGRAM) return d->bigram.probs[(size_t)tb->token[i] * V + c];
+    if (d->kind == find_draft("bigram")) return d->bigram.probs[(size_t)tb->token[i] * V + c];
     const float *row = lg + (size_t)(pos + i) * V;
     double m = -INFINITY, z = 0.0;
     for (int x = 0; x < V; x++) m = row[x] > m ? row[x] : m;
@@ -1556,7 +1562,7 @@ static void watch_pmin(void *ctx, const GPT *g, const TreeBuffers *tb, int n, co
     w->asked_rounds++;
     w->short_rounds += k < asked;
     const float *lg = NULL;
-    if (w->d->kind == DRAFT_GPT && k > 0) { // the window, then every guess but the last
+    if (w->d->kind == find_draft("gpt") && k > 0) { // the window, then every guess but the last
         memcpy(w->ctx, seq + start, (size_t)(pos + 1) * sizeof(int));
         memcpy(w->ctx + pos + 1, tb->token + 1, (size_t)(k - 1) * sizeof(int));
         w->fresh_draft->state.cache_len = 0;
@@ -1828,13 +1834,14 @@ static void alpha_spread(Fixture *fx) {
     ModelPair m;
     if (load_pair(&m, &fx->corpus) != 0) return;
     int S = m.target.config.block_size;
+    DraftInputs in = {.v = &m.vocab, .corpus = &fx->corpus, .block_size = S};
     for (int i = 0; i < N_ALPHA_CASES; i++) {
         const AlphaCase *c = &ALPHA_CASES[i];
         Draft d;
         char err[512] = "";
         Draft *dp = &d;
         if (!strcmp(c->draft, "gpt")) dp = &m.draft;
-        else if (setup_draft(c->draft, &m.vocab, &fx->corpus, S, &d, err, sizeof(err)) != 0) continue;
+        else if (setup_draft(c->draft, &in, &d, err, sizeof(err)) != 0) continue;
         RunStats st;
         double a42 = alpha_run(&m.target, dp, &m.vocab, ALPHA_K, c->t, ALPHA_SEED, ALPHA_N, &st,
                                NULL);
@@ -1896,7 +1903,7 @@ int main(void) {
         check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
         return 1;
     }
-    fx.draft = (Draft){.kind = DRAFT_BIGRAM, .name = "bigram", .V = fx.vocab.size};
+    fx.draft = (Draft){.kind = find_draft("bigram"), .name = "bigram", .V = fx.vocab.size};
     if (BigramDraftModel(&fx.draft.bigram, fx.corpus.tokens, fx.corpus.n_train, fx.vocab.size) != 0) {
         check(0, "build the shared draft: out of memory");
         return 1;

@@ -31,7 +31,7 @@
  *      one-hot proposals, one, or none, which makes the round a plain step), the served cut
  *      (top-k 2, top-p 0.45, and both: top-k 2, top-p 0.6, with ties at the cut; applied by
  *      the real functions, the target's rows by apply_top_k_top_p and the draft's by
- *      tree_draft_rows/bigram_served_probs with the same Sampler; their rows are dyadic with
+ *      bigram_rows/bigram_served_probs with the same Sampler; their rows are dyadic with
  *      a kept mass of 1/2, so the cut rows still sum to exactly 1, checked), an uncut draft
  *      against a cut target (exact too: accept/reject is exact for any q), and
  *      --draft-p-min (Draft.p_min 0.2 on one row, 0.15 and 0.45 on bigram tables against the
@@ -111,7 +111,7 @@
  * broken build: -DBREAK_UNFILTERED_Q
  * mutant-beyond BREAK_UNFILTERED_Q: s|tb->Q_work\[x\] = tb->q\[(size_t)r \* V + x\] / q_sum;|tb->Q_work[x] = tb->own[(size_t)r * V + x];|
  * broken build: -DBREAK_FOLD
- * mutant-beyond BREAK_FOLD: s|return g->config.block_size / 2 - 1;|return g->config.block_size / 2;|
+ * mutant-beyond BREAK_FOLD: s|int rerun = g->config.block_size / 2 - 1;|int rerun = g->config.block_size / 2;|
  * broken build: -DBREAK_P_MIN
  * mutant-beyond BREAK_P_MIN: s|if (tb->stopped) break;|if (tb->stopped) { tb->rows--; tb->n_children[tb->parent[last]]--; break; }|
  *   BREAK_RESIDUAL      (specdec.c, sample_residual) after a rejection the resampled token
@@ -330,7 +330,7 @@ typedef enum {
 // A hand-made draft and target. The target's row for position i of a round depends on
 // the token before it: row p[0] for every context (ctx_dep = 0), or row p[(last + i) % V]
 // (ctx_dep = 1), which no bigram table can equal. top_k and top_p are the served cut:
-// the target's rows are cut by apply_top_k_top_p, the draft's by tree_draft_rows (through
+// the target's rows are cut by apply_top_k_top_p, the draft's by bigram_rows (through
 // bigram_served_probs) with the same Sampler, unless draft_uncut says the draft is not cut.
 // chain: 1 runs the round through beyond.c's chain (draft_tree + accept_reject_tree), 0
 // through specdec.c's draft_tokens + accept_reject (no cut, no lookup, no p_min there).
@@ -752,13 +752,13 @@ static void test_enumeration(void) {
         e->c = c;
         for (int a = 0; a < c->V; a++) memcpy(e->table + a * c->V, c->q[a], c->V * sizeof(float));
         e->table_draft = (BigramDraft){c->V, e->table};
-        Draft table_draft = {.kind = DRAFT_BIGRAM, .name = "table", .V = c->V,
+        Draft table_draft = {.kind = find_draft("bigram"), .name = "table", .V = c->V,
                              .bigram = {c->V, e->table}, .p_min = c->p_min};
-        Draft lookup = {.kind = DRAFT_LOOKUP, .name = "lookup", .V = c->V};
+        Draft lookup = {.kind = find_draft("lookup"), .name = "lookup", .V = c->V};
         e->d = c->shape == Q_LOOKUP ? lookup : table_draft;
         TreeShape chain = chain_shape(EK);
         if (build_spec_buffers(&e->b, EK, c->V) != 0 ||
-            build_tree_buffers(&e->tb, &chain, c->V, 2 * EK + 2, 1) != 0) {
+            build_tree_buffers(&e->tb, &chain, c->V, 2 * EK + 2) != 0) {
             fprintf(stderr, "test_exact: out of memory\n");
             exit(1);
         }
@@ -830,12 +830,11 @@ static int encode_str(const Vocab *v, const char *s, int *out) {
 // A chain of K's tree buffers for the fixture's target, tb->top as run_tree sets it.
 static void build_chain(TreeBuffers *tb, const GPT *g, int K, const Draft *d, const Sampler *s) {
     TreeShape chain = chain_shape(K);
-    if (build_tree_buffers(tb, &chain, g->config.vocab_size, g->config.block_size,
-                           g->config.n_embd) != 0) {
+    if (build_tree_buffers(tb, &chain, g->config.vocab_size, g->config.block_size) != 0) {
         fprintf(stderr, "test_exact: out of memory for a chain's buffers\n");
         exit(1);
     }
-    tb->top = s->temperature == 0.0f || (d && d->kind == DRAFT_LOOKUP);
+    tb->top = s->temperature == 0.0f || (d && d->kind->sure);
 }
 
 // ----------------------------------------------------------------------------
@@ -869,7 +868,7 @@ static void draw_first_tokens_chain(Draft *d, int current, const float *p, const
     int V = d->V;
     TreeBuffers tb;
     TreeShape chain = chain_shape(1);
-    build_tree_buffers(&tb, &chain, V, 4, 1);
+    build_tree_buffers(&tb, &chain, V, 4);
     tb.top = s->temperature == 0.0f;
     Rng r;
     rng_seed(&r, seed);
@@ -1280,7 +1279,7 @@ static void test_copies_faithful(Fixture *fx) {
     for (int di = 0; di < 3; di++) {
         for (int si = 0; si < n_served; si++) {
             Draft *d = drafts[di];
-            if (served[si].p_min > 0.0f && d->kind == DRAFT_LOOKUP) continue; // not for lookup
+            if (served[si].p_min > 0.0f && !d->kind->p_min) continue; // not for lookup
             d->p_min = served[si].p_min;
             RunStats st[2];
             int kv[2], kv_draft[2];
@@ -1492,7 +1491,7 @@ static void test_edge_runs(Fixture *fx) {
         for (int x = V - 1; x >= 0 && never < 0; x--) if (!seen[x]) never = x;
         float *table = malloc((size_t)V * V * sizeof(float));
         for (int i = 0; i < V * V; i++) table[i] = (i % V) == never ? 1.0f : 0.0f;
-        Draft contrary = {.kind = DRAFT_BIGRAM, .name = "contrary", .V = V,
+        Draft contrary = {.kind = find_draft("bigram"), .name = "contrary", .V = V,
                           .bigram = {V, table}};
         ok = never >= 0 && greedy_same(fx, &contrary, 0, prompt, np, 4, 300, &st, NULL, &at);
         all_ok &= case_check(ok && st.accepted == 0 && st.round_tokens == st.rounds &&
@@ -1665,7 +1664,8 @@ static void watch_common(CacheWatch *w, const GPT *g, const int *seq, int n_seq,
     if (asked > S - 1 - context) asked = S - 1 - context;
     w->rounds++;
     if (w->chain) // fewer only when --draft-p-min stopped it or lookup's text ran out
-        w->bad_asked += k > asked || (k < asked && !stopped && w->d->kind != DRAFT_LOOKUP);
+        w->bad_asked += k > asked ||
+                        (k < asked && !stopped && w->d->kind != find_draft("lookup"));
     else
         w->bad_asked += k != asked;
     w->bad_asked += restarted != restart;
@@ -1685,7 +1685,7 @@ static void watch_common(CacheWatch *w, const GPT *g, const int *seq, int n_seq,
     for (int j = n_prev - 1; j <= n_seq - 2; j++) after = after == S ? S / 2 : after + 1;
     const int *window = seq + n_seq - 1 - after; // the tokens the target's cache must hold
     int cache_ok = kv == after && cache_equals_prefill(g, &w->fresh, window, after);
-    if (cache_ok && w->d->kind == DRAFT_GPT) {
+    if (cache_ok && w->d->kind == find_draft("gpt")) {
         const GPT *m = &w->d->model;
         int kvd = m->state.cache_len;
         cache_ok = kvd >= 0 && kvd <= kv && cache_equals_prefill(m, &w->fresh_draft, window, kvd);
@@ -1789,7 +1789,7 @@ static void test_cache_and_stats(Fixture *fx) {
         CacheWatch w;
         memset(&w, 0, sizeof(w));
         clone_gpt(&w.fresh, g);
-        if (d->kind == DRAFT_GPT) clone_gpt(&w.fresh_draft, &d->model);
+        if (d->kind == find_draft("gpt")) clone_gpt(&w.fresh_draft, &d->model);
         w.d = d;
         w.chain = cases[ci].chain;
         w.s = cases[ci].s;
@@ -1851,7 +1851,7 @@ static void test_cache_and_stats(Fixture *fx) {
         if (BUG == 0) {
             long empty = w.chain ? rs.empty_rounds : 0; // rounds with room and no guess
             long x = st->rounds - st->resampled - st->bonus - w.zero_rounds;
-            long passes = d->kind == DRAFT_GPT ? st->drafted : 0;
+            long passes = d->kind == find_draft("gpt") ? st->drafted : 0;
             check(st->emitted == N_NEW && st->emitted == 1 + st->round_tokens &&
                   st->round_tokens == st->accepted + st->resampled + st->bonus + w.zero_rounds &&
                   x >= 0 && x <= 1 && w.zero_rounds == empty + w.edge &&
@@ -1912,7 +1912,7 @@ static void test_cache_and_stats(Fixture *fx) {
                       dn, w.stopped, w.rounds);
         }
         free_gpt(&w.fresh);
-        if (d->kind == DRAFT_GPT) free_gpt(&w.fresh_draft);
+        if (d->kind == find_draft("gpt")) free_gpt(&w.fresh_draft);
         free(w.toks);
         free(w.row);
         free(seq);
@@ -2004,9 +2004,10 @@ int main(void) {
     }
     // the three drafts, as ./beyond --draft builds them
     int S = fx.model.config.block_size;
-    if (setup_draft("bigram", &fx.vocab, &fx.corpus, S, &fx.draft, err, sizeof(err)) != 0 ||
-        setup_draft("gpt", &fx.vocab, &fx.corpus, S, &fx.gpt, err, sizeof(err)) != 0 ||
-        setup_draft("lookup", &fx.vocab, &fx.corpus, S, &fx.lookup, err, sizeof(err)) != 0) {
+    DraftInputs in = {.v = &fx.vocab, .corpus = &fx.corpus, .block_size = S};
+    if (setup_draft("bigram", &in, &fx.draft, err, sizeof(err)) != 0 ||
+        setup_draft("gpt", &in, &fx.gpt, err, sizeof(err)) != 0 ||
+        setup_draft("lookup", &in, &fx.lookup, err, sizeof(err)) != 0) {
         check(0, "build the bigram, gpt (%s) and lookup drafts: %s", DEFAULT_DRAFT, err);
         return 1;
     }

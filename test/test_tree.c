@@ -19,7 +19,7 @@
  *   5. Chi-square, end to end: the first two tokens of tree decoding (t = 1) against their
  *      exact distribution from the target.
  *   6. Medusa's row: after every tree round at t = 0, the hidden row its heads will read
- *      next (tb.hidden) is the one whose p gave the round's last token: lm_head on it has
+ *      next (the draft's hidden, which its keep sets) is the one whose p gave the round's last token: lm_head on it has
  *      that token as its argmax. Greedy equivalence (4) cannot see a wrong row: the text is
  *      exact whatever the heads guess.
  *
@@ -41,15 +41,15 @@
  * broken build: -DBREAK_TREE_Q
  * mutant-beyond BREAK_TREE_Q: s|^    if (!tb->top) remove_token(tb->Q_work, tb->token\[c\], tb->V);$|    ;|
  * broken build: -DBREAK_TREE_MASK
- * mutant-beyond BREAK_TREE_MASK: s|^        for (int a = r; a > 0; a = tb->parent\[a\]) row\[tb->cache_len + a\] = 1;|        for (int a = r; a > 0; a--) row[tb->cache_len + a] = 1;|
+ * mutant-beyond BREAK_TREE_MASK: s|^        for (int a = r; a > 0; a = tb->parent\[a\]) row\[root + a\] = 1;|        for (int a = r; a > 0; a--) row[root + a] = 1;|
  * broken build: -DBREAK_TREE_COMPACT
  * mutant-beyond BREAK_TREE_COMPACT: s|move_cache_row(g, tb->cache_len + tb->path\[d\], tb->cache_len + d)|move_cache_row(g, tb->cache_len + d, tb->cache_len + d)|
  * broken build: -DBREAK_TREE_LAST
- * mutant-beyond BREAK_TREE_LAST: s|^    compact_kv_cache(g, draft_model, tb, n - 1); // 4\.|    compact_kv_cache(g, draft_model, tb, tb->passed); // 4.|
+ * mutant-beyond BREAK_TREE_LAST: s|^    compact_kv_cache(g, tb, n - 1); // 4\.|    compact_kv_cache(g, tb, tb->passed); // 4.|
  * broken build: -DBREAK_TREE_HIDDEN
- * mutant-beyond BREAK_TREE_HIDDEN: s|(size_t)(tb->lag + tb->path\[tb->passed\]) \* C;|(size_t)(tb->lag) * C;|
+ * mutant-beyond BREAK_TREE_HIDDEN: s|(size_t)(tb->rerun + tb->path\[tb->passed\]) \* C;|(size_t)(tb->rerun) * C;|
  * broken build: -DBREAK_TREE_FILTER
- * mutant-beyond BREAK_TREE_FILTER: s|^        served_probs(tb->p + (size_t)r \* V, logits + (size_t)(lag + r) \* V, V, s);|        tempered_softmax(tb->p + (size_t)r * V, logits + (size_t)(lag + r) * V, V, s->temperature);|
+ * mutant-beyond BREAK_TREE_FILTER: s|^        served_probs(tb->p + (size_t)r \* V, logits + (size_t)(rerun + r) \* V, V, s);|        tempered_softmax(tb->p + (size_t)r * V, logits + (size_t)(rerun + r) * V, V, s->temperature);|
  * broken build: -DBREAK_TREE_DRAFT_TOKEN
  * mutant-beyond BREAK_TREE_DRAFT_TOKEN: s|bigram_served_probs(q, &d->bigram, tb->token\[r\], s);|bigram_served_probs(q, \&d->bigram, tb->token[r > 0 ? tb->parent[r] : 0], s);|
  * broken build: -DBREAK_TREE_DRAFT_INPUT
@@ -240,7 +240,7 @@ static void test_enumeration(Fixture *fx) {
     int V = fx->vocab.size;
     TreeShape shape = {1, {3}, 3};
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, 32, 64);
+    build_tree_buffers(&tb, &shape, V, 32);
     const Sampler samplers[] = {{0.5f, 0, 0.0f}, {1.0f, 0, 0.0f}, {1.5f, 0, 0.0f},
                                 {1.0f, 5, 0.0f}, {1.0f, 0, 0.9f}, {0.8f, 8, 0.95f}};
     const char *names[] = {"t=0.5", "t=1", "t=1.5", "t=1 top-k 5", "t=1 top-p 0.9",
@@ -294,7 +294,7 @@ static void test_masked_pass(Fixture *fx) {
     rng_seed(&r, 2024);
     TreeShape shape = {1, {S - 1}, S - 1}; // room for any tree of up to S-1 guesses
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    build_tree_buffers(&tb, &shape, V, S);
     long rows = 0, differ = 0;
     for (int trial = 0; trial < (SANITIZED ? 4 : 40); trial++) {
         int cache = (int)(rng_u64(&r) % 12); // tokens already in the cache
@@ -314,7 +314,7 @@ static void test_masked_pass(Fixture *fx) {
         }
         g->state.cache_len = 0;
         if (cache > 0) forward(g, text, cache);
-        mask_rows(&tb, 0, tb.rows, 0, S); // beyond.c's mask and positions, as verify_tree's
+        mask_rows(&tb, 0, tb.rows, 0, S, cache); // beyond.c's mask and positions, as verify_tree's
         float logits[64 * 65];
         memcpy(logits, tree_forward(g, tb.token, tb.rows, tb.positions, tb.sees),
                (size_t)(nodes + 1) * V * sizeof(float));
@@ -365,7 +365,7 @@ static void test_cache_after_rounds(Fixture *fx) {
     memcpy(fresh_draft.params, fx->gpt.model.params, fx->gpt.model.n_params * sizeof(float));
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    build_tree_buffers(&tb, &shape, V, S);
     RunStats st = {0};
     Rng rng;
     rng_seed(&rng, 7);
@@ -428,9 +428,9 @@ static void test_greedy(Fixture *fx) {
                 TreeShape shape;
                 char err[200];
                 if (parse_tree_shape(shapes[si], V, S, &shape, err, sizeof(err)) != 0) continue;
-                if (di == 2 && shape.depth > fx->medusa.medusa->n_heads) continue; // 4 heads
+                if (di == 2 && shape.depth > fx->medusa.medusa.n_heads) continue; // 4 heads
                 TreeBuffers tb;
-                build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+                build_tree_buffers(&tb, &shape, V, S);
                 tb.top = 1;
                 RunStats ts = {0};
                 rng_seed(&rng, 99 + si);
@@ -463,7 +463,7 @@ static void test_medusa_row(Fixture *fx) {
     int V = fx->vocab.size, S = g->config.block_size, C = g->config.n_embd;
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, S, C);
+    build_tree_buffers(&tb, &shape, V, S);
     tb.top = 1;
     RunStats st = {0};
     Rng rng;
@@ -473,21 +473,22 @@ static void test_medusa_row(Fixture *fx) {
     memcpy(seq, fx->corpus.tokens + 20000, (size_t)n_seq * sizeof(int));
     g->state.cache_len = 0;
     forward(g, seq, n_seq - 1); // the cache holds every token before current_token
-    memcpy(tb.hidden, g->state.ln_f + (size_t)(n_seq - 2) * C, (size_t)C * sizeof(float));
+    Draft *medusa = &fx->medusa;
+    medusa->kind->restart(medusa, g, n_seq - 1, 0); // the prefill's last row, as tree_generate
     while (n_seq < (SANITIZED ? 80 : 400)) {
         tb.limit = 1000;
         int n = tree_round(g, &fx->medusa, &tb, &(Tokens){seq, n_seq}, &o);
         memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
         n_seq += n;
         float logits[256];
-        matmul(logits, tb.hidden, (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, 1);
+        matmul(logits, medusa->hidden, (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, 1);
         right += argmax(logits, V) == seq[n_seq - 1]; // t = 0: the row's argmax was emitted
         longer += n > 1; // rounds where current_token's own row would be the wrong one
         rounds++;
     }
     char what[300];
     snprintf(what, sizeof(what), "Medusa's heads read the row whose p gave each round's last "
-             "token: lm_head on tb.hidden gives that token in %d of %d greedy rounds (3,2,1,1; "
+             "token: lm_head on the draft's hidden gives that token in %d of %d greedy rounds (3,2,1,1; "
              "%d emitted more than one token)", right, rounds, longer);
     expect("BREAK_TREE_HIDDEN", right == rounds && longer > 0, what);
     free_tree_buffers(&tb);
@@ -545,7 +546,7 @@ static void test_chi_square(Fixture *fx) {
     }
     TreeShape shape = {2, {6, 2}, 18}; // six siblings: a wrong Q would show in the later ones
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    build_tree_buffers(&tb, &shape, V, S);
     RunOptions o = {.max_new_tokens = 3, .sampler = s, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 20000, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[16];
@@ -621,7 +622,7 @@ static void test_filters(Fixture *fx) {
     }
     TreeShape shape = {2, {4, 2}, 12}; // four siblings out of a row cut to at most 8 tokens
     TreeBuffers tb;
-    build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+    build_tree_buffers(&tb, &shape, V, S);
     RunOptions o = {.max_new_tokens = 2, .sampler = s, .vocab = &fx->vocab};
     long N = SANITIZED ? 2000 : 6000, outside = 0, *counts = calloc((size_t)V * V, sizeof(long));
     int seq[64];
@@ -667,7 +668,7 @@ static void test_filters(Fixture *fx) {
     // (b) every token of whole texts lies in its served row: texts that fill the window to
     // its last slot (no restart), so that one causal pass gives every row they came from
     TreeShape big = {4, {3, 2, 1, 1}, 21};
-    build_tree_buffers(&tb, &big, V, S, g->config.n_embd);
+    build_tree_buffers(&tb, &big, V, S);
     const Sampler cuts[] = {{1.0f, 5, 0.0f}, {0.8f, 0, 0.8f}, {1.2f, 10, 0.9f}};
     Draft *drafts[2] = {&fx->bigram, &fx->gpt};
     float *rows = malloc((size_t)S * V * sizeof(float));
@@ -728,7 +729,7 @@ static void test_floors(Fixture *fx) {
     int *seq = malloc(sizeof(int) * (size_t)(64 + max_new_tokens));
     for (int di = 0; di < 2; di++) {
         TreeBuffers tb;
-        build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+        build_tree_buffers(&tb, &shape, V, S);
         RunStats st = {0};
         Rng rng;
         rng_seed(&rng, 2025);
@@ -763,7 +764,7 @@ static void test_greedy_width(Fixture *fx) {
     Draft *drafts[2] = {&fx->bigram, &fx->gpt};
     for (int di = 0; di < 2; di++) {
         TreeBuffers tb;
-        build_tree_buffers(&tb, &shape, V, S, g->config.n_embd);
+        build_tree_buffers(&tb, &shape, V, S);
         tb.top = 1; // t = 0: the draft's top children, as run_tree and ./beyond set it
         RunStats st = {0};
         Rng rng;
@@ -778,7 +779,8 @@ static void test_greedy_width(Fixture *fx) {
                    (size_t)n_seq * sizeof(int));
             g->state.cache_len = 0;
             forward(g, seq, n_seq - 1); // the cache holds every token before current_token
-            if (drafts[di]->kind == DRAFT_GPT) drafts[di]->model.state.cache_len = 0;
+            if (drafts[di]->kind->restart) // the gpt draft's cache starts empty
+                drafts[di]->kind->restart(drafts[di], g, n_seq - 1, 0);
             for (int end = n_seq + 40; n_seq < end;) {
                 tb.limit = 1000;
                 int n = tree_round(g, drafts[di], &tb, &(Tokens){seq, n_seq}, &o);
@@ -813,11 +815,12 @@ int main(void) {
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
     Vocab mv;
+    DraftInputs in = {&fx.vocab, &fx.corpus, 32, &fx.model, 4, NULL}; // 4: Medusa's heads
     if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
         load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
-        setup_draft("bigram", &fx.vocab, &fx.corpus, 32, &fx.bigram, err, sizeof(err)) != 0 ||
-        setup_draft("gpt", &fx.vocab, &fx.corpus, 32, &fx.gpt, err, sizeof(err)) != 0 ||
-        setup_medusa(&fx.model, DEFAULT_MEDUSA, 4, &fx.medusa, err, sizeof(err)) != 0) {
+        setup_draft("bigram", &in, &fx.bigram, err, sizeof(err)) != 0 ||
+        setup_draft("gpt", &in, &fx.gpt, err, sizeof(err)) != 0 ||
+        setup_draft("medusa", &in, &fx.medusa, err, sizeof(err)) != 0) {
         check(0, "load the corpus, the model and the drafts (run 'make data'): %s", err);
         return 1;
     }
