@@ -1044,6 +1044,11 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
     GPT *b = &d->eagle.block;
     int C = d->eagle.C, S = b->config.block_size, hi = tb->rows, root = tb->cache_len - 1;
     int T = hi - lo;
+    if (root < 0) { // a window of 2 or 3 restarts with current_token alone: nothing to read
+        memset(tb->q, 0, (size_t)tb->V * sizeof(float)); // no guess: the round is a step
+        memset(tb->own, 0, (size_t)tb->V * sizeof(float));
+        return;
+    }
     if (lo == 0 && !d->taps_ready) // EAGLE-3 after the prefill: the taps of its window
         eagle_prefill_taps(d, text, root + 1);
     if (lo == 0) { // rows root-lag .. root: the feature of position j, the token at j+1
@@ -1108,13 +1113,13 @@ static int cascade_setup(Draft *d, const DraftInputs *in, char *err, size_t errl
 
 // One inner round from the GPT draft's cache's end (current: the token after it): the
 // bigram's k guesses, the GPT draft's one pass over [current, guesses] with its served rows,
-// accept/reject, trim. Appends the tokens that come out, and their rows, at chain[made ..],
-// never past chain[want - 1]; returns how many.
-static int cascade_round(Draft *d, int current, int k, int made, int want, const Sampler *s,
+// accept/reject, trim. Drafts want - made guesses; appends the tokens that come out, and their
+// rows, at chain[made ..], never past chain[want - 1]; returns how many.
+static int cascade_round(Draft *d, int current, int made, int want, const Sampler *s,
                          Rng *rng) {
     SpecBuffers *b = &d->inner;
     GPT *mid = &d->model;
-    int V = d->V, before = mid->state.cache_len;
+    int V = d->V, before = mid->state.cache_len, k = want - made;
     draft_tokens(&d->bigram, current, k, s->temperature, rng, b); // 1. the bigram guesses
     b->all_tokens[0] = current; // 2. the GPT draft verifies them in one pass
     memcpy(b->all_tokens + 1, b->candidates, (size_t)k * sizeof(int));
@@ -1146,8 +1151,8 @@ static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, 
         if (lag > 0) forward(&d->model, text->tok + text->n - 1 - lag, lag);
         if (lag > 0) tb->draft_passes++;
         for (int made = 0; made < want; tb->draft_passes++)
-            made += cascade_round(d, made ? d->chain[made - 1] : text->tok[text->n - 1],
-                                  want - made, made, want, s, rng);
+            made += cascade_round(d, made ? d->chain[made - 1] : text->tok[text->n - 1], made,
+                                  want, s, rng);
         tb->draft_ran = d->model.state.cache_len - tb->cache_len; // rows in its cache, by row
     }
     for (int r = lo; r < tb->rows; r++) { // a chain: one node a level
@@ -1903,9 +1908,9 @@ static size_t check_tied_file(const unsigned char *buf, size_t n, const GPT *tar
 
 // Reads a file of floats tied to target: its bytes checked (check_tied_file), then every
 // float's finiteness (a NaN would spread through every row it touches). Returns its floats
-// (malloc'd; *n_floats of them) and a copy of its header; NULL with err set.
+// (malloc'd; as many as its sizes function counts) and a copy of its header; NULL with err set.
 static float *read_tied_file(const char *path, const GPT *target, const TiedFile *f,
-                             unsigned char *header, size_t *n_floats, char *err, size_t errlen) {
+                             unsigned char *header, char *err, size_t errlen) {
     size_t n = 0;
     unsigned char *buf = read_file(path, &n, f->what, f->fix, err, errlen);
     if (!buf) return NULL;
@@ -1920,7 +1925,6 @@ static float *read_tied_file(const char *path, const GPT *target, const TiedFile
     }
     if (!why[0]) memcpy(header, buf, f->header);
     free(buf);
-    *n_floats = N;
     if (!why[0]) return x;
     free(x);
     fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
@@ -1947,9 +1951,8 @@ int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, 
                                "'tinyshakespeare/train medusa -m MODEL -o " DEFAULT_MEDUSA "'",
                                medusa_sizes};
     unsigned char header[MEDUSA_HEADER] = {0};
-    size_t n = 0;
     memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
-    float *w = read_tied_file(path, target, &f, header, &n, err, errlen);
+    float *w = read_tied_file(path, target, &f, header, err, errlen);
     if (!w) return -1;
     int N = (int)get_u32(header + 8), C = target->config.n_embd;
     *m = (MedusaHeads){N, C, target->config.vocab_size, w, w + (size_t)N * C * C};
@@ -1975,8 +1978,7 @@ int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_
                                "for this model: 'make train-exit', or 'tinyshakespeare/train "
                                "exit -m MODEL -o " DEFAULT_EXIT "'", exit_sizes};
     unsigned char header[EXIT_HEADER] = {0};
-    size_t N = 0;
-    float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
+    float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
     size_t C = get_u32(header + 12), V = get_u32(header + 16);
     *e = (ExitHead){(int)get_u32(header + 8), (int)C, (int)V, x, x + C, x + 2 * C,
@@ -1992,13 +1994,13 @@ static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, cha
     uint32_t low = get_u32(buf + 12), mid = get_u32(buf + 16), top = get_u32(buf + 20);
     int rows_ok = n_feat == 1 ? low == L : n_feat == 3 && 1 <= low && low < mid && mid < top &&
                                            top == L;
-    if (!rows_ok)
-        snprintf(why, 256, "it reads %u rows of the target, after blocks %u, %u, %u: it must "
-                 "read the top one (%u) alone, or 3 after rising blocks, the top last", n_feat,
-                 low, mid, top, L);
-    else if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
+    if (C != (uint32_t)g->config.n_embd || V != (uint32_t)g->config.vocab_size)
         snprintf(why, 256, "a head for a model %u wide with %u tokens, but the target is %d "
                  "wide with %d", C, V, g->config.n_embd, g->config.vocab_size);
+    else if (!rows_ok)
+        snprintf(why, 256, "n_feat %u reading after blocks %u, %u, %u, but this target has %u "
+                 "blocks: EAGLE reads the top one alone, EAGLE-3 three, rising, the top last",
+                 n_feat, low, mid, top, L);
     else if (H < 1 || H > 65536 || NH < 1 || C % NH != 0)
         snprintf(why, 256, "its block's ffn_width %u or n_head %u does not fit a width of %u",
                  H, NH, C);
@@ -2018,15 +2020,14 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
                                "one for this model: 'make train-eagle', or 'tinyshakespeare/train "
                                "eagle -m MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
     unsigned char header[EAGLE_HEADER] = {0};
-    size_t N = 0;
-    float *x = read_tied_file(path, target, &f, header, &N, err, errlen);
+    float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
     int C = (int)get_u32(header + 24), S = target->config.block_size;
     Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
                   (int)get_u32(header + 32)};
     int n_feat = (int)get_u32(header + 8);
     size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0, sizes[N_TENSORS];
-    size_t fc = fuse + (2 * (size_t)C + 1) * C; // the floats before the block's
+    size_t fc = fuse + (2 * (size_t)C + 1) * C, block = 0; // the floats before the block's
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
                      .fuse_weight = fuse ? x : NULL,
@@ -2036,7 +2037,8 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
         return fail_with(err, errlen, "out of memory for the eagle head's block");
     // the block's tensors sit after its embeddings in its parameters, in the file's order
     weight_sizes(&one, sizes);
-    memcpy(e->block.params + sizes[0] + sizes[1], x + fc, (N - fc) * sizeof(float));
+    for (int i = 2; i <= 14; i++) block += sizes[i]; // ln1_weight .. ffwd_down_bias
+    memcpy(e->block.params + sizes[0] + sizes[1], x + fc, block * sizeof(float));
     return 0;
 }
 
@@ -2535,11 +2537,15 @@ int main(int argc, char **argv) {
     int n_drafts = o.core.run_selftest ? N_DRAFTS : 1;
     for (int i = 0; i < n_drafts; i++) {
         const char *name = o.core.run_selftest ? DRAFTS[i].name : o.draft;
-        if (o.core.run_selftest && !strcmp(name, "gpt")) // --draft's checkpoint, if it names one
-            name = find_draft(o.draft) ? "gpt" : o.draft;
-        int failed = setup_draft(name, &in, &drafts[i], err, sizeof(err)) != 0;
+        // the model drafts (gpt, cascade) read --draft's checkpoint, if it names one
+        int own_file = o.core.run_selftest && !find_draft(o.draft) && DRAFTS[i].file &&
+                       !strcmp(DRAFTS[i].file, DEFAULT_DRAFT);
+        in.path = own_file ? o.draft : NULL;
+        int failed = own_file ? setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0
+                              : setup_draft(name, &in, &drafts[i], err, sizeof(err)) != 0;
         if (failed && o.core.run_selftest && DRAFTS[i].untrained) {
             free_draft(&drafts[i]); // a file for another target: the untrained form instead
+            in.path = NULL;
             failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
             drafts[i].name = DRAFTS[i].untrained;
         }
