@@ -188,7 +188,8 @@ typedef struct TreeBuffers {
     int *chosen;      // (N+1)     a first child the draft drew itself (the cascade's inner
                       //           rounds), or -1: add_children draws it from q
     float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn
-                      //           from (when `top` is set: ranked by, its top ones)
+                      //           from; when `top` is set, the row they were ranked by (the
+                      //           draft's own): its top ones are the children
     float *own;       // (N+1, V)  the draft's own row at t = 1, unfiltered: --draft-p-min's
     float *p;         // (N+1, V)  p[r] = the target's served row after row r's token
     double *chance;   // (N+1)     the chance row r had to pass: min(1, p/Q) against the (p, Q)
@@ -211,7 +212,8 @@ typedef struct TreeBuffers {
     int cache_len;    //           current_token's slot
     int restarted;    //           the cache was full: this round restarted the window
     int rerun;        //           tokens before current_token the pass reruns (a restart)
-    int draft_ran;    //           rows 0 .. draft_ran-1 went through the draft's own pass
+    int draft_ran;    //           rows 0 .. draft_ran-1 went through the draft's own pass (the
+                      //           cascade's inner rounds may run rows the round then drops)
     int draft_passes; //           passes of a model draft this round (a table's or lookup's: 0)
     int room;         //           rows that fit this round: the cache's free slots from
                       //           current_token's on, at most max_rows
@@ -582,7 +584,7 @@ struct Draft {
     float *resid;          // (S, C)  early exit: each pass row's residual after block L-1
     EagleHead eagle;       // eagle: its Linear and block
     float *feat;           // (S, C)  eagle: the target's feature at each position of the window
-    float *pred;           // (N+1, C) eagle: the feature it predicted after each tree row
+    float *pred;           // (S, C)  eagle: the feature it predicted after each tree row
     float *eagle_in;       // (S, 2C) eagle: a pass's input rows, [feature, embedding]
     float *taps;           // (2, S, C) eagle-3: the target's rows after its low and middle
                            //         blocks, for each row of its last pass
@@ -611,11 +613,13 @@ static void rows_from_logits(TreeBuffers *tb, int lo, const float *logits, size_
 }
 
 // THE CATCH-UP, for every draft with a cache of its own (gpt, cascade, eagle): the rows it must
-// run before its row for current_token, which sits at slot `root` of its cache. Its cache ends
-// where the accepted path's rows it ran end (keep trims it there), so between rounds it lags
-// the target by what it never ran: 1 token after a bonus (the leaf that passed, which no
-// draft pass ran) and 0 after a leftover draw (every accepted guess was a row it had run);
-// after a restart, the whole rerun window (its cache restarted at 0 too).
+// run before its row for current_token, which sits at slot `root` of its cache. Its keep
+// trims its cache to the accepted path's rows it may keep, so between rounds it lags the
+// target by the rest. The gpt draft and the cascade keep every path row they ran: they lag
+// 1 token after a bonus (the leaf that passed, which no draft pass ran) and 0 after a
+// leftover draw (every accepted guess was a row they had run). EAGLE keeps only rows made
+// from the target's true features, so it lags by the whole accepted path: current_token and
+// the guesses. After a restart every one lags by the whole rerun window (its cache restarts).
 static int draft_lag(const GPT *model, int root) {
     return root - model->state.cache_len;
 }
@@ -1007,7 +1011,8 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
 static void eagle_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
     size_t C = g->config.n_embd, S = g->config.block_size;
     // EAGLE-3: the prefill's plain pass left no taps, so its first round runs the window again
-    d->taps_ready = prefilled == 0 || d->eagle.n_feat == 1;
+    // (a restart keeps the old window's features, whatever taps_ready says of them)
+    if (prefilled > 0) d->taps_ready = d->eagle.n_feat == 1;
     for (int i = 0; i < prefilled && d->eagle.n_feat == 1; i++)
         eagle_feature(d, g, i, d->feat + i * C);
     if (rerun > 0) // new position j was old position j + S - rerun
@@ -1017,8 +1022,9 @@ static void eagle_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
 
 // EAGLE-3's features of the prefill's window, positions 0 .. n-1 (text's tokens before
 // current_token): the target's pass over them again, in ranges of blocks, with the taps
-// kept. It writes the cache rows the prefill wrote, bit for bit: one pass a generation.
-static void eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
+// kept. It writes the cache rows the prefill wrote, bit for bit: one pass a generation (or
+// after a restart that came first), counted as drafting. Returns the passes it ran: 1.
+static int eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
     GPT *g = d->target;
     TreeBuffers rows = {.sees = calloc((size_t)n * g->config.block_size, 1),
                         .positions = calloc((size_t)n, sizeof(int)),
@@ -1034,6 +1040,7 @@ static void eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
     d->taps_ready = 1;
     free(rows.sees);
     free(rows.positions);
+    return 1;
 }
 
 // The root's level: catch up on the positions whose true features it has not run, the last
@@ -1050,7 +1057,7 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
         return;
     }
     if (lo == 0 && !d->taps_ready) // EAGLE-3 after the prefill: the taps of its window
-        eagle_prefill_taps(d, text, root + 1);
+        tb->draft_passes += eagle_prefill_taps(d, text, root + 1);
     if (lo == 0) { // rows root-lag .. root: the feature of position j, the token at j+1
         int lag = draft_lag(b, root);
         T = lag + 1;
@@ -1149,10 +1156,13 @@ static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, 
         want = want < tb->room - 1 ? want : tb->room - 1;
         int lag = draft_lag(&d->model, tb->cache_len); // the catch-up; the inner pass runs current
         if (lag > 0) forward(&d->model, text->tok + text->n - 1 - lag, lag);
-        if (lag > 0) tb->draft_passes++;
-        for (int made = 0; made < want; tb->draft_passes++)
-            made += cascade_round(d, made ? d->chain[made - 1] : text->tok[text->n - 1], made,
-                                  want, s, rng);
+        tb->draft_passes += lag > 0;
+        int made = 0; // the chain's guesses so far: each inner round adds one or more
+        while (made < want) {
+            int current = made ? d->chain[made - 1] : text->tok[text->n - 1];
+            made += cascade_round(d, current, made, want, s, rng);
+            tb->draft_passes++; // one pass of the gpt draft an inner round
+        }
         tb->draft_ran = d->model.state.cache_len - tb->cache_len; // rows in its cache, by row
     }
     for (int r = lo; r < tb->rows; r++) { // a chain: one node a level
@@ -1732,8 +1742,8 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
 // The context rule at a round's start, folded: when the cache is full, the window restarts
 // from the last S/2 tokens, current_token last, where plain decoding refills; instead of a
 // pass of its own (specdec.c's refill_cache), the round's verify pass reruns the S/2-1
-// tokens before current_token first. Empties the target's cache and a model draft's, and
-// returns how many tokens the pass reruns.
+// tokens before current_token first. Empties the target's cache, lets the draft restart too
+// (its restart hook), and returns how many tokens the pass reruns.
 static int restart_cache(GPT *g, Draft *d) {
     g->state.cache_len = 0; // the pass writes the window from position 0
     int rerun = g->config.block_size / 2 - 1;

@@ -260,9 +260,9 @@ static void test_file(const char *dir) {
         {"a flipped fingerprint", 20, 0x12345678, 0, "checksum mismatch"},
         {"another target's fingerprint", 20, 0x12345678, 1, "trained on another target model"},
         {"a NaN in W (good checksum)", MEDUSA_HEADER + 4 * 70, 0x7fc00000, 1,
-         "float 70 (head 1's W) is not a finite number"},
+         "float 70 is not a finite number"},
         {"an inf in b (good checksum)", MEDUSA_HEADER + 4 * (P - 1), 0x7f800000, 1,
-         "float 215 (head 2's b) is not a finite number"}};
+         "float 215 is not a finite number"}};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         memcpy(b, good, n);
         patch_u32(b, n, fields[i].off, fields[i].v, fields[i].fixsum);
