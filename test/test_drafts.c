@@ -245,7 +245,7 @@ static void test_exit_verify(Fixture *fx, int draft) {
 // Alpha at t = 1 of a chain of 4 over 1,000 tokens (seed 2025), and the draft's passes a round.
 static double measure(Fixture *fx, int draft, double *passes_a_round) {
     int prompt[64], np = tokens_of(&fx->vocab, "ROMEO:\n", prompt);
-    int n = SANITIZED ? 200 : 1000;
+    int n = 1000; // the floors are figures of 1,000 tokens: the sanitizer builds run them too
     int *seq = malloc((size_t)(np + n) * sizeof(int));
     RunStats st = {0};
     TreeShape chain = chain_shape(4);
@@ -259,9 +259,9 @@ static double measure(Fixture *fx, int draft, double *passes_a_round) {
 // Each draft's alpha against its floor; the cascade's gpt passes against the gpt draft's.
 static void test_floors(Fixture *fx) {
     // 85% of what the shipped files measured (the correct build prints today's figures)
-    const double floor[N_UNDER_TEST] = {[EXIT] = 0.85 * 0.0, [EXIT_UNTRAINED] = 0.85 * 0.386,
-                                        [EAGLE] = 0.85 * 0.0, [CASCADE] = 0.85 * 0.838,
-                                        [GPT_DRAFT] = 0.85 * 0.830};
+    const double floor[N_UNDER_TEST] = {[EXIT] = 0.85 * 0.558, [EXIT_UNTRAINED] = 0.85 * 0.389,
+                                        [EAGLE] = 0.85 * 0.839, [CASCADE] = 0.85 * 0.829,
+                                        [GPT_DRAFT] = 0.85 * 0.827};
     double alpha[N_UNDER_TEST], passes[N_UNDER_TEST];
     for (int i = 0; i < N_UNDER_TEST; i++) {
         if (BUG[0] && strcmp(BUG, "BREAK_EAGLE_FEATURE")) return; // the other bugs: (1), (2)
