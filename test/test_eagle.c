@@ -22,10 +22,11 @@
  *      tinyshakespeare/exit.bin and eagle.bin fit tinyshakespeare/model.bin and beat the
  *      untrained exit on a slice of the validation split; a short training run is
  *      deterministic.
- *   5. EAGLE-3's gradient (eagle3_forward, eagle3_backward): fuse of the rows after blocks 1
- *      and 2 and the top one, three unrolled steps of the draft reading its own h, the
- *      cross-entropy alone, against a double reference with the runtime's mask written
- *      again (step k of chain i sees step 1 of chains 0..i and its own chain's steps 2..k),
+ *   5. EAGLE-3's gradient (eagle3_train_forward, eagle3_train_backward): fuse of the rows
+ *      after blocks 1 and 2 and the top one, three unrolled steps of the draft reading its
+ *      own h, the cross-entropy alone, against a double reference with the runtime's mask
+ *      written again (step k of chain i sees step 1 of chains 0..i and its own chain's
+ *      steps 2..k),
  *      for every tensor; eagle_eval_row's chains give the unrolled rows bit for bit; its
  *      file's header and floats, read back; a short EAGLE-3 training is deterministic.
  *
@@ -411,7 +412,7 @@ static void test_shipped(GPT *g, const Corpus *corpus) {
     EagleTrainer et;
     exit_trainer_init(&x, g, 1); // sized for the shipped target
     EagleShape sh = {1, 0, 0, 1}; // EAGLE or EAGLE-3: the file says
-    int rs = eagle_shape(&sh, g, DEFAULT_EAGLE, err, sizeof(err));
+    int rs = eagle_train_shape(&sh, g, DEFAULT_EAGLE, err, sizeof(err));
     check(rs == 0, "%s holds an EAGLE draft reading %d rows of the target (%s)", DEFAULT_EAGLE,
           sh.n_feat, rs ? err : "ok");
     eagle_trainer_setup(&et, g, 1, 2, &sh); // one window: the evaluation needs no more
@@ -560,9 +561,9 @@ static double eagle3_case(GPT *g, EagleTrainer *et, int *tokens) {
     double loss = 0.0;
     eagle_train_prepare(et); // zero gradients, transposes (fc's too)
     for (int b = 0; b < 2; b++) {
-        eagle3_targets(et, g, tokens + 6 * b, 6, b);
-        loss += eagle3_forward(et, g, tokens + 6 * b, b);
-        eagle3_backward(et, g, b, 1.0f);
+        eagle3_train_targets(et, g, tokens + 6 * b, 6, b);
+        loss += eagle3_train_forward(et, g, tokens + 6 * b, b);
+        eagle3_train_backward(et, g, b, 1.0f);
     }
     return loss;
 }
@@ -577,8 +578,9 @@ static double eagle3_gradient_check(int report) {
     EagleCase ec = {&et, &g, tokens};
     double ref = ref_eagle3_loss(&ec), worst = 0.0;
     if (report)
-        check(et.rows == 12 && fabs(loss - ref) < 1e-5 * fabs(ref), "eagle3_forward's loss %.9f "
-              "over 3 steps (5 + 4 + 3 rows a window) == the double reference's %.9f", loss, ref);
+        check(et.rows == 12 && fabs(loss - ref) < 1e-5 * fabs(ref), "eagle3_train_forward's "
+              "loss %.9f over 3 steps (5 + 4 + 3 rows a window) == the double reference's %.9f",
+              loss, ref);
     // fuse_weight, fuse_bias, fc_weight, fc_bias: 24 floats of each at most
     const char *names[4] = {"fuse_weight", "fuse_bias", "fc_weight", "fc_bias"};
     float *x[4] = {et.fuse, et.fuse + 3 * 64, et.fc, et.fc + 2 * 64};
@@ -612,7 +614,7 @@ static void test_eagle3_rows(void) {
     EagleTrainer et;
     int tokens[12];
     eagle3_case(&g, &et, tokens);
-    eagle3_forward(&et, &g, tokens, 0); // window 0 again: its record, batched
+    eagle3_train_forward(&et, &g, tokens, 0); // window 0 again: its record, batched
     float h[12 * 8], z[12 * 11], hs[12 * 8], zs[12 * 11];
     memcpy(h, et.ts.blocks[0].x_out, sizeof(h));
     memcpy(z, et.logits, sizeof(z));
@@ -620,7 +622,7 @@ static void test_eagle3_rows(void) {
     for (int i = 0; i < 5; i++) {
         const float *hi = et.g + i * 8;
         for (int d = 1; d <= TINY3_STEPS && i + d <= 5; d++) {
-            int row = eagle_rows_of(6, d - 1) + i;
+            int row = eagle_train_rows_of(6, d - 1) + i;
             hi = eagle_eval_row(&et, &g, hi, tokens[i + d], i + d - 1);
             memcpy(hs + row * 8, hi, 8 * sizeof(float));
             memcpy(zs + row * 11, et.logits, 11 * sizeof(float));

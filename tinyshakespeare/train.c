@@ -2346,7 +2346,7 @@ static void eagle_train_block_range(const Config *c, size_t *off, size_t *n) {
 
 // EAGLE-3's parts of et: fuse, U(+-1/sqrt(3C)) from seed + 3, its buffers, and the map
 // of the rows: what each reads, what judges it, what it attends to. 0, or -1.
-static int eagle3_setup(EagleTrainer *et, uint64_t seed) {
+static int eagle3_train_setup(EagleTrainer *et, uint64_t seed) {
     int C = et->C, S = et->S, R = et->rows, n = S - 1; // n: step 1's rows
     size_t nfuse = (size_t)(3 * C + 1) * C;
     float **bufs[] = {&et->fuse, &et->fuse_grad, &et->fused_in, &et->g, &et->tap, &et->fc_t,
@@ -2381,7 +2381,7 @@ static int eagle3_setup(EagleTrainer *et, uint64_t seed) {
 // EAGLE-3's attention of rows t0 .. t0+T-1 of record a, each to the rows et->sees marks,
 // in increasing order: specdec.c's attention with another mask, its sums in the same order
 // (the runtime's cache holds the same rows in the same order). Masked weights are 0.
-static void eagle3_attention(const EagleTrainer *et, BlockActs *a, int t0, int T) {
+static void eagle3_train_attention(const EagleTrainer *et, BlockActs *a, int t0, int T) {
     int C = et->C, NH = et->bc.n_head, R = et->rows, HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS); // as specdec.c scales
     int seen[EAGLE3_MAX_ROWS]; // the rows one row attends to, in order
@@ -2418,7 +2418,7 @@ static void eagle3_attention(const EagleTrainer *et, BlockActs *a, int t0, int T
 
 // specdec.c's block_forward for rows t0 .. t0+T-1 of record a (their keys and values into
 // its cache rows t0 ..), with EAGLE-3's mask in place of the causal one.
-static void eagle3_block_forward(const EagleTrainer *et, BlockActs *a, int t0, int T) {
+static void eagle3_train_block_forward(const EagleTrainer *et, BlockActs *a, int t0, int T) {
     const Weights *w = &et->block.w; // layer 0, the one block
     int C = et->C, H = et->bc.ffn_width;
     size_t o = (size_t)t0 * C, oh = (size_t)t0 * H, TC = (size_t)T * C;
@@ -2433,7 +2433,7 @@ static void eagle3_block_forward(const EagleTrainer *et, BlockActs *a, int t0, i
     matmul(a->q + o, a->ln1 + o, query, T);
     matmul(a->key_cache + o, a->ln1 + o, key, T);
     matmul(a->value_cache + o, a->ln1 + o, value, T);
-    eagle3_attention(et, a, t0, T);
+    eagle3_train_attention(et, a, t0, T);
     matmul(a->attn + o, a->att_out + o, proj, T);
     residual_add(a->x_mid + o, a->x_in + o, a->attn + o, TC);
     // MLP sub-block
@@ -2445,7 +2445,7 @@ static void eagle3_block_forward(const EagleTrainer *et, BlockActs *a, int t0, i
 }
 
 // The draft rows of one window of S target rows with K unrolled steps: step k has S-k.
-static int eagle_rows_of(int S, int K) {
+static int eagle_train_rows_of(int S, int K) {
     int n = S - 1, rows = 0; // step 1: the S-1 rows of EAGLE
     for (int k = 1; k <= K; k++) rows += n - k + 1;
     return rows;
@@ -2459,7 +2459,7 @@ int eagle_trainer_setup(EagleTrainer *et, GPT *target, int B, uint64_t seed,
     memset(et, 0, sizeof(*et));
     const Config *c = &target->config; // the block is shaped like one of the target's
     int C = c->n_embd, S = c->block_size, V = c->vocab_size;
-    int rows = eagle_rows_of(S, sh->steps); // S-1 for EAGLE: S target rows give S-1
+    int rows = eagle_train_rows_of(S, sh->steps); // S-1 for EAGLE: S target rows give S-1
     *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c, .n_feat = sh->n_feat,
                          .low = sh->low, .mid = sh->mid, .steps = sh->steps, .rows = rows};
     et->bc.n_layer = 1; // ONE block
@@ -2480,7 +2480,7 @@ int eagle_trainer_setup(EagleTrainer *et, GPT *target, int B, uint64_t seed,
     rng_seed(&r, seed + 1);
     init_uniform(et->fc, nfc, 1.0 / sqrt(2.0 * C), &r);
     transpose(et->lm_t, target->w.lm_head_weight, C, V); // frozen: transposed once
-    return sh->n_feat == 3 ? eagle3_setup(et, seed) : 0;
+    return sh->n_feat == 3 ? eagle3_train_setup(et, seed) : 0;
 }
 
 // Allocates an EAGLE draft (the top feature, no unrolled steps) for target and B windows.
@@ -2618,7 +2618,7 @@ void eagle_train_prepare(EagleTrainer *et) {
 
 // The target's rows of window b's T tokens for EAGLE-3: f and p (eagle_train_targets), the
 // rows after blocks low and mid, and the fused rows g = fuse([r_low, r_mid, f]).
-void eagle3_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
+void eagle3_train_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
     int C = et->C, layers[2] = {et->low, et->mid};
     size_t S = et->S;
     float *in = et->fused_in + (size_t)b * S * 3 * C;
@@ -2637,18 +2637,18 @@ void eagle3_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int
 }
 
 // The target's rows of a window, as the draft's kind reads them (EAGLE or EAGLE-3).
-static void eagle_window_targets(EagleTrainer *et, GPT *target, const int *tokens, int T,
+static void eagle_train_window_targets(EagleTrainer *et, GPT *target, const int *tokens, int T,
                                  int b) {
     if (et->n_feat == 3)
-        eagle3_targets(et, target, tokens, T, b);
+        eagle3_train_targets(et, target, tokens, T, b);
     else
         eagle_train_targets(et, target, tokens, T, b);
 }
 
-// EAGLE-3's rows of window b (a whole window of S tokens, after eagle3_targets): step by
+// EAGLE-3's rows of window b (a whole window of S tokens, after eagle3_train_targets): step by
 // step fc and the masked block, then the target's ln_f and lm_head on every row. Step 1
 // reads g_i, step k > 1 its chain's h of step k-1. Returns the summed soft cross-entropy.
-double eagle3_forward(EagleTrainer *et, const GPT *target, const int *tokens, int b) {
+double eagle3_train_forward(EagleTrainer *et, const GPT *target, const int *tokens, int b) {
     int C = et->C, V = et->V, R = et->rows, n = et->S - 1;
     const float *g = et->g + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
     float *cat = et->cat + (size_t)b * R * 2 * C, *lnf = et->lnf + (size_t)b * R * C;
@@ -2663,7 +2663,7 @@ double eagle3_forward(EagleTrainer *et, const GPT *target, const int *tokens, in
             eagle_fc_input(cat + (size_t)r * 2 * C, h, target, tokens[et->at[r]], C);
         }
         matmul(a->x_in + (size_t)t0 * C, cat + (size_t)t0 * 2 * C, fc, T);
-        eagle3_block_forward(et, a, t0, T);
+        eagle3_train_block_forward(et, a, t0, T);
     }
     // every row through the target's frozen ln_f and lm_head, judged against p_at
     layernorm(lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, R, C);
@@ -2675,9 +2675,9 @@ double eagle3_forward(EagleTrainer *et, const GPT *target, const int *tokens, in
     return loss;
 }
 
-// The backward of eagle3_attention for rows t0 .. t0+T-1: into ts.d_q of those rows and
+// The backward of eagle3_train_attention for rows t0 .. t0+T-1: into ts.d_q of those rows and
 // ts.d_k, ts.d_v of every row they saw (accumulated: later steps' rows see earlier ones).
-static void eagle3_attention_backward(EagleTrainer *et, const BlockActs *a, int t0, int T) {
+static void eagle3_train_attention_backward(EagleTrainer *et, const BlockActs *a, int t0, int T) {
     TrainState *ts = &et->ts;
     int C = et->C, NH = et->bc.n_head, R = et->rows, HS = C / NH;
     float scale = 1.0f / sqrtf((float)HS), *da = ts->d_weights; // da: (R)
@@ -2714,7 +2714,7 @@ static void eagle3_attention_backward(EagleTrainer *et, const BlockActs *a, int 
 // train.c's block_backward for rows t0 .. t0+T-1 of window b: ts.d_resid's rows hold
 // dLoss/dx_out on entry and dLoss/dx_in on return. Their keys' and values' gradients must be
 // whole (every later step done); the weights' gradients accumulate into ts.dw.
-static void eagle3_block_backward(EagleTrainer *et, int b, int t0, int T) {
+static void eagle3_train_block_backward(EagleTrainer *et, int b, int t0, int T) {
     TrainState *ts = &et->ts;
     const BlockActs *a = &ts->blocks[b];
     const Weights *w = &et->block.w, *wt = &ts->wt;
@@ -2740,7 +2740,7 @@ static void eagle3_block_backward(EagleTrainer *et, int b, int t0, int T) {
     matmul_backward(datt, dw->proj_weight, dw->proj_bias, dmid, a->att_out + o,
                     wt->proj_weight, T, C, C);
     memset(ts->d_q + o, 0, TC * sizeof(float));
-    eagle3_attention_backward(et, a, t0, T);
+    eagle3_train_attention_backward(et, a, t0, T);
     // query, key and value of these rows all read ln1's output
     memset(dln1, 0, TC * sizeof(float));
     matmul_backward(dln1, dw->query, NULL, ts->d_q + o, a->ln1 + o, wt->query, T, C, C);
@@ -2750,10 +2750,10 @@ static void eagle3_block_backward(EagleTrainer *et, int b, int t0, int T) {
                        T, C);
 }
 
-// Adds scale times the gradient of window b's EAGLE-3 loss (after eagle3_forward) into
+// Adds scale times the gradient of window b's EAGLE-3 loss (after eagle3_train_forward) into
 // fc_grad, fuse_grad and the block's gradients; needs eagle_train_prepare's transposes.
 // The steps go last to first: step k's input h gets its gradient from step k+1's fc.
-void eagle3_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+void eagle3_train_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
     TrainState *ts = &et->ts;
     int C = et->C, V = et->V, R = et->rows, n = et->S - 1;
     const float *p = et->p + (size_t)b * et->S * V, *q = et->q + (size_t)b * R * V;
@@ -2772,8 +2772,8 @@ void eagle3_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
     memset(ts->d_v, 0, (size_t)R * C * sizeof(float));
     // steps K .. 1: the block, fc, then the gradient of the h (or g) the step read
     for (int k = et->steps; k >= 1; k--) {
-        int T = n - k + 1, t0 = eagle_rows_of(et->S, k - 1); // step k's rows
-        eagle3_block_backward(et, b, t0, T);
+        int T = n - k + 1, t0 = eagle_train_rows_of(et->S, k - 1); // step k's rows
+        eagle3_train_block_backward(et, b, t0, T);
         memset(et->d_cat, 0, (size_t)T * 2 * C * sizeof(float));
         matmul_backward(et->d_cat, et->fc_grad, et->fc_grad + (size_t)2 * C * C,
                         ts->d_resid + (size_t)t0 * C, cat + (size_t)t0 * 2 * C, et->fc_t, T,
@@ -2795,7 +2795,7 @@ void eagle3_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
 }
 
 // The i-th float of et's file: fuse (nfuse floats, EAGLE-3), fc (up to nfc), the block.
-static float *eagle_float(const EagleTrainer *et, size_t i, size_t nfuse, size_t nfc) {
+static float *eagle_train_float(const EagleTrainer *et, size_t i, size_t nfuse, size_t nfc) {
     if (i < nfuse) return &et->fuse[i];
     if (i < nfc) return &et->fc[i - nfuse];
     return &et->block.params[et->off + i - nfc];
@@ -2820,7 +2820,7 @@ int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path,
         put_u64(buf + 40, target_fingerprint(target)); // the draft fits this target only
         // the floats: EAGLE-3's fuse, fc_weight and fc_bias, then the block's 13 tensors
         for (size_t i = 0; i < P; i++) { // fuse, fc, then the block, in checkpoint order
-            const float *x = eagle_float(et, i, nfuse, nfc);
+            const float *x = eagle_train_float(et, i, nfuse, nfc);
             uint32_t bits;
             memcpy(&bits, x, 4);
             put_u32(buf + EAGLE_HEADER + 4 * i, bits);
@@ -2859,7 +2859,7 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
     // the floats, bit for bit, where save_eagle_head took them
     for (size_t i = 0; !why && i < nfc + et->n; i++) {
         uint32_t bits = get_u32(buf + EAGLE_HEADER + 4 * i);
-        memcpy(eagle_float(et, i, nfuse, nfc), &bits, 4);
+        memcpy(eagle_train_float(et, i, nfuse, nfc), &bits, 4);
     }
     free(buf);
     return why ? -1 : 0;
@@ -2920,7 +2920,7 @@ void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         const int *w = tokens + start;
-        eagle_window_targets(et, target, w, T, 0); // f, p (and g) of this window, in slot 0
+        eagle_train_window_targets(et, target, w, T, 0); // f, p (and g) of this window, in slot 0
         for (size_t i = 0; i < (size_t)T * et->C; i++) e->fsq += (double)et->feat[i] * et->feat[i];
         e->nf += (size_t)T * et->C; // the features summed into fsq
         // every row, then its chain of own features, while the target has a row to judge by
@@ -2976,10 +2976,10 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
     // each window: the target's rows, the draft's, the backward
     for (int b = 0; b < et->B; b++) {
         const int *w = corpus->tokens + rng_u64(rng) % starts; // drawn as get_batch draws
-        eagle_window_targets(et, target, w, S, b); // the frozen target
+        eagle_train_window_targets(et, target, w, S, b); // the frozen target
         if (et->n_feat == 3) { // the unrolled steps, the cross-entropy alone
-            loss += eagle3_forward(et, target, w, b);
-            eagle3_backward(et, target, b, scale);
+            loss += eagle3_train_forward(et, target, w, b);
+            eagle3_train_backward(et, target, b, scale);
             continue;
         }
         loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
@@ -3130,7 +3130,7 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
 // Completes sh for target: EAGLE's top feature, or EAGLE-3's rows checked against its
 // n_layer. With path (eagle-eval) the shape is the file's own when it holds an EAGLE-3 draft
 // (read_eagle_head checks the rest). 0, or -1 with err set.
-static int eagle_shape(EagleShape *sh, const GPT *target, const char *path, char *err,
+static int eagle_train_shape(EagleShape *sh, const GPT *target, const char *path, char *err,
                        size_t errlen) {
     int L = target->config.n_layer;
     unsigned char head[24] = {0};
@@ -3155,7 +3155,7 @@ static int eagle_shape(EagleShape *sh, const GPT *target, const char *path, char
         return fail_with(err, errlen, "EAGLE-3 reads the rows after blocks %d and %d and the "
                          "top one: they must rise, 1 <= LOW < MID < %d (the model's n_layer)",
                          sh->low, sh->mid, L);
-    if (eagle_rows_of(target->config.block_size, sh->steps) > EAGLE3_MAX_ROWS)
+    if (eagle_train_rows_of(target->config.block_size, sh->steps) > EAGLE3_MAX_ROWS)
         return fail_with(err, errlen, "EAGLE-3 with %d steps on block_size %d: more than %d "
                          "rows a window", sh->steps, target->config.block_size, EAGLE3_MAX_ROWS);
     return 0;
@@ -3182,7 +3182,8 @@ int main_eagle(int argc, char **argv, int eval_only) {
     memset(&et, 0, sizeof(et));
     int rc = 1;
     if (eagle_inputs(&g, &corpus, paths, err, sizeof(err)) != 0) goto done;
-    if (eagle_shape(&o.shape, &g, eval_only ? paths[2] : NULL, err, sizeof(err)) != 0) goto done;
+    const char *shape_of = eval_only ? paths[2] : NULL; // eagle-eval: the file's own shape
+    if (eagle_train_shape(&o.shape, &g, shape_of, err, sizeof(err)) != 0) goto done;
     if (eagle_trainer_setup(&et, &g, o.batch, o.seed, &o.shape) != 0) {
         snprintf(err, sizeof(err), "out of memory for the EAGLE draft of %d windows", o.batch);
         goto done;
