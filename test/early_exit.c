@@ -24,7 +24,8 @@
  * runs it) and EAGLE's first guess (tinyshakespeare/eagle.bin: row t of a window reads the
  * target's feature at t and the embedding of token t+1 and guesses token t+2, judged against
  * the target's row t+1, as `./beyond --draft eagle` drafts; its own cache starts empty with
- * each window, so it scores one position fewer a window).
+ * each window, so it scores one position fewer a window; an EAGLE-3 head reads its fused
+ * rows there, the target's rows after its low and middle blocks fused with the feature).
  *
  * How the early exit runs. forward() loops over g->config.n_layer blocks, then ln_f and
  * lm_head. Setting n_layer to l for one call runs blocks 0 .. l-1 and then the model's own
@@ -120,6 +121,26 @@ static const float *eagle_window(Draft *d, const float *feat, const int *tokens,
     }
     d->eagle.block.state.cache_len = 0;
     return eagle_pass(d, T - 1, sees);
+}
+
+// EAGLE-3 reads fused rows (beyond.c's eagle_feature): the target's rows after blocks low
+// and mid of the window (exit_forward cut there) beside its top feature, through the head's
+// fuse Linear, into feat (T, C) in place. An EAGLE head (n_feat 1) reads feat as it is.
+static void eagle_fused(Draft *d, GPT *g, const int *tokens, int T, float *feat) {
+    const EagleHead *e = &d->eagle;
+    int C = e->C, S = g->config.block_size;
+    if (e->n_feat == 1) return;
+    for (int k = 0; k < 2; k++) { // the taps, where eagle_verify keeps them
+        exit_forward(g, tokens, T, e->feat_layer[k]);
+        memcpy(d->taps + (size_t)k * S * C, g->state.x, (size_t)T * C * sizeof(float));
+    }
+    float rows[3 * 4096]; // [low, middle, top] of one position; C <= 4096
+    for (int t = 0; t < T; t++) {
+        memcpy(rows, d->taps + (size_t)t * C, (size_t)C * sizeof(float));
+        memcpy(rows + C, d->taps + (size_t)(S + t) * C, (size_t)C * sizeof(float));
+        memcpy(rows + 2 * C, feat + (size_t)t * C, (size_t)C * sizeof(float));
+        matmul(feat + (size_t)t * C, rows, (Linear){e->fuse_weight, e->fuse_bias, 3 * C, C}, 1);
+    }
 }
 
 // Multiply-adds of one token's pass through the first `layers` blocks of c, then lm_head,
@@ -259,13 +280,15 @@ int main(int argc, char **argv) {
         for (int t = 0; t < T; t++)
             tempered_softmax(p_full + (size_t)t * V, full + (size_t)t * V, V, 1.0f);
         memcpy(feat, g.state.x, (size_t)T * C * sizeof(float)); // the rows ln_f read
+        eagle_fused(&eagle, &g, val + start, T, feat); // EAGLE-3: its fused rows instead
         // EAGLE: its row t guesses token t+2, which the target's row t+1 judges
         const float *el = T > 1 ? eagle_window(&eagle, feat, val + start, T, sees) : NULL;
         for (int t = 0; t + 1 < T; t++) {
             tempered_softmax(q, el + (size_t)t * V, V, 1.0f);
             score_row(&score[L + 3], q, p_full + (size_t)(t + 1) * V, el + (size_t)t * V,
                       full + (size_t)(t + 1) * V, V, val[start + t + 2]);
-            macs_eagle += 2.0 * C * C + pass_macs(&eagle.eagle.block.config, 1, t + 1);
+            macs_eagle += 2.0 * C * C + pass_macs(&eagle.eagle.block.config, 1, t + 1) +
+                          (eagle.eagle.n_feat == 3 ? 3.0 * C * C : 0.0); // EAGLE-3's fuse
         }
         eagle_positions += T - 1;
         // the trained exit: the target's first blocks, then its own head

@@ -260,7 +260,7 @@ static double measure(Fixture *fx, int draft, double *passes_a_round) {
 static void test_floors(Fixture *fx) {
     // 85% of what the shipped files measured (the correct build prints today's figures)
     const double floor[N_UNDER_TEST] = {[EXIT] = 0.85 * 0.558, [EXIT_UNTRAINED] = 0.85 * 0.389,
-                                        [EAGLE] = 0.85 * 0.839, [CASCADE] = 0.85 * 0.829,
+                                        [EAGLE] = 0.85 * 0.843, [CASCADE] = 0.85 * 0.829,
                                         [GPT_DRAFT] = 0.85 * 0.827};
     double alpha[N_UNDER_TEST], passes[N_UNDER_TEST];
     for (int i = 0; i < N_UNDER_TEST; i++) {

@@ -22,11 +22,20 @@
  *      tinyshakespeare/exit.bin and eagle.bin fit tinyshakespeare/model.bin and beat the
  *      untrained exit on a slice of the validation split; a short training run is
  *      deterministic.
+ *   5. EAGLE-3's gradient (eagle3_train_forward, eagle3_train_backward): fuse of the rows
+ *      after blocks 1 and 2 and the top one, three unrolled steps of the draft reading its
+ *      own h, the cross-entropy alone, against a double reference with the runtime's mask
+ *      written again (step k of chain i sees step 1 of chains 0..i and its own chain's
+ *      steps 2..k),
+ *      for every tensor; eagle_eval_row's chains give the unrolled rows bit for bit; its
+ *      file's header and floats, read back; a short EAGLE-3 training is deterministic.
  *
  * broken build: -DBREAK_EXIT_BACKWARD
  * broken build: -DBREAK_EAGLE_BACKWARD
+ * broken build: -DBREAK_EAGLE3_BACKWARD
  * test/run_tests.sh also builds this file with each flag on the lines above: the first drops
- * the exit head's bias gradient, the second the regression term of the EAGLE backward. In
+ * the exit head's bias gradient, the second the regression term of the EAGLE backward, the
+ * third the gradient EAGLE-3's unrolled steps send back through the fed-back h. In
  * those builds this test runs that gradient check only, and prints PASS only if it fails.
  */
 #define TESTING // leaves out the trainer's main: this file has its own
@@ -402,7 +411,11 @@ static void test_shipped(GPT *g, const Corpus *corpus) {
     ExitTrainer x;
     EagleTrainer et;
     exit_trainer_init(&x, g, 1); // sized for the shipped target
-    eagle_trainer_init(&et, g, 1, 2); // one window: the evaluation needs no more
+    EagleShape sh = {1, 0, 0, 1}; // EAGLE or EAGLE-3: the file says
+    int rs = eagle_train_shape(&sh, g, DEFAULT_EAGLE, err, sizeof(err));
+    check(rs == 0, "%s holds an EAGLE draft reading %d rows of the target (%s)", DEFAULT_EAGLE,
+          sh.n_feat, rs ? err : "ok");
+    eagle_trainer_setup(&et, g, 1, 2, &sh); // one window: the evaluation needs no more
     int rx = read_exit_head(&x, g, DEFAULT_EXIT, err, sizeof(err));
     check(rx == 0, "%s reads for %s (%s)", DEFAULT_EXIT, DEFAULT_MODEL, rx ? err : "ok");
     int re = read_eagle_head(&et, g, DEFAULT_EAGLE, err, sizeof(err));
@@ -437,12 +450,259 @@ static void test_deterministic(GPT *g, const Corpus *corpus) {
     exit_trainer_free(&b);
 }
 
+// ----------------------------------------------------------------------------
+// 5: EAGLE-3 (fuse, the unrolled steps of training-time test)
+
+// The tiny target EAGLE-3's check uses: 3 blocks, so rows after blocks 1, 2 and 3 exist.
+#define TINY3 {3, 2, 8, 6, 11, 32}
+#define TINY3_STEPS 3 // step k has 6-k rows: 5 + 4 + 3
+
+// One row of EAGLE-3's reference: the block on input x (C) given every visible row's key
+// and value (kk, vv: nv rows of C, this row's own among them) and its query q; h out (C).
+static void ref_eagle3_row(const EagleTrainer *et, const double *x, const double *q,
+                           const double *kk, const double *vv, int nv, double *h) {
+    const Weights *w = &et->block.w;
+    int C = et->C, NH = et->bc.n_head, HS = C / NH, H = et->bc.ffn_width;
+    double ao[8], y[8], ln[8], hid[64], sc[32];
+    for (int hd = 0; hd < NH; hd++) { // each head: softmax over the visible rows
+        double m = -INFINITY, z = 0.0;
+        for (int s = 0; s < nv; s++) {
+            double dot = 0.0;
+            for (int j = 0; j < HS; j++) dot += q[hd * HS + j] * kk[s * C + hd * HS + j];
+            sc[s] = dot / sqrt((double)HS);
+            m = sc[s] > m ? sc[s] : m;
+        }
+        for (int s = 0; s < nv; s++) z += (sc[s] = exp(sc[s] - m));
+        for (int j = 0; j < HS; j++) {
+            double acc = 0.0;
+            for (int s = 0; s < nv; s++) acc += sc[s] / z * vv[s * C + hd * HS + j];
+            ao[hd * HS + j] = acc;
+        }
+    }
+    // proj, then the MLP, each onto the residual
+    ref_linear(y, ao, w->proj_weight, w->proj_bias, C, C);
+    for (int i = 0; i < C; i++) h[i] = x[i] + y[i];
+    ref_layernorm(ln, h, w->ln2_weight, w->ln2_bias, C);
+    ref_linear(hid, ln, w->ffwd_up_weight, w->ffwd_up_bias, C, H);
+    for (int i = 0; i < H; i++) hid[i] = hid[i] > 0.0 ? hid[i] : 0.0;
+    ref_linear(y, hid, w->ffwd_down_weight, w->ffwd_down_bias, H, C);
+    for (int i = 0; i < C; i++) h[i] += y[i];
+}
+
+// EAGLE-3's loss of every window, summed, in double from the formulas: g_i = fuse of the
+// window's three rows; step k of chain i reads [g_i or its chain's h of step k-1,
+// E[x_{i+k}]], attends to step 1 of chains 0..i and to its own chain's steps 2..k, and is
+// judged against p_{i+k} by the soft cross-entropy. The mask is written here, not read.
+static double ref_eagle3_loss(void *ctx) {
+    EagleCase *ec = ctx;
+    const EagleTrainer *et = ec->et;
+    const Weights *tw = &ec->target->w, *w = &et->block.w;
+    int C = et->C, V = et->V, S = et->S, n = S - 1, K = et->steps;
+    // by step k (0-based) and chain i: the inputs, keys, values, outputs
+    double g[5][8], xin[3][5][8], q[3][5][8], kk[3][5][8], vv[3][5][8], h[3][5][8];
+    double in3[24], cat[16], ln[8], z[16], keys[8 * 8], vals[8 * 8], loss = 0.0;
+    for (int b = 0; b < et->B; b++) {
+        const float *p = et->p + (size_t)b * S * V, *fin = et->fused_in + (size_t)b * S * 3 * C;
+        const int *tok = ec->tokens + b * S;
+        for (int i = 0; i < n; i++) { // the fused rows
+            for (int j = 0; j < 3 * C; j++) in3[j] = fin[i * 3 * C + j];
+            ref_linear(g[i], in3, et->fuse, et->fuse + 3 * C * C, 3 * C, C);
+        }
+        for (int k = 0; k < K; k++) {
+            // the step's inputs and their queries, keys and values
+            for (int i = 0; i + k < n; i++) {
+                const double *feat = k == 0 ? g[i] : h[k - 1][i];
+                for (int j = 0; j < C; j++) cat[j] = feat[j];
+                const float *e = tw->token_embedding + tok[i + k + 1] * C; // its token
+                for (int j = 0; j < C; j++) cat[C + j] = e[j];
+                ref_linear(xin[k][i], cat, et->fc, et->fc + 2 * C * C, 2 * C, C);
+                ref_layernorm(ln, xin[k][i], w->ln1_weight, w->ln1_bias, C);
+                ref_linear(q[k][i], ln, w->query, NULL, C, C);
+                ref_linear(kk[k][i], ln, w->key, NULL, C, C);
+                ref_linear(vv[k][i], ln, w->value, NULL, C, C);
+            }
+            // each row: step 1 of chains 0..i, then its own chain's steps 2..k+1
+            for (int i = 0; i + k < n; i++) {
+                int nv = 0;
+                for (int j = 0; j <= i; j++, nv++) {
+                    memcpy(keys + nv * C, kk[0][j], C * sizeof(double));
+                    memcpy(vals + nv * C, vv[0][j], C * sizeof(double));
+                }
+                for (int s = 1; s <= k; s++, nv++) {
+                    memcpy(keys + nv * C, kk[s][i], C * sizeof(double));
+                    memcpy(vals + nv * C, vv[s][i], C * sizeof(double));
+                }
+                ref_eagle3_row(et, xin[k][i], q[k][i], keys, vals, nv, h[k][i]);
+                ref_layernorm(ln, h[k][i], tw->ln_f_weight, tw->ln_f_bias, C);
+                ref_linear(z, ln, tw->lm_head_weight, tw->lm_head_bias, C, V);
+                loss += ref_soft_ce(z, p + (i + k + 1) * V, V);
+            }
+        }
+    }
+    return loss;
+}
+
+// A tiny 3-block target and an EAGLE-3 draft for it (rows after blocks 1, 2 and 3, three
+// steps) of two windows, whose gradient (of the summed loss) is taken; returns the loss.
+static double eagle3_case(GPT *g, EagleTrainer *et, int *tokens) {
+    Config c = TINY3;
+    build_gpt(g, &c);
+    init_gpt_random(g, 71);
+    EagleShape sh = {3, 1, 2, TINY3_STEPS};
+    eagle_trainer_setup(et, g, 2, 72, &sh);
+    Rng r;
+    rng_seed(&r, 73);
+    // weights larger than PyTorch's start, so the LayerNorms and the attention bend
+    fill_uniform(et->fc, (size_t)(2 * 8 + 1) * 8, 0.6, &r);
+    fill_uniform(et->fuse, (size_t)(3 * 8 + 1) * 8, 0.5, &r);
+    for (size_t i = 0; i < et->n; i++)
+        et->block.params[et->off + i] += (float)(0.3 * (2.0 * rng_uniform(&r) - 1.0));
+    for (int i = 0; i < 12; i++) tokens[i] = (int)(rng_u64(&r) % 11);
+    double loss = 0.0;
+    eagle_train_prepare(et); // zero gradients, transposes (fc's too)
+    for (int b = 0; b < 2; b++) {
+        eagle3_train_targets(et, g, tokens + 6 * b, 6, b);
+        loss += eagle3_train_forward(et, g, tokens + 6 * b, b);
+        eagle3_train_backward(et, g, b, 1.0f);
+    }
+    return loss;
+}
+
+// Section 5: EAGLE-3's gradient for a sample of every tensor (fuse, fc, the block's 13);
+// returns the worst relative error.
+static double eagle3_gradient_check(int report) {
+    GPT g;
+    EagleTrainer et;
+    int tokens[12];
+    double loss = eagle3_case(&g, &et, tokens);
+    EagleCase ec = {&et, &g, tokens};
+    double ref = ref_eagle3_loss(&ec), worst = 0.0;
+    if (report)
+        check(et.rows == 12 && fabs(loss - ref) < 1e-5 * fabs(ref), "eagle3_train_forward's "
+              "loss %.9f over 3 steps (5 + 4 + 3 rows a window) == the double reference's %.9f",
+              loss, ref);
+    // fuse_weight, fuse_bias, fc_weight, fc_bias: 24 floats of each at most
+    const char *names[4] = {"fuse_weight", "fuse_bias", "fc_weight", "fc_bias"};
+    float *x[4] = {et.fuse, et.fuse + 3 * 64, et.fc, et.fc + 2 * 64};
+    float *dx[4] = {et.fuse_grad, et.fuse_grad + 3 * 64, et.fc_grad, et.fc_grad + 2 * 64};
+    size_t n[4] = {3 * 64, 8, 2 * 64, 8}, sizes[N_TENSORS], at = et.off;
+    for (int k = 0; k < 4; k++) {
+        double e = tensor_error(ref_eagle3_loss, &ec, x[k], dx[k], n[k], 24);
+        worst = fmax(worst, e);
+        if (report) check(e <= TOLERANCE, "EAGLE-3: dLoss/d%s within %.0e (relative error %.2g)",
+                          names[k], TOLERANCE, e);
+    }
+    // the block's 13 tensors
+    weight_sizes(&et.bc, sizes);
+    for (int k = EAGLE_BLOCK_FIRST; k <= EAGLE_BLOCK_LAST; k++) {
+        double e = tensor_error(ref_eagle3_loss, &ec, et.block.params + at, et.ts.grads + at,
+                                sizes[k], 24);
+        worst = fmax(worst, e);
+        if (report) check(e <= TOLERANCE, "EAGLE-3: dLoss/d%s within %.0e of central "
+                          "differences (relative error %.2g)", TENSOR_NAMES[k], TOLERANCE, e);
+        at += sizes[k];
+    }
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+    return worst;
+}
+
+// Section 5's rows: eagle_eval_row's chains (depth 1 from g_i, then its own h, on the
+// block's cache as the runtime keeps it) give the unrolled pass's rows bit for bit.
+static void test_eagle3_rows(void) {
+    GPT g;
+    EagleTrainer et;
+    int tokens[12];
+    eagle3_case(&g, &et, tokens);
+    eagle3_train_forward(&et, &g, tokens, 0); // window 0 again: its record, batched
+    float h[12 * 8], z[12 * 11], hs[12 * 8], zs[12 * 11];
+    memcpy(h, et.ts.blocks[0].x_out, sizeof(h));
+    memcpy(z, et.logits, sizeof(z));
+    // chain i, depth d: the row of step d, at position i+d-1
+    for (int i = 0; i < 5; i++) {
+        const float *hi = et.g + i * 8;
+        for (int d = 1; d <= TINY3_STEPS && i + d <= 5; d++) {
+            int row = eagle_train_rows_of(6, d - 1) + i;
+            hi = eagle_eval_row(&et, &g, hi, tokens[i + d], i + d - 1);
+            memcpy(hs + row * 8, hi, 8 * sizeof(float));
+            memcpy(zs + row * 11, et.logits, 11 * sizeof(float));
+        }
+    }
+    check(!memcmp(h, hs, sizeof(h)) && !memcmp(z, zs, sizeof(z)), "EAGLE-3: eagle_eval_row's "
+          "chains (g_i, then the draft's own h, on its cache) give the unrolled pass's 12 rows "
+          "of h and logits bit for bit");
+    // the fused rows' input: the rows after blocks 1 and 2 (forward cut there), then f
+    float r1[6 * 8];
+    exit_target_residual(&g, tokens, 6, 2, r1);
+    int taps_ok = 1;
+    for (int t = 0; t < 6; t++)
+        taps_ok &= !memcmp(et.fused_in + t * 24 + 8, r1 + t * 8, 32) &&
+                   !memcmp(et.fused_in + t * 24 + 16, et.feat + t * 8, 32);
+    check(taps_ok, "EAGLE-3's fuse reads [r_1, r_2, f] of each position: the residual after "
+          "blocks 1 and 2 (forward cut there), then the top feature");
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+}
+
+// save_eagle_head and read_eagle_head on an EAGLE-3 draft: the header, fuse first, and the
+// floats back bit for bit.
+static void test_eagle3_file(const char *dir) {
+    GPT g;
+    EagleTrainer et, back;
+    int tokens[12];
+    eagle3_case(&g, &et, tokens);
+    char path[600], err[512];
+    snprintf(path, sizeof(path), "%s/eagle3.bin", dir);
+    int rc = save_eagle_head(&et, &g, path, err, sizeof(err));
+    size_t n = 0, nfuse = (3 * 8 + 1) * 8, nfc = (2 * 8 + 1) * 8;
+    unsigned char *b = rc == 0 ? slurp(path, &n) : NULL;
+    size_t want = 48 + 4 * (nfuse + nfc + et.n) + 8;
+    check(b && n == want, "save_eagle_head writes an EAGLE-3 draft in %zu bytes (48 + 4((3C+1)C "
+          "+ (2C+1)C + the block) + 8), got %zu", want, n);
+    uint32_t f0, c0;
+    memcpy(&f0, &et.fuse[0], 4);
+    memcpy(&c0, &et.fc[0], 4);
+    check(b && n == want && get_u32(b + 8) == 3 && get_u32(b + 12) == 1 &&
+          get_u32(b + 16) == 2 && get_u32(b + 20) == 3 && get_u32(b + 48) == f0 &&
+          get_u32(b + 48 + 4 * nfuse) == c0, "the EAGLE-3 file's header: n_feat 3, feat_layer "
+          "{1, 2, 3}; fuse_weight first, fc_weight after fuse_bias");
+    EagleShape sh = {3, 1, 2, 1}; // eagle-eval reads it with one step
+    eagle_trainer_setup(&back, &g, 1, 9, &sh);
+    int rr = read_eagle_head(&back, &g, path, err, sizeof(err));
+    check(rr == 0 && !memcmp(back.fuse, et.fuse, nfuse * 4) && !memcmp(back.fc, et.fc, nfc * 4) &&
+          !memcmp(back.block.params + back.off, et.block.params + et.off, et.n * 4),
+          "read_eagle_head reads the EAGLE-3 file back bit for bit (%s)", rr ? err : "ok");
+    free(b);
+    eagle_trainer_free(&back);
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+}
+
+// Two EAGLE-3 trainings of 2 steps of 2 windows on the shipped model give the same floats.
+static void test_eagle3_deterministic(GPT *g, const Corpus *corpus) {
+    EagleOptions o = {2, 2, 5, {3, 1, 2, 3}, 1};
+    EagleTrainer a, b;
+    eagle_trainer_setup(&a, g, 2, 5, &o.shape);
+    eagle_trainer_setup(&b, g, 2, 5, &o.shape);
+    float fuse0 = a.fuse[0];
+    train_eagle(&a, g, corpus, &o);
+    train_eagle(&b, g, corpus, &o);
+    size_t nfuse = (size_t)(3 * a.C + 1) * a.C, nfc = (size_t)(2 * a.C + 1) * a.C;
+    check(!memcmp(a.fuse, b.fuse, nfuse * 4) && !memcmp(a.fc, b.fc, nfc * 4) &&
+          !memcmp(a.block.params, b.block.params, a.block.n_params * 4) && a.fuse[0] != fuse0,
+          "two EAGLE-3 trainings from the same seed give the same floats, and training moved "
+          "fuse");
+    eagle_trainer_free(&a);
+    eagle_trainer_free(&b);
+}
+
 // Sections 2 and 4 on the shipped model, the temporary directory's file checks first.
 static void test_files_and_shipped(void) {
     char dir[] = "/tmp/test_eagle.XXXXXX"; // the files go here, then away
     if (check(mkdtemp(dir) != NULL, "make a temporary directory")) {
         test_exit_file(dir);
         test_eagle_file(dir);
+        test_eagle3_file(dir);
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         if (system(cmd) != 0) printf("could not remove %s\n", dir);
@@ -459,6 +719,7 @@ static void test_files_and_shipped(void) {
         test_exit_rows(&g, corpus.tokens + corpus.n_train); // the first validation window
         test_shipped(&g, &corpus);
         test_deterministic(&g, &corpus);
+        test_eagle3_deterministic(&g, &corpus);
     }
     free_gpt(&g);
     free_corpus(&corpus);
@@ -475,16 +736,25 @@ int main(void) {
     double worst = eagle_gradient_check(0);
     check(worst > TOLERANCE, "the gradient check catches an EAGLE backward without the "
           "regression's term: worst relative error %.2g (tolerance %.0e)", worst, TOLERANCE);
+#elif defined(BREAK_EAGLE3_BACKWARD)
+    double worst = eagle3_gradient_check(0);
+    check(worst > TOLERANCE, "the gradient check catches an EAGLE-3 backward whose fed-back h "
+          "gets no gradient: worst relative error %.2g (tolerance %.0e)", worst, TOLERANCE);
 #endif
-#if defined(BREAK_EXIT_BACKWARD) || defined(BREAK_EAGLE_BACKWARD)
+#if defined(BREAK_EXIT_BACKWARD) || defined(BREAK_EAGLE_BACKWARD) || \
+    defined(BREAK_EAGLE3_BACKWARD)
     (void)exit_gradient_check; // a broken build checks its one gradient check only
     (void)eagle_gradient_check;
+    (void)eagle3_gradient_check;
     (void)test_eagle_step;
+    (void)test_eagle3_rows;
     (void)test_files_and_shipped;
 #else
     exit_gradient_check(1);
     eagle_gradient_check(1);
     test_eagle_step();
+    eagle3_gradient_check(1);
+    test_eagle3_rows();
     test_files_and_shipped();
 #endif
     printf("test_eagle summary: %d checks passed and %d failed\n", n_passed, n_failed);

@@ -22,7 +22,9 @@
  * target's residual after its first L blocks, distilled from the full target's rows;
  * `exit-eval` measures one beside the untrained exit. `eagle` trains beyond.c's EagleHead
  * (Li et al. 2024, arXiv:2401.15077): a Linear and one block that predict the target's next
- * top feature; `eagle-eval` measures one (alpha by depth, feature error by depth).
+ * top feature; `eagle-eval` measures one (alpha by depth, feature error by depth). `eagle
+ * --eagle3` trains EAGLE-3's kind (Li et al. 2025, arXiv:2503.01840): three of the target's
+ * rows fused, and the draft trained on its own unrolled guesses (training-time test).
  *
  *   make train                                  # = tinyshakespeare/train (the defaults)
  *   tinyshakespeare/train --iters 200 -o /tmp/m.bin
@@ -36,6 +38,7 @@
  *   tinyshakespeare/train exit-eval [-X PATH]         # its loss and alpha, and the untrained's
  *   tinyshakespeare/train eagle -o PATH               # the EAGLE draft (make train-eagle)
  *   tinyshakespeare/train eagle-eval [-E PATH]        # its loss, alpha and feature error by depth
+ *   tinyshakespeare/train eagle --eagle3 -o PATH      # EAGLE-3: fused rows, unrolled steps
  *
  * The backward matmuls use fmaf: a fused multiply-add, one rounding, one instruction with
  * -march=native (the build keeps -ffp-contract=off, so the compiler fuses nothing itself).
@@ -43,8 +46,9 @@
  * broken builds: -DBREAK_LAYERNORM_BACKWARD (test/test_train.c) drops a term of
  * layernorm_backward, -DBREAK_MEDUSA_BACKWARD (test/test_medusa.c) one of the heads' SiLU
  * backward, -DBREAK_EXIT_BACKWARD (test/test_eagle.c) the exit head's bias gradient, and
- * -DBREAK_EAGLE_BACKWARD (test/test_eagle.c) the EAGLE loss's feature-regression term, so
- * that each gradient check can be seen to fail.
+ * -DBREAK_EAGLE_BACKWARD (test/test_eagle.c) the EAGLE loss's feature-regression term,
+ * and -DBREAK_EAGLE3_BACKWARD (test/test_eagle.c) the gradient EAGLE-3's unrolled steps send
+ * back through the draft's own fed-back h, so that each gradient check can be seen to fail.
  */
 #ifndef TESTING
 #define TESTING    // leaves out beyond.c's and specdec.c's main: this file has its own ...
@@ -2283,7 +2287,29 @@ typedef struct {
     float *lm_t;      // (V, C)      the target's lm_head transposed, for the input gradient
     float *d_ln;      // (S-1, C)    the gradient of ln_f's output
     float *scratch;   // (2C)        the frozen ln_f's parameter gradients, discarded
+    // EAGLE-3 (section "EAGLE-3" below); n_feat 1 leaves these NULL and rows = S-1
+    int n_feat;       //             1 (EAGLE: the top feature) or 3 (EAGLE-3: fused)
+    int low, mid;     //             EAGLE-3: the rows after blocks low and mid, and the top
+    int steps, rows;  //             unrolled steps K (1 for EAGLE), draft rows per window
+    float *fuse;      // (3C+1, C)   fuse_weight (3C, C), then fuse_bias (C)
+    float *fuse_grad; // (3C+1, C)   their gradient
+    float *fused_in;  // (B, S, 3C)  [r_low, r_mid, f] of each position: fuse's input
+    float *g;         // (B, S, C)   the fused rows, step 1's features
+    float *tap;       // (S, C)      one of the target's lower rows (scratch)
+    float *fc_t;      // (C, 2C)     fc_weight transposed: the gradient reaching h and g
+    float *d_cat;     // (rows, 2C)  the gradient of fc's input rows
+    int *at;          // (rows)      row r reads token x_at[r] and is judged against p_at[r]
+    int *from;        // (rows)      the row whose h it reads, or -1: the fused g of its chain
+    int *chain;       // (rows)      its chain i: step k of chain i sits at position i+k-1
+    unsigned char *sees; // (rows, rows) which rows each row attends to
 } EagleTrainer;
+
+// What kind of EAGLE draft to build: EAGLE, or EAGLE-3's fused rows and unrolled steps.
+typedef struct {
+    int n_feat;   // 1 (EAGLE) or 3 (EAGLE-3)
+    int low, mid; // EAGLE-3: the target's rows after blocks low < mid < n_layer
+    int steps;    // EAGLE-3: the unrolled steps of training-time test (1 for EAGLE)
+} EagleShape;
 
 // The block's floats [off, off+n): tensors EAGLE_BLOCK_FIRST .. EAGLE_BLOCK_LAST of a config.
 static void eagle_train_block_range(const Config *c, size_t *off, size_t *n) {
@@ -2298,35 +2324,177 @@ static void eagle_train_block_range(const Config *c, size_t *off, size_t *n) {
 // Allocates an EAGLE draft for target and B windows per step and initialises it from seed
 // with PyTorch's defaults (init_gpt_random for the block; fc uniform in +-1/sqrt(2C)).
 // 0 on success, -1 out of memory.
-int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
+// ----------------------------------------------------------------------------
+// EAGLE-3: fused rows and training-time test (tinyshakespeare/train eagle --eagle3)
+//
+// EAGLE-3 (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language
+// Models via Training-Time Test", arXiv:2503.01840) changes two things, both of which
+// beyond.c's EagleHead runs:
+//   g_i = fuse([r_low_i, r_mid_i, f_i])   the target's rows after blocks low, mid and all,
+//                                         fused by a Linear (3C -> C); step 1 reads g_i
+// and training-time test: the draft is trained on its own unrolled guesses, with the
+// cross-entropy alone. Step k of chain i (k = 1 .. K, i = 0 .. S-1-k) sits at position
+// i+k-1: it reads [h of step k-1 of chain i (g_i at k = 1), E[x_{i+k}]] and is judged
+// against the target's row p_{i+k}. Its row attends to step 1's rows of chains 0 .. i (the
+// runtime's cache, made from true features) and to its own chain's steps 2 .. k (the
+// runtime's ancestors in the tree): the mask the runtime and eagle-eval's depths see.
+// All K steps of a window sit in one block record of `rows` rows, step after step, so
+// every row a row attends to sits before it.
+
+// The longest list of rows one row may attend to (a stack array in the attention).
+#define EAGLE3_MAX_ROWS 1024
+
+// EAGLE-3's parts of et: fuse, U(+-1/sqrt(3C)) from seed + 3, its buffers, and the map
+// of the rows: what each reads, what judges it, what it attends to. 0, or -1.
+static int eagle3_train_setup(EagleTrainer *et, uint64_t seed) {
+    int C = et->C, S = et->S, R = et->rows, n = S - 1; // n: step 1's rows
+    size_t nfuse = (size_t)(3 * C + 1) * C;
+    float **bufs[] = {&et->fuse, &et->fuse_grad, &et->fused_in, &et->g, &et->tap, &et->fc_t,
+                      &et->d_cat};
+    size_t sz[] = {nfuse, nfuse, (size_t)et->B * S * 3 * C, (size_t)et->B * S * C,
+                   (size_t)S * C, (size_t)2 * C * C, (size_t)R * 2 * C};
+    if (R > EAGLE3_MAX_ROWS || alloc_each(bufs, sz, sizeof(sz) / sizeof(sz[0])) != 0) return -1;
+    et->at = malloc((size_t)R * sizeof(int));
+    et->from = malloc((size_t)R * sizeof(int));
+    et->chain = malloc((size_t)R * sizeof(int));
+    et->sees = calloc((size_t)R * R, 1);
+    if (!et->at || !et->from || !et->chain || !et->sees) return -1;
+    Rng r;
+    rng_seed(&r, seed + 3); // its own stream: fc's is seed + 1
+    init_uniform(et->fuse, nfuse, 1.0 / sqrt(3.0 * C), &r);
+    // step k of chain i: row off_k + i, where step k-1 of the chain sits n-k+2 rows before
+    int row = 0;
+    for (int k = 1; k <= et->steps; k++)
+        for (int i = 0; i <= n - k; i++, row++) {
+            et->at[row] = i + k; // reads x_{i+k}, judged against p_{i+k}
+            et->chain[row] = i;
+            et->from[row] = k == 1 ? -1 : row - (n - k + 2);
+        }
+    // each row sees step 1 of chains 0 .. i, and its own chain's later steps up to itself
+    for (int t = 0; t < R; t++) {
+        for (int j = 0; j <= et->chain[t]; j++) et->sees[(size_t)t * R + j] = 1;
+        for (int s = t; et->from[s] >= 0; s = et->from[s]) et->sees[(size_t)t * R + s] = 1;
+    }
+    return 0;
+}
+
+// EAGLE-3's attention of rows t0 .. t0+T-1 of record a, each to the rows et->sees marks,
+// in increasing order: specdec.c's attention with another mask, its sums in the same order
+// (the runtime's cache holds the same rows in the same order). Masked weights are 0.
+static void eagle3_train_attention(const EagleTrainer *et, BlockActs *a, int t0, int T) {
+    int C = et->C, NH = et->bc.n_head, R = et->rows, HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS); // as specdec.c scales
+    int seen[EAGLE3_MAX_ROWS]; // the rows one row attends to, in order
+    for (int t = t0; t < t0 + T; t++) {
+        int m = 0;
+        for (int s = 0; s < R; s++)
+            if (et->sees[(size_t)t * R + s]) seen[m++] = s;
+        for (int h = 0; h < NH; h++) {
+            const float *qh = a->q + (size_t)t * C + h * HS;
+            float *w = a->att + ((size_t)h * R + t) * R; // its weights: compact, then spread
+            // the visible scores, packed at w[0 .. m-1], and their softmax
+            for (int j = 0; j < m; j++) {
+                const float *kh = a->key_cache + (size_t)seen[j] * C + h * HS;
+                float score = 0.0f;
+                for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
+                w[j] = score * scale;
+            }
+            softmax(w, m);
+            // spread to their rows (seen[j] >= j: from the end), the rest masked to 0
+            for (int j = m - 1, s = R - 1; s >= 0; s--) {
+                int mine = j >= 0 && seen[j] == s;
+                w[s] = mine ? w[j] : 0.0f;
+                j -= mine;
+            }
+            float *oh = a->att_out + (size_t)t * C + h * HS;
+            for (int i = 0; i < HS; i++) oh[i] = 0.0f;
+            for (int j = 0; j < m; j++) {
+                const float *vh = a->value_cache + (size_t)seen[j] * C + h * HS;
+                for (int i = 0; i < HS; i++) oh[i] += w[seen[j]] * vh[i];
+            }
+        }
+    }
+}
+
+// specdec.c's block_forward for rows t0 .. t0+T-1 of record a (their keys and values into
+// its cache rows t0 ..), with EAGLE-3's mask in place of the causal one.
+static void eagle3_train_block_forward(const EagleTrainer *et, BlockActs *a, int t0, int T) {
+    const Weights *w = &et->block.w; // layer 0, the one block
+    int C = et->C, H = et->bc.ffn_width;
+    size_t o = (size_t)t0 * C, oh = (size_t)t0 * H, TC = (size_t)T * C;
+    Linear query = {w->query, NULL, C, C};
+    Linear key = {w->key, NULL, C, C};
+    Linear value = {w->value, NULL, C, C};
+    Linear proj = {w->proj_weight, w->proj_bias, C, C};
+    Linear up = {w->ffwd_up_weight, w->ffwd_up_bias, C, H};
+    Linear down = {w->ffwd_down_weight, w->ffwd_down_bias, H, C};
+    // attention sub-block, as block_forward: the keys and values into the window's cache
+    layernorm(a->ln1 + o, a->x_in + o, w->ln1_weight, w->ln1_bias, T, C);
+    matmul(a->q + o, a->ln1 + o, query, T);
+    matmul(a->key_cache + o, a->ln1 + o, key, T);
+    matmul(a->value_cache + o, a->ln1 + o, value, T);
+    eagle3_train_attention(et, a, t0, T);
+    matmul(a->attn + o, a->att_out + o, proj, T);
+    residual_add(a->x_mid + o, a->x_in + o, a->attn + o, TC);
+    // MLP sub-block
+    layernorm(a->ln2 + o, a->x_mid + o, w->ln2_weight, w->ln2_bias, T, C);
+    matmul(a->hidden + oh, a->ln2 + o, up, T);
+    relu(a->hidden + oh, (size_t)T * H);
+    matmul(a->ffwd + o, a->hidden + oh, down, T);
+    residual_add(a->x_out + o, a->x_mid + o, a->ffwd + o, TC);
+}
+
+// The draft rows of one window of S target rows with K unrolled steps: step k has S-k.
+static int eagle_train_rows_of(int S, int K) {
+    int n = S - 1, rows = 0; // step 1: the S-1 rows of EAGLE
+    for (int k = 1; k <= K; k++) rows += n - k + 1;
+    return rows;
+}
+
+// Allocates an EAGLE draft of the given shape for target and B windows per step and
+// initialises it from seed with PyTorch's defaults (init_gpt_random for the block; fc and
+// EAGLE-3's fuse uniform in +-1/sqrt(fan_in)). 0 on success, -1 out of memory.
+int eagle_trainer_setup(EagleTrainer *et, GPT *target, int B, uint64_t seed,
+                        const EagleShape *sh) {
     memset(et, 0, sizeof(*et));
     const Config *c = &target->config; // the block is shaped like one of the target's
     int C = c->n_embd, S = c->block_size, V = c->vocab_size;
-    *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c};
+    int rows = eagle_train_rows_of(S, sh->steps); // S-1 for EAGLE: S target rows give S-1
+    *et = (EagleTrainer){.B = B, .S = S, .C = C, .V = V, .bc = *c, .n_feat = sh->n_feat,
+                         .low = sh->low, .mid = sh->mid, .steps = sh->steps, .rows = rows};
     et->bc.n_layer = 1; // ONE block
-    et->bc.block_size = S - 1; // S target rows give S-1 draft rows
+    et->bc.block_size = rows; // every unrolled row of a window in one record
     eagle_train_block_range(&et->bc, &et->off, &et->n);
     if (build_gpt(&et->block, &et->bc) != 0 || build_train_state(&et->ts, &et->bc, B) != 0)
         return -1;
     init_gpt_random(&et->block, seed); // LayerNorm 1/0, Linear U(+-1/sqrt(fan_in))
-    size_t nfc = (size_t)(2 * C + 1) * C, R = (size_t)B * (S - 1);
+    size_t nfc = (size_t)(2 * C + 1) * C, R = (size_t)B * rows;
+    size_t most = (size_t)(rows > S ? rows : S); // rows of one window's scratch
     float **bufs[] = {&et->fc, &et->fc_grad, &et->feat, &et->p, &et->cat, &et->lnf, &et->q,
                       &et->logits, &et->lm_t, &et->d_ln, &et->scratch};
     size_t n[] = {nfc, nfc, (size_t)B * S * C, (size_t)B * S * V, R * 2 * C, R * C, R * V,
-                  (size_t)S * V, (size_t)V * C, (size_t)S * C, 2 * (size_t)C};
+                  most * V, (size_t)V * C, most * C, 2 * (size_t)C};
     if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
     // fc: Linear(2C, C), both weight and bias bounded by 1/sqrt(fan_in), its own stream
     Rng r;
     rng_seed(&r, seed + 1);
     init_uniform(et->fc, nfc, 1.0 / sqrt(2.0 * C), &r);
     transpose(et->lm_t, target->w.lm_head_weight, C, V); // frozen: transposed once
-    return 0;
+    return sh->n_feat == 3 ? eagle3_train_setup(et, seed) : 0;
+}
+
+// Allocates an EAGLE draft (the top feature, no unrolled steps) for target and B windows.
+int eagle_trainer_init(EagleTrainer *et, GPT *target, int B, uint64_t seed) {
+    EagleShape eagle = {1, target->config.n_layer, 0, 1}; // the top feature, one step
+    return eagle_trainer_setup(et, target, B, seed, &eagle);
 }
 
 // Frees what eagle_trainer_init allocated; safe on a zeroed or half-built one.
 void eagle_trainer_free(EagleTrainer *et) {
     void *owned[] = {et->fc, et->fc_grad, et->feat, et->p, et->cat, et->lnf, et->q,
-                     et->logits, et->lm_t, et->d_ln, et->scratch};
+                     et->logits, et->lm_t, et->d_ln, et->scratch, et->fuse, et->fuse_grad,
+                     et->fused_in, et->g, et->tap, et->fc_t, et->d_cat, et->at, et->from,
+                     et->chain, et->sees};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     free_gpt(&et->block);
     free_train_state(&et->ts);
@@ -2439,25 +2607,220 @@ void eagle_train_prepare(EagleTrainer *et) {
     memset(et->ts.grads, 0, et->block.n_params * sizeof(float));
     memset(et->fc_grad, 0, (size_t)(2 * et->C + 1) * et->C * sizeof(float));
     transpose_matrices(&et->bc, &et->block.w, &et->ts.wt); // block_backward reads wt
+    if (et->n_feat != 3) return;
+    // EAGLE-3: fuse learns, and fc's input gradient reaches the fed-back h
+    memset(et->fuse_grad, 0, (size_t)(3 * et->C + 1) * et->C * sizeof(float));
+    transpose(et->fc_t, et->fc, 2 * et->C, et->C);
+}
+
+// ----------------------------------------------------------------------------
+// EAGLE-3's training: the target's three rows, the unrolled steps, their gradient
+
+// The target's rows of window b's T tokens for EAGLE-3: f and p (eagle_train_targets), the
+// rows after blocks low and mid, and the fused rows g = fuse([r_low, r_mid, f]).
+void eagle3_train_targets(EagleTrainer *et, GPT *target, const int *tokens, int T, int b) {
+    int C = et->C, layers[2] = {et->low, et->mid};
+    size_t S = et->S;
+    float *in = et->fused_in + (size_t)b * S * 3 * C;
+    eagle_train_targets(et, target, tokens, T, b); // f (the top row) and p
+    const float *f = et->feat + (size_t)b * S * C;
+    // the lower rows: forward with n_layer lowered, as the exit's trainer reads them
+    for (int k = 0; k < 2; k++) {
+        exit_target_residual(target, tokens, T, layers[k], et->tap);
+        for (int t = 0; t < T; t++)
+            memcpy(in + (size_t)t * 3 * C + k * C, et->tap + (size_t)t * C, C * sizeof(float));
+    }
+    for (int t = 0; t < T; t++)
+        memcpy(in + (size_t)t * 3 * C + 2 * C, f + (size_t)t * C, C * sizeof(float));
+    matmul(et->g + (size_t)b * S * C, in, (Linear){et->fuse, et->fuse + (size_t)3 * C * C,
+                                                   3 * C, C}, T);
+}
+
+// The target's rows of a window, as the draft's kind reads them (EAGLE or EAGLE-3).
+static void eagle_train_window_targets(EagleTrainer *et, GPT *target, const int *tokens, int T,
+                                 int b) {
+    if (et->n_feat == 3)
+        eagle3_train_targets(et, target, tokens, T, b);
+    else
+        eagle_train_targets(et, target, tokens, T, b);
+}
+
+// EAGLE-3's rows of window b (a whole window of S tokens, after eagle3_train_targets): step by
+// step fc and the masked block, then the target's ln_f and lm_head on every row. Step 1
+// reads g_i, step k > 1 its chain's h of step k-1. Returns the summed soft cross-entropy.
+double eagle3_train_forward(EagleTrainer *et, const GPT *target, const int *tokens, int b) {
+    int C = et->C, V = et->V, R = et->rows, n = et->S - 1;
+    const float *g = et->g + (size_t)b * et->S * C, *p = et->p + (size_t)b * et->S * V;
+    float *cat = et->cat + (size_t)b * R * 2 * C, *lnf = et->lnf + (size_t)b * R * C;
+    BlockActs *a = &et->ts.blocks[b]; // window b's record: every step's rows
+    Linear fc = {et->fc, et->fc + (size_t)2 * C * C, 2 * C, C};
+    // step k's n-k+1 rows at once: their inputs are the rows step k-1 just made
+    for (int k = 1, t0 = 0; k <= et->steps; t0 += n - k + 1, k++) {
+        int T = n - k + 1;
+        for (int r = t0; r < t0 + T; r++) {
+            const float *h = et->from[r] < 0 ? g + (size_t)et->chain[r] * C :
+                             a->x_out + (size_t)et->from[r] * C;
+            eagle_fc_input(cat + (size_t)r * 2 * C, h, target, tokens[et->at[r]], C);
+        }
+        matmul(a->x_in + (size_t)t0 * C, cat + (size_t)t0 * 2 * C, fc, T);
+        eagle3_train_block_forward(et, a, t0, T);
+    }
+    // every row through the target's frozen ln_f and lm_head, judged against p_at
+    layernorm(lnf, a->x_out, target->w.ln_f_weight, target->w.ln_f_bias, R, C);
+    matmul(et->logits, lnf, (Linear){target->w.lm_head_weight, target->w.lm_head_bias, C, V}, R);
+    double loss = 0.0;
+    for (int r = 0; r < R; r++)
+        loss += soft_cross_entropy(et->logits + (size_t)r * V, V, p + (size_t)et->at[r] * V,
+                                   et->q + ((size_t)b * R + r) * V);
+    return loss;
+}
+
+// The backward of eagle3_train_attention for rows t0 .. t0+T-1: into ts.d_q of those rows and
+// ts.d_k, ts.d_v of every row they saw (accumulated: later steps' rows see earlier ones).
+static void eagle3_train_attention_backward(EagleTrainer *et, const BlockActs *a, int t0, int T) {
+    TrainState *ts = &et->ts;
+    int C = et->C, NH = et->bc.n_head, R = et->rows, HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS), *da = ts->d_weights; // da: (R)
+    for (int h = 0; h < NH; h++)
+        for (int t = t0; t < t0 + T; t++) {
+            const float *w = a->att + ((size_t)h * R + t) * R;
+            const unsigned char *sees = et->sees + (size_t)t * R;
+            const float *dy = ts->d_att_out + (size_t)t * C + h * HS;
+            // through the weighted sum: da for every weight, dv for every value
+            float da_dot_w = 0.0f;
+            for (int s = 0; s < R; s++) {
+                if (!sees[s]) continue;
+                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                float *dvh = ts->d_v + (size_t)s * C + h * HS;
+                da[s] = 0.0f;
+                for (int i = 0; i < HS; i++) da[s] += dy[i] * vh[i];
+                for (int i = 0; i < HS; i++) dvh[i] += w[s] * dy[i];
+                da_dot_w += da[s] * w[s];
+            }
+            // through the softmax to the scores, then to the query and each key
+            const float *qh = a->q + (size_t)t * C + h * HS;
+            float *dqh = ts->d_q + (size_t)t * C + h * HS;
+            for (int s = 0; s < R; s++) {
+                if (!sees[s]) continue;
+                float gs = w[s] * (da[s] - da_dot_w) * scale;
+                const float *kh = a->key_cache + (size_t)s * C + h * HS;
+                float *dkh = ts->d_k + (size_t)s * C + h * HS;
+                for (int i = 0; i < HS; i++) dkh[i] += gs * qh[i];
+                for (int i = 0; i < HS; i++) dqh[i] += gs * kh[i];
+            }
+        }
+}
+
+// train.c's block_backward for rows t0 .. t0+T-1 of window b: ts.d_resid's rows hold
+// dLoss/dx_out on entry and dLoss/dx_in on return. Their keys' and values' gradients must be
+// whole (every later step done); the weights' gradients accumulate into ts.dw.
+static void eagle3_train_block_backward(EagleTrainer *et, int b, int t0, int T) {
+    TrainState *ts = &et->ts;
+    const BlockActs *a = &ts->blocks[b];
+    const Weights *w = &et->block.w, *wt = &ts->wt;
+    Weights *dw = &ts->dw;
+    int C = et->C, H = et->bc.ffn_width;
+    size_t o = (size_t)t0 * C, oh = (size_t)t0 * H, TC = (size_t)T * C;
+    float *dres = ts->d_resid + o, *dmid = ts->d_mid + o, *dhid = ts->d_hidden + oh;
+    float *dln2 = ts->d_ln2 + o, *datt = ts->d_att_out + o, *dln1 = ts->d_ln1 + o;
+    // x_out = x_mid + ffwd(ln2(x_mid))
+    memcpy(dmid, dres, TC * sizeof(float));
+    memset(dhid, 0, (size_t)T * H * sizeof(float));
+    matmul_backward(dhid, dw->ffwd_down_weight, dw->ffwd_down_bias, dres, a->hidden + oh,
+                    wt->ffwd_down_weight, T, H, C);
+    relu_backward(dhid, a->hidden + oh, (size_t)T * H);
+    memset(dln2, 0, TC * sizeof(float));
+    matmul_backward(dln2, dw->ffwd_up_weight, dw->ffwd_up_bias, dhid, a->ln2 + o,
+                    wt->ffwd_up_weight, T, C, H);
+    layernorm_backward(dmid, dw->ln2_weight, dw->ln2_bias, dln2, a->x_mid + o, w->ln2_weight,
+                       T, C);
+    // x_mid = x_in + proj(attn(ln1(x_in)))
+    memcpy(dres, dmid, TC * sizeof(float));
+    memset(datt, 0, TC * sizeof(float));
+    matmul_backward(datt, dw->proj_weight, dw->proj_bias, dmid, a->att_out + o,
+                    wt->proj_weight, T, C, C);
+    memset(ts->d_q + o, 0, TC * sizeof(float));
+    eagle3_train_attention_backward(et, a, t0, T);
+    // query, key and value of these rows all read ln1's output
+    memset(dln1, 0, TC * sizeof(float));
+    matmul_backward(dln1, dw->query, NULL, ts->d_q + o, a->ln1 + o, wt->query, T, C, C);
+    matmul_backward(dln1, dw->key, NULL, ts->d_k + o, a->ln1 + o, wt->key, T, C, C);
+    matmul_backward(dln1, dw->value, NULL, ts->d_v + o, a->ln1 + o, wt->value, T, C, C);
+    layernorm_backward(dres, dw->ln1_weight, dw->ln1_bias, dln1, a->x_in + o, w->ln1_weight,
+                       T, C);
+}
+
+// Adds scale times the gradient of window b's EAGLE-3 loss (after eagle3_train_forward) into
+// fc_grad, fuse_grad and the block's gradients; needs eagle_train_prepare's transposes.
+// The steps go last to first: step k's input h gets its gradient from step k+1's fc.
+void eagle3_train_backward(EagleTrainer *et, const GPT *target, int b, float scale) {
+    TrainState *ts = &et->ts;
+    int C = et->C, V = et->V, R = et->rows, n = et->S - 1;
+    const float *p = et->p + (size_t)b * et->S * V, *q = et->q + (size_t)b * R * V;
+    const float *cat = et->cat + (size_t)b * R * 2 * C;
+    // every row's cross-entropy: dz = q - p_at, through lm_head and ln_f into d_resid
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < V; v++)
+            ts->d_logits[(size_t)r * V + v] = scale * (q[(size_t)r * V + v] -
+                                                       p[(size_t)et->at[r] * V + v]);
+    memset(et->d_ln, 0, (size_t)R * C * sizeof(float));
+    gemm_acc(et->d_ln, ts->d_logits, V, 1, et->lm_t, R, V, C);
+    memset(ts->d_resid, 0, (size_t)R * C * sizeof(float));
+    layernorm_backward(ts->d_resid, et->scratch, et->scratch + C, et->d_ln,
+                       ts->blocks[b].x_out, target->w.ln_f_weight, R, C);
+    memset(ts->d_k, 0, (size_t)R * C * sizeof(float)); // summed over every step's rows
+    memset(ts->d_v, 0, (size_t)R * C * sizeof(float));
+    // steps K .. 1: the block, fc, then the gradient of the h (or g) the step read
+    for (int k = et->steps; k >= 1; k--) {
+        int T = n - k + 1, t0 = eagle_train_rows_of(et->S, k - 1); // step k's rows
+        eagle3_train_block_backward(et, b, t0, T);
+        memset(et->d_cat, 0, (size_t)T * 2 * C * sizeof(float));
+        matmul_backward(et->d_cat, et->fc_grad, et->fc_grad + (size_t)2 * C * C,
+                        ts->d_resid + (size_t)t0 * C, cat + (size_t)t0 * 2 * C, et->fc_t, T,
+                        2 * C, C);
+        // the feature half of fc's input gradient: to step k-1's h, or step 1's g
+        for (int r = t0; r < t0 + T; r++) {
+            const float *dh = et->d_cat + (size_t)(r - t0) * 2 * C;
+            float *to = et->from[r] >= 0 ? ts->d_resid + (size_t)et->from[r] * C :
+                        et->d_ln + (size_t)et->chain[r] * C;
+#ifdef BREAK_EAGLE3_BACKWARD
+            if (et->from[r] >= 0) continue; // test-only: the fed-back h gets no gradient
+#endif
+            for (int c = 0; c < C; c++) to[c] = et->from[r] >= 0 ? to[c] + dh[c] : dh[c];
+        }
+    }
+    // fuse: only its parameters learn (the target's rows are frozen)
+    matmul_backward(NULL, et->fuse_grad, et->fuse_grad + (size_t)3 * C * C, et->d_ln,
+                    et->fused_in + (size_t)b * et->S * 3 * C, NULL, n, 3 * C, C);
+}
+
+// The i-th float of et's file: fuse (nfuse floats, EAGLE-3), fc (up to nfc), the block.
+static float *eagle_train_float(const EagleTrainer *et, size_t i, size_t nfuse, size_t nfc) {
+    if (i < nfuse) return &et->fuse[i];
+    if (i < nfc) return &et->fc[i - nfuse];
+    return &et->block.params[et->off + i - nfc];
 }
 
 // Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format.
 int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
-    size_t nfc = (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
+    size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 0; // EAGLE-3's first
+    size_t nfc = nfuse + (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
     size_t n = EAGLE_HEADER + 4 * P + 8; // header, floats, checksum
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
+    uint32_t L = (uint32_t)target->config.n_layer, three = et->n_feat == 3;
     if (buf) {
-        // header: one feature, the top one (after all n_layer blocks), then the sizes
-        uint32_t head[10] = {EAGLE_VERSION, 1, (uint32_t)target->config.n_layer, 0, 0,
+        // header: the top feature (n_layer, 0, 0) or three rows (low, mid, n_layer), the sizes
+        uint32_t head[10] = {EAGLE_VERSION, three ? 3 : 1, three ? (uint32_t)et->low : L,
+                             three ? (uint32_t)et->mid : 0, three ? L : 0,
                              (uint32_t)et->C, (uint32_t)et->V, (uint32_t)et->bc.ffn_width,
                              (uint32_t)et->bc.n_head, 0};
         memcpy(buf, EAGLE_MAGIC, 4); // "SPDE"
         for (int i = 0; i < 9; i++) put_u32(buf + 4 + 4 * i, head[i]); // offsets 4 .. 39
         put_u64(buf + 40, target_fingerprint(target)); // the draft fits this target only
-        // the floats: fc_weight and fc_bias, then the block's 13 tensors in checkpoint order
-        for (size_t i = 0; i < P; i++) { // fc first, then the block
-            const float *x = i < nfc ? &et->fc[i] : &et->block.params[et->off + i - nfc];
+        // the floats: EAGLE-3's fuse, fc_weight and fc_bias, then the block's 13 tensors
+        for (size_t i = 0; i < P; i++) { // fuse, fc, then the block, in checkpoint order
+            const float *x = eagle_train_float(et, i, nfuse, nfc);
             uint32_t bits;
             memcpy(&bits, x, 4);
             put_u32(buf + EAGLE_HEADER + 4 * i, bits);
@@ -2472,19 +2835,23 @@ int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path,
 // checksum. beyond.c has the runtime's loader; this one is for eagle-eval.
 int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
-    size_t n = 0, nfc = (size_t)(2 * et->C + 1) * et->C;
+    size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 0; // EAGLE-3's first
+    size_t n = 0, nfc = nfuse + (size_t)(2 * et->C + 1) * et->C;
     size_t want = EAGLE_HEADER + 4 * (nfc + et->n) + 8; // the only size a good file has
+    uint32_t L = (uint32_t)target->config.n_layer, three = et->n_feat == 3;
     unsigned char *buf = read_file(path, &n, "eagle draft", "make train-eagle writes "
                                    DEFAULT_EAGLE, err, errlen);
     if (!buf) return -1;
-    int fields_ok = n == want && get_u32(buf + 8) == 1 &&
-                    get_u32(buf + 12) == (uint32_t)target->config.n_layer &&
+    int fields_ok = n == want && get_u32(buf + 8) == (three ? 3u : 1u) &&
+                    get_u32(buf + 12) == (three ? (uint32_t)et->low : L) &&
+                    get_u32(buf + 16) == (three ? (uint32_t)et->mid : 0) &&
+                    get_u32(buf + 20) == (three ? L : 0) &&
                     get_u32(buf + 32) == (uint32_t)et->bc.ffn_width &&
                     get_u32(buf + 36) == (uint32_t)et->bc.n_head;
     const char *why = n != want ? "wrong size (truncated, or for another model)" :
         memcmp(buf, EAGLE_MAGIC, 4) ? "wrong magic (not an EAGLE draft)" :
         get_u32(buf + 4) != EAGLE_VERSION ? "unknown version" :
-        !fields_ok ? "a header field does not fit (one top feature, the target's sizes)" :
+        !fields_ok ? "a header field does not fit (the rows it reads, the target's sizes)" :
         get_u64(buf + 40) != target_fingerprint(target) ? "trained for another target" :
         fnv1a64(buf, n - 8) != get_u64(buf + n - 8) ? "checksum mismatch (corrupted)" : NULL;
     if (why) snprintf(err, errlen, "eagle draft '%s': %s; make train-eagle writes one for %s, "
@@ -2492,7 +2859,7 @@ int read_eagle_head(EagleTrainer *et, const GPT *target, const char *path, char 
     // the floats, bit for bit, where save_eagle_head took them
     for (size_t i = 0; !why && i < nfc + et->n; i++) {
         uint32_t bits = get_u32(buf + EAGLE_HEADER + 4 * i);
-        memcpy(i < nfc ? &et->fc[i] : &et->block.params[et->off + i - nfc], &bits, 4);
+        memcpy(eagle_train_float(et, i, nfuse, nfc), &bits, 4);
     }
     free(buf);
     return why ? -1 : 0;
@@ -2553,12 +2920,13 @@ void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n
     for (size_t start = 0; start + 1 < n; start += (size_t)S) {
         int T = n - 1 - start < (size_t)S ? (int)(n - 1 - start) : S; // the last may be short
         const int *w = tokens + start;
-        eagle_train_targets(et, target, w, T, 0); // f and p of this window, in slot 0
+        eagle_train_window_targets(et, target, w, T, 0); // f, p (and g) of this window, in slot 0
         for (size_t i = 0; i < (size_t)T * et->C; i++) e->fsq += (double)et->feat[i] * et->feat[i];
         e->nf += (size_t)T * et->C; // the features summed into fsq
         // every row, then its chain of own features, while the target has a row to judge by
         for (int i = 0; i + 1 < T; i++) {
-            const float *h = et->feat + (size_t)i * et->C;
+            // depth 1 reads the top feature (EAGLE) or the fused row (EAGLE-3)
+            const float *h = (et->n_feat == 3 ? et->g : et->feat) + (size_t)i * et->C;
             for (int d = 1; d <= EAGLE_EVAL_DEPTH && i + d < T; d++) {
                 h = eagle_eval_row(et, target, h, w[i + d], i + d - 1);
                 eagle_eval_score(e, et, h, i, d, w[i + d + 1]);
@@ -2577,10 +2945,10 @@ void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n
     }
 }
 
-// Prints eagle_eval_split's figures (stderr): a line per depth.
-static void print_eagle_eval(const EagleEval *e, const char *when, double secs) {
-    fprintf(stderr, "%s: EAGLE on the whole validation split (%.1f s); mean f^2 of the target's "
-            "features %.4f\n", when, secs, e->fsq);
+// Prints eagle_eval_split's figures (stderr) for a draft of n_feat rows: a line per depth.
+static void print_eagle_eval(const EagleEval *e, const char *when, double secs, int n_feat) {
+    fprintf(stderr, "%s: %s on the whole validation split (%.1f s); mean f^2 of the target's "
+            "features %.4f\n", when, n_feat == 3 ? "EAGLE-3" : "EAGLE", secs, e->fsq);
     for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
         fprintf(stderr, "  depth %d: alpha %.4f, greedy agreement %.4f, loss against the target "
                 "%.4f, val loss %.4f, feature error (h - f)^2 %.4f (%zu positions)\n", k + 1,
@@ -2592,6 +2960,8 @@ typedef struct {
     int iters;     // Adam steps                                  e.g. 6000
     int batch;     // windows of S tokens per step, B              e.g. 16
     uint64_t seed; // the initialisation and the batch sampler     e.g. 2
+    EagleShape shape; // EAGLE, or EAGLE-3 (--eagle3, --taps LOW,MID, --steps K)
+    int asked;     // which of --eagle3 (1), --taps (2), --steps (4) were given
 } EagleOptions;
 
 // One training step over B random windows of the training split: the loss (returned, summed
@@ -2601,16 +2971,24 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
     int S = et->S;
     size_t starts = corpus->n_train - (size_t)S, nfc = (size_t)(2 * et->C + 1) * et->C;
     double loss = 0.0;
+    float scale = 1.0f / ((float)et->B * et->rows); // the mean over every draft row
     eagle_train_prepare(et); // zero gradients, transposed matrices
     // each window: the target's rows, the draft's, the backward
     for (int b = 0; b < et->B; b++) {
         const int *w = corpus->tokens + rng_u64(rng) % starts; // drawn as get_batch draws
-        eagle_train_targets(et, target, w, S, b); // the frozen target
+        eagle_train_window_targets(et, target, w, S, b); // the frozen target
+        if (et->n_feat == 3) { // the unrolled steps, the cross-entropy alone
+            loss += eagle3_train_forward(et, target, w, b);
+            eagle3_train_backward(et, target, b, scale);
+            continue;
+        }
         loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
-        eagle_train_backward(et, target, b, 1.0f / ((float)et->B * (S - 1)));
+        eagle_train_backward(et, target, b, scale);
     }
     adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
     adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
+    if (et->n_feat == 3) // EAGLE-3's fuse
+        adamw_update(&opt[2], et->fuse, et->fuse_grad, (size_t)(3 * et->C + 1) * et->C);
     return loss;
 }
 
@@ -2619,10 +2997,13 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
 // 100 steps. 0, or -1 out of memory.
 int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o) {
     size_t nfc = (size_t)(2 * et->C + 1) * et->C; // fc_weight and fc_bias
-    AdamW opt[2] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
+    size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 1; // EAGLE-3's fuse
+    AdamW opt[3] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
                     {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(et->n),
-                     alloc_floats(et->n), 0}};
-    int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v; // no moments, no training: -1
+                     alloc_floats(et->n), 0},
+                    {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfuse),
+                     alloc_floats(nfuse), 0}};
+    int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v && opt[2].m && opt[2].v;
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
@@ -2632,27 +3013,72 @@ int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const Eagle
         if ((it + 1) % 100 == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
             fprintf(stderr, "step %5d: train loss %.4f, %.1f ms/step, ETA %.0f s\n", it + 1,
-                    recent / (100.0 * et->B * (et->S - 1)), ms, ms * (o->iters - it - 1) / 1e3);
+                    recent / (100.0 * et->B * et->rows), ms, ms * (o->iters - it - 1) / 1e3);
             recent = 0.0;
             t_log = now;
         }
     }
     target->state.cache_len = 0;
     if (ok) fprintf(stderr, "trained %d steps in %.1f s\n", o->iters, now_seconds() - t_start);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         free(opt[k].m);
         free(opt[k].v);
     }
     return ok ? 0 : -1;
 }
 
+// `train eagle`'s EAGLE-3 flag a (value val) into o: --eagle3, --taps LOW,MID, --steps K.
+// Returns how many arguments it took (0: not one of them), or -1 after one line.
+static int eagle3_flag(const char *a, const char *val, EagleOptions *o) {
+    if (!strcmp(a, "--eagle3")) {
+        o->asked |= 1;
+        o->shape.n_feat = 3;
+        return 1;
+    }
+    int taps = !strcmp(a, "--taps"), steps = !strcmp(a, "--steps");
+    if (!taps && !steps) return 0;
+    if (!val) {
+        error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
+        return -1;
+    }
+    // --taps LOW,MID: two whole numbers, checked against the model once it is loaded
+    long v, w;
+    char low[16];
+    const char *comma = strchr(val, ',');
+    size_t len = comma ? (size_t)(comma - val) : 0;
+    if (len > 0 && len < sizeof(low)) {
+        memcpy(low, val, len);
+        low[len] = '\0';
+    }
+    int ok = taps ? len > 0 && len < sizeof(low) && parse_int(low, 1, 1000, &v) == 0 &&
+                    parse_int(comma + 1, 1, 1000, &w) == 0
+                  : parse_int(val, 1, 4, &v) == 0;
+    if (!ok) {
+        error_line(taps ? "--taps must be two block counts LOW,MID (e.g. 1,2), got '%s'" :
+                   "--steps must be a whole number from 1 to 4, got '%s'", val);
+        return -1;
+    }
+    o->asked |= taps ? 2 : 4;
+    o->shape.low = taps ? (int)v : o->shape.low;
+    o->shape.mid = taps ? (int)w : o->shape.mid;
+    o->shape.steps = taps ? o->shape.steps : (int)v;
+    return 2;
+}
+
 // The flags of `train eagle` and `train eagle-eval` into o and the paths (paths[0] the model,
 // [1] the corpus, [2] the draft to read, [3] the file to write). 0, or -1 after one line.
 static int eagle_flags(int argc, char **argv, int eval_only, EagleOptions *o, const char **paths) {
     const char *cmd = argv[1], *takes = eval_only ? "-m, -E and -i" :
-                      "--iters, --batch, --seed, -m, -i and -o";
+                      "--iters, --batch, --seed, --eagle3, --taps, --steps, -m, -i and -o";
     for (int i = 2; i < argc; i += 2) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        // EAGLE-3: --eagle3 takes no value, --taps and --steps one each
+        int e3 = eval_only ? 0 : eagle3_flag(a, val, o);
+        if (e3 < 0) return -1;
+        if (e3 > 0) {
+            i += e3 - 2; // past the flag and its value, if any
+            continue;
+        }
         int slot = !strcmp(a, "-m") ? 0 : !strcmp(a, "-i") ? 1 : -1;
         if (eval_only && !strcmp(a, "-E")) slot = 2; // the draft to measure
         if (!eval_only && !strcmp(a, "-o")) slot = 3;
@@ -2701,13 +3127,52 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
     return 0;
 }
 
+// Completes sh for target: EAGLE's top feature, or EAGLE-3's rows checked against its
+// n_layer. With path (eagle-eval) the shape is the file's own when it holds an EAGLE-3 draft
+// (read_eagle_head checks the rest). 0, or -1 with err set.
+static int eagle_train_shape(EagleShape *sh, const GPT *target, const char *path, char *err,
+                       size_t errlen) {
+    int L = target->config.n_layer;
+    unsigned char head[24] = {0};
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    // eagle-eval: the header's n_feat and rows, if it is an EAGLE file at all
+    if (f) {
+        size_t got = fread(head, 1, sizeof(head), f);
+        fclose(f);
+        int three = got == sizeof(head) && !memcmp(head, EAGLE_MAGIC, 4) && get_u32(head + 8) == 3;
+        *sh = three ? (EagleShape){3, (int)get_u32(head + 12), (int)get_u32(head + 16), 1} :
+              (EagleShape){1, L, 0, 1};
+        if (!three) return 0;
+    }
+    if (path && !f) *sh = (EagleShape){1, L, 0, 1}; // read_eagle_head says why it cannot
+    if (sh->n_feat == 1) {
+        sh->low = L; // the top feature alone
+        sh->mid = 0;
+        sh->steps = 1;
+        return 0;
+    }
+    if (sh->low < 1 || sh->low >= sh->mid || sh->mid >= L)
+        return fail_with(err, errlen, "EAGLE-3 reads the rows after blocks %d and %d and the "
+                         "top one: they must rise, 1 <= LOW < MID < %d (the model's n_layer)",
+                         sh->low, sh->mid, L);
+    if (eagle_train_rows_of(target->config.block_size, sh->steps) > EAGLE3_MAX_ROWS)
+        return fail_with(err, errlen, "EAGLE-3 with %d steps on block_size %d: more than %d "
+                         "rows a window", sh->steps, target->config.block_size, EAGLE3_MAX_ROWS);
+    return 0;
+}
+
 // `tinyshakespeare/train eagle [--iters N] [--batch 16] [--seed 2] [-m MODEL] [-i CORPUS]
 // [-o PATH]` trains an EAGLE draft and writes it; `train eagle-eval [-m MODEL] [-E PATH]
 // [-i CORPUS]` measures one. Returns the exit status; every bad input is one line on stderr.
 int main_eagle(int argc, char **argv, int eval_only) {
-    EagleOptions o = {6000, 16, 2}; // 6000 steps, 16 windows, seed 2
+    // 6000 steps, 16 windows, seed 2; EAGLE-3's defaults: rows after blocks 1 and 2, 3 steps
+    EagleOptions o = {6000, 16, 2, {1, 1, 2, 3}, 0};
     const char *paths[4] = {DEFAULT_MODEL, DEFAULT_CORPUS, DEFAULT_EAGLE, EAGLE_OUT};
     if (eagle_flags(argc, argv, eval_only, &o, paths) != 0) return 1;
+    if (o.asked == 2 || o.asked == 4 || o.asked == 6) {
+        error_line("--taps and --steps shape an EAGLE-3 draft: give --eagle3 too");
+        return 1;
+    }
     char err[512];
     GPT g;
     Corpus corpus;
@@ -2717,7 +3182,9 @@ int main_eagle(int argc, char **argv, int eval_only) {
     memset(&et, 0, sizeof(et));
     int rc = 1;
     if (eagle_inputs(&g, &corpus, paths, err, sizeof(err)) != 0) goto done;
-    if (eagle_trainer_init(&et, &g, o.batch, o.seed) != 0) {
+    const char *shape_of = eval_only ? paths[2] : NULL; // eagle-eval: the file's own shape
+    if (eagle_train_shape(&o.shape, &g, shape_of, err, sizeof(err)) != 0) goto done;
+    if (eagle_trainer_setup(&et, &g, o.batch, o.seed, &o.shape) != 0) {
         snprintf(err, sizeof(err), "out of memory for the EAGLE draft of %d windows", o.batch);
         goto done;
     }
@@ -2733,16 +3200,27 @@ int main_eagle(int argc, char **argv, int eval_only) {
     double t0 = now_seconds();
     if (eval_only) {
         eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
-        print_eagle_eval(&e, paths[2], now_seconds() - t0);
+        print_eagle_eval(&e, paths[2], now_seconds() - t0, et.n_feat);
         rc = 0;
         goto done;
     }
-    fprintf(stderr, "recipe: EAGLE, fc (%d -> %d) and one block (%zu parameters) on the "
-            "target's top features; loss %g x CE against the target's row + %g x SmoothL1 of "
-            "the feature; %d steps of %d windows of %d tokens, Adam lr %g, seed %llu; writes %s "
-            "at the end\n", 2 * et.C, et.C, (size_t)(2 * et.C + 1) * et.C + et.n,
-            (double)EAGLE_W_CE, (double)EAGLE_W_REG, o.iters, o.batch, et.S, (double)EAGLE_LR,
-            (unsigned long long)o.seed, paths[3]);
+    // the recipe: what it reads, the loss, the schedule
+    if (et.n_feat == 3)
+        fprintf(stderr, "recipe: EAGLE-3, fuse (%d -> %d) of the target's rows after blocks "
+                "%d, %d and %d, fc (%d -> %d) and one block (%zu parameters); loss: the "
+                "cross-entropy against the target's row, summed over %d unrolled steps "
+                "(training-time test), no feature regression; %d steps of %d windows of %d "
+                "tokens, Adam lr %g, seed %llu; writes %s at the end\n", 3 * et.C, et.C,
+                et.low, et.mid, g.config.n_layer, 2 * et.C, et.C,
+                (size_t)(3 * et.C + 1) * et.C + (size_t)(2 * et.C + 1) * et.C + et.n, et.steps,
+                o.iters, o.batch, et.S, (double)EAGLE_LR, (unsigned long long)o.seed, paths[3]);
+    else
+        fprintf(stderr, "recipe: EAGLE, fc (%d -> %d) and one block (%zu parameters) on the "
+                "target's top features; loss %g x CE against the target's row + %g x SmoothL1 "
+                "of the feature; %d steps of %d windows of %d tokens, Adam lr %g, seed %llu; "
+                "writes %s at the end\n", 2 * et.C, et.C, (size_t)(2 * et.C + 1) * et.C + et.n,
+                (double)EAGLE_W_CE, (double)EAGLE_W_REG, o.iters, o.batch, et.S,
+                (double)EAGLE_LR, (unsigned long long)o.seed, paths[3]);
     if (train_eagle(&et, &g, &corpus, &o) != 0) {
         snprintf(err, sizeof(err), "out of memory for the EAGLE draft's optimiser");
         goto done;
@@ -2751,7 +3229,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     fprintf(stderr, "wrote %s\n", paths[3]);
     t0 = now_seconds();
     eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
-    print_eagle_eval(&e, "trained", now_seconds() - t0);
+    print_eagle_eval(&e, "trained", now_seconds() - t0, et.n_feat);
     rc = 0;
 done:
     if (rc != 0) error_line("%s", err);
@@ -2799,14 +3277,19 @@ static void train_usage(void) {
            "  the exit's loss, alpha and greedy agreement against the model on the validation\n"
            "  split, beside the untrained exit's (the model's ln_f and lm_head)\n"
            "usage: tinyshakespeare/train eagle [--iters 6000] [--batch 16] [--seed 2]\n"
+           "           [--eagle3 [--taps 1,2] [--steps 3]]\n"
            "           [-m " DEFAULT_MODEL "] [-i corpus] [-o " EAGLE_OUT "]\n"
            "  trains an EAGLE draft on the frozen model: a Linear and one block that predict its\n"
            "  next top feature from the last one and the next token; writes it at the end\n"
-           "  (make train-eagle gives -o " DEFAULT_EAGLE ")\n"
+           "  --eagle3: EAGLE-3's draft instead: it reads the model's rows after blocks LOW, MID\n"
+           "  (--taps) and the top, fused by a Linear, and learns from its own guesses unrolled\n"
+           "  --steps deep, with the cross-entropy alone (make train-eagle gives --eagle3\n"
+           "  -o " DEFAULT_EAGLE ")\n"
            "usage: tinyshakespeare/train eagle-eval [-m " DEFAULT_MODEL "] [-E " DEFAULT_EAGLE "]\n"
            "           [-i corpus]\n"
            "  its alpha, greedy agreement, losses and feature error on the validation split, by\n"
-           "  depth: depth d feeds back its own predicted feature d-1 times\n");
+           "  depth: depth d feeds back its own predicted feature d-1 times (EAGLE or EAGLE-3,\n"
+           "  as the file says)\n");
 }
 
 // Training, or one of its subcommands: eval, init, medusa, medusa-eval, exit, exit-eval,
