@@ -287,29 +287,19 @@ static void move_cache_row(GPT *g, int from, int to) {
 int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
     *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
     size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
-    tb->token = calloc(N, sizeof(int));
-    tb->parent = calloc(N, sizeof(int));
-    tb->depth = calloc(N, sizeof(int));
-    tb->first_child = calloc(N, sizeof(int));
-    tb->n_children = calloc(N, sizeof(int));
-    tb->chosen = calloc(N, sizeof(int));
-    tb->q = calloc(N * V, sizeof(float));
-    tb->own = calloc(N * V, sizeof(float));
-    tb->p = calloc(N * V, sizeof(float));
-    tb->chance = calloc(N, sizeof(double));
-    tb->u = calloc(N, sizeof(double));
+    // a table per type, not a line per buffer (as specdec.c's alloc_each): (N+1), (D+1), (S)
+    int **ints[] = {&tb->token, &tb->parent, &tb->depth, &tb->first_child, &tb->n_children,
+                    &tb->chosen, &tb->path, &tb->accepted, &tb->all_tokens, &tb->positions};
+    size_t n_int[] = {N, N, N, N, N, N, D, D, (size_t)S, (size_t)S};
+    double **doubles[] = {&tb->chance, &tb->u, &tb->p_work, &tb->Q_work}; // (N+1), (V)
+    size_t n_double[] = {N, N, (size_t)V, (size_t)V};
+    float **floats[] = {&tb->q, &tb->own, &tb->p}; // (N+1, V)
+    int ok = alloc_each(floats, (size_t[]){N * V, N * V, N * V}, 3) == 0;
+    for (int i = 0; i < 10; i++) ok &= (*ints[i] = calloc(n_int[i], sizeof(int))) != NULL;
+    for (int i = 0; i < 4; i++) ok &= (*doubles[i] = calloc(n_double[i], sizeof(double))) != NULL;
     tb->verdict = calloc(N, 1);
-    tb->p_work = calloc((size_t)V, sizeof(double));
-    tb->Q_work = calloc((size_t)V, sizeof(double));
-    tb->path = calloc(D, sizeof(int));
-    tb->accepted = calloc(D, sizeof(int));
-    tb->all_tokens = calloc((size_t)S, sizeof(int));
-    tb->positions = calloc((size_t)S, sizeof(int));
     tb->sees = calloc((size_t)S * S, 1);
-    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children &&
-            tb->chosen && tb->q && tb->own && tb->p && tb->chance && tb->u && tb->verdict &&
-            tb->p_work && tb->Q_work && tb->path && tb->accepted && tb->all_tokens &&
-            tb->positions && tb->sees) ? 0 : -1;
+    return ok && tb->verdict && tb->sees ? 0 : -1;
 }
 
 // Frees what build_tree_buffers allocated.
@@ -981,11 +971,8 @@ static const float *eagle_verify(Draft *d, GPT *g, TreeBuffers *tb) {
 static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     const Config *c = &in->target->config;
     size_t S = c->block_size, C = c->n_embd;
-    d->feat = alloc_floats(S * C);
-    d->pred = alloc_floats(S * C);
-    d->eagle_in = alloc_floats(S * 2 * C);
-    d->taps = alloc_floats(2 * S * C);
-    if (!d->feat || !d->pred || !d->eagle_in || !d->taps)
+    float **bufs[] = {&d->feat, &d->pred, &d->eagle_in, &d->taps};
+    if (alloc_each(bufs, (size_t[]){S * C, S * C, S * 2 * C, 2 * S * C}, 4) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head");
     if (in->path) {
         d->path = in->path;
@@ -2026,8 +2013,7 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
     Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
                   (int)get_u32(header + 32)};
     int n_feat = (int)get_u32(header + 8);
-    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0, sizes[N_TENSORS];
-    size_t fc = fuse + (2 * (size_t)C + 1) * C, block = 0; // the floats before the block's
+    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0; // EAGLE-3's fuse Linear first
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
                      .fuse_weight = fuse ? x : NULL,
@@ -2035,10 +2021,9 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
                      .fc_weight = x + fuse, .fc_bias = x + fuse + 2 * (size_t)C * C};
     if (build_gpt(&e->block, &one) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head's block");
-    // the block's tensors sit after its embeddings in its parameters, in the file's order
-    weight_sizes(&one, sizes);
-    for (int i = 2; i <= 14; i++) block += sizes[i]; // ln1_weight .. ffwd_down_bias
-    memcpy(e->block.params + sizes[0] + sizes[1], x + fc, block * sizeof(float));
+    // the block's tensors, ln1_weight .. ffwd_down_bias, follow fc's: in its parameters too
+    const Weights *w = &e->block.w;
+    memcpy(w->ln1_weight, e->fc_bias + C, (size_t)(w->ln_f_weight - w->ln1_weight) * sizeof(float));
     return 0;
 }
 
@@ -2103,58 +2088,39 @@ TreeShape chain_shape(int K) {
     return shape;
 }
 
-// One loop against specdec.c's generate on one prompt: the texts must be equal (greedy, or
-// any temperature for the shape of no levels, which draws as generate does).
+// One loop against specdec.c on one prompt, seed 7: a draft sampled (t > 0: the bigram's
+// chain) against speculative_generate, the same draws in the same order; else against
+// generate, greedy (or at any t for the shape of no levels, which draws as generate does).
+// Prints the case's line; 1 when the texts are equal.
 static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *shape,
                        const Tokens *prompt, float t) {
-    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
+    int n = 300, start = prompt->n > 0 ? prompt->n : 1, K = shape->depth, spec = d && t > 0;
     int *a = malloc((size_t)(start + n) * sizeof(int));
     int *b = malloc((size_t)(start + n) * sizeof(int));
     float p[256];
     RunStats st = {0};
     Stats sp = {0};
+    SpecBuffers sb = {0};
     Rng rng;
     rng_seed(&rng, 7);
-    DecodeOptions plain = {.max_new_tokens = n, .temperature = t, .rng = &rng, .st = &sp};
-    int same = a && b && run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n, a, &st) == 0;
-    if (same) {
-        generate(g, prompt, &plain, b, p);
-        same = st.core.emitted == n &&
-               memcmp(a + start, b + start, (size_t)n * sizeof(int)) == 0;
-    }
-    printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
-           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n,
-           same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
-           ratio(st.core.round_tokens, st.core.rounds));
+    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = t, .rng = &rng, .st = &sp};
+    int same = a && b && (!spec || build_spec_buffers(&sb, K, g->config.vocab_size) == 0) &&
+               run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n, a, &st) == 0;
+    if (same && spec) speculative_generate(g, &d->bigram, &sb, prompt, &o, b);
+    else if (same) generate(g, prompt, &o, b, p);
+    same = same && (spec || st.core.emitted == n) &&
+           memcmp(a + start, b + start, (size_t)n * sizeof(int)) == 0;
+    if (spec)
+        printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
+               "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n);
+    else
+        printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
+               "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n,
+               same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
+               ratio(st.core.round_tokens, st.core.rounds));
+    free_spec_buffers(&sb);
     free(a);
     free(b);
-    return same;
-}
-
-// The bigram's chain through the one loop against specdec.c's speculative_generate, sampled
-// at t = 1 with the same seed: the same draws in the same order give the same text.
-static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K) {
-    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
-    int *a = malloc((size_t)(start + n) * sizeof(int));
-    int *c = malloc((size_t)(start + n) * sizeof(int));
-    RunStats st = {0};
-    Stats sc = {0};
-    SpecBuffers b = {0};
-    Rng rng;
-    rng_seed(&rng, 7);
-    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = 1.0f, .rng = &rng, .st = &sc};
-    TreeShape chain = chain_shape(K);
-    int same = a && c && build_spec_buffers(&b, K, g->config.vocab_size) == 0 &&
-               run_tree(g, bigram, &chain, prompt, (Sampler){1.0f, 0, 0.0f}, 7, n, a, &st) == 0;
-    if (same) {
-        speculative_generate(g, &bigram->bigram, &b, prompt, &o, c);
-        same = memcmp(a + start, c + start, (size_t)n * sizeof(int)) == 0;
-    }
-    printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
-           "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n);
-    free_spec_buffers(&b);
-    free(a);
-    free(c);
     return same;
 }
 
@@ -2162,25 +2128,22 @@ static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K)
 static int beyond_mask_case(GPT *g, const int *tokens, int T) {
     int V = g->config.vocab_size, S = g->config.block_size;
     float *causal = malloc((size_t)T * V * sizeof(float));
-    int *positions = malloc((size_t)T * sizeof(int));
-    unsigned char *sees = calloc((size_t)T * S, 1);
-    int same = causal && positions && sees;
+    TreeBuffers chain = {.positions = malloc((size_t)T * sizeof(int)),
+                         .sees = malloc((size_t)T * S)}; // a mask and positions, nothing more
+    int same = causal && chain.positions && chain.sees;
     if (same) {
         g->state.cache_len = 0;
         memcpy(causal, forward(g, tokens, T), (size_t)T * V * sizeof(float));
-        for (int t = 0; t < T; t++) { // a chain: every slot up to its own
-            positions[t] = t;
-            memset(sees + (size_t)t * S, 1, (size_t)t + 1);
-        }
+        causal_rows(&chain, T, 0, S); // a chain: every slot up to its own, positions 0 .. T-1
         g->state.cache_len = 0;
-        same = memcmp(causal, tree_forward(g, tokens, T, positions, sees),
+        same = memcmp(causal, tree_forward(g, tokens, T, chain.positions, chain.sees),
                       (size_t)T * V * sizeof(float)) == 0;
     }
     printf("%s tree_forward with a chain's mask == forward, %d tokens, bit for bit\n",
            same ? "PASS" : "FAIL", T);
     free(causal);
-    free(positions);
-    free(sees);
+    free(chain.positions);
+    free(chain.sees);
     return same;
 }
 
@@ -2194,13 +2157,13 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
     static const char *const prompt_labels[] = {"empty", "half window", "two windows"};
     TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
     const int Ks[5] = {1, 2, 3, 5, 8}; // chains; specdec.c's self-test runs the bigram's 1..8
+    TreeShape chain4 = chain_shape(4); // drafts[0], the bigram, sampled: speculative_generate
     for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
         for (int d = 0; d < n_drafts; d++)
             for (int j = 0; j < 5 && Ks[j] < S; j++, cases++) { // chains: lookup and Medusa too
-                int K = Ks[j];
-                TreeShape chain = chain_shape(K);
+                TreeShape chain = chain_shape(Ks[j]);
                 char label[32];
-                snprintf(label, sizeof(label), "chain %d, %s", K, prompt_labels[i]);
+                snprintf(label, sizeof(label), "chain %d, %s", Ks[j], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
@@ -2211,7 +2174,7 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
             }
         TreeShape none = {0};
         failures += !beyond_case(g, NULL, prompt_labels[i], &none, &prompts[i], 1.0f);
-        failures += !beyond_chain_case(g, &drafts[0], &prompts[i], 4); // drafts[0]: the bigram
+        failures += !beyond_case(g, &drafts[0], prompt_labels[i], &chain4, &prompts[i], 1.0f);
         cases += 2;
     }
     int T[] = {2, 9, S};
@@ -2438,18 +2401,16 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     int K = ld->shape.depth; // --tree: the chain beside it is as deep
     int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->max_new_tokens;
     TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
-    int *text[N_RUNS]; // (cap) each run's text, prompt + output (refills read it), to compare
-    TreeBuffers tb[N_RUNS] = {0};
-    int rc = 0;
-    for (int r = 0; r < N_RUNS; r++) {
-        text[r] = malloc((size_t)cap * sizeof(int));
-        rc |= !text[r] || build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
-    }
+    // (N_RUNS, cap) each run's text, prompt + output (refills read it), to compare
+    int *text[N_RUNS] = {malloc((size_t)N_RUNS * cap * sizeof(int))};
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
-    if (rc || !source) {
-        rc = 1;
-        goto out;
+    TreeBuffers tb[N_RUNS] = {0};
+    int rc = !text[0] || !source; // 1: out of memory
+    for (int r = 0; r < N_RUNS; r++) {
+        text[r] = text[0] ? text[0] + (size_t)r * cap : NULL;
+        rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
     }
+    if (rc) goto out;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
@@ -2501,10 +2462,8 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
                 ratio(tree->round_tokens, tree->rounds), ratio(chain->round_tokens, chain->rounds),
                 K, 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].core.seconds);
 out:
-    for (int r = 0; r < N_RUNS; r++) {
-        free_tree_buffers(&tb[r]);
-        free(text[r]);
-    }
+    for (int r = 0; r < N_RUNS; r++) free_tree_buffers(&tb[r]);
+    free(text[0]);
     free(source);
     return rc;
 }
