@@ -1439,12 +1439,9 @@ typedef struct {
 // Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's
 // (specdec.c's count_pass counts it in Stats).
 static void tally_pass(RunStats *st, PassKind kind, int T, double seconds) {
-    PassTally *tally[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
-    for (int i = 0; i < 2; i++) {
-        tally[i]->passes++;
-        tally[i]->tokens += T;
-        tally[i]->seconds += seconds;
-    }
+    PassTally *t[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
+    for (int i = 0; i < 2; i++) // one more pass, of T tokens, taking `seconds`
+        *t[i] = (PassTally){t[i]->passes + 1, t[i]->tokens + T, t[i]->seconds + seconds};
 }
 
 // Counts a tree round: its pass (and kind), the draft's passes and time, and by depth, the
@@ -1696,16 +1693,15 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
     const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
     double c_verify = ratio(full->seconds, full->passes) / unit;
     double c_draft = ratio(spec->draft_seconds, spec->core.drafted) / unit;
-    if (spec->tree) { // its passes hold a tree's nodes, not K+1 tokens of a chain
+    double textbook = predicted_speedup(stats_alpha(&spec->core), K, c_verify, c_draft);
+    if (spec->tree) // its passes hold a tree's nodes, not K+1 tokens of a chain
         fputs("  papers' formula      (a chain's: notes/speed.md measures a tree's)\n", stderr);
-    } else if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
+    else if (c_verify == 0.0) // c(K+1) unmeasured: no round drafted all K guesses
         fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
-    } else {
-        double textbook = predicted_speedup(stats_alpha(&spec->core), K, c_verify, c_draft);
+    else
         fprintf(stderr, "  papers' formula      %6.3fx: E/(c(K+1) + K c_draft), with this run's "
                 "alpha and c(K+1), prices a token at %.3f; it leaves out the prefill, the refills "
                 "and the rounds the cache or the text cut short\n", textbook, 1.0 / textbook);
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -2095,8 +2091,8 @@ TreeShape chain_shape(int K) {
 static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *shape,
                        const Tokens *prompt, float t) {
     int n = 300, start = prompt->n > 0 ? prompt->n : 1, K = shape->depth, spec = d && t > 0;
-    int *a = malloc((size_t)(start + n) * sizeof(int));
-    int *b = malloc((size_t)(start + n) * sizeof(int));
+    int *a = malloc(2 * (size_t)(start + n) * sizeof(int)); // the loop's text, then specdec's
+    int *b = a ? a + start + n : NULL;
     float p[256];
     RunStats st = {0};
     Stats sp = {0};
@@ -2120,7 +2116,6 @@ static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *sha
                ratio(st.core.round_tokens, st.core.rounds));
     free_spec_buffers(&sb);
     free(a);
-    free(b);
     return same;
 }
 
@@ -2157,22 +2152,20 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
     static const char *const prompt_labels[] = {"empty", "half window", "two windows"};
     TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
     const int Ks[5] = {1, 2, 3, 5, 8}; // chains; specdec.c's self-test runs the bigram's 1..8
-    TreeShape chain4 = chain_shape(4); // drafts[0], the bigram, sampled: speculative_generate
+    TreeShape none = {0}, chain4 = chain_shape(4); // plain decoding; the bigram's chain, sampled
+    char label[32]; // a case's shape and prompt
     for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
         for (int d = 0; d < n_drafts; d++)
             for (int j = 0; j < 5 && Ks[j] < S; j++, cases++) { // chains: lookup and Medusa too
                 TreeShape chain = chain_shape(Ks[j]);
-                char label[32];
                 snprintf(label, sizeof(label), "chain %d, %s", Ks[j], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
             for (int s = 0; s < 3 && drafts[d].kind->trees; s++, cases++) {
-                char label[32];
                 snprintf(label, sizeof(label), "tree %s, %s", tree_labels[s], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &trees[s], &prompts[i], 0.0f);
             }
-        TreeShape none = {0};
         failures += !beyond_case(g, NULL, prompt_labels[i], &none, &prompts[i], 1.0f);
         failures += !beyond_case(g, &drafts[0], prompt_labels[i], &chain4, &prompts[i], 1.0f);
         cases += 2;
@@ -2229,10 +2222,9 @@ void beyond_usage(FILE *f) {
 // Parses a --tree shape, "3,2,1,1", whose nodes fit a window of S. 0, or -1 with err set.
 int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err, size_t errlen) {
     memset(shape, 0, sizeof(*shape));
-    const char *s = text;
     long level_nodes = 1; // nodes at the level above: the root alone
-    while (1) {
-        char *end;
+    char *end; // where strtol stopped: the comma before the next width, or the text's end
+    for (const char *s = text;; s = end + 1) {
         errno = 0;
         long w = strtol(s, &end, 10);
         if (!isdigit((unsigned char)*s) || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
@@ -2249,16 +2241,15 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
                              "slots after current_token in a window of %d: give fewer or "
                              "narrower levels", text, S - 1, S - 1, S);
         if (*end == '\0') return 0;
-        s = end + 1;
     }
 }
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t errlen) {
-    OptionSpec table[32];
+    OptionSpec table[32] = {0}; // zeroed: the row after the last option is the table's end
     *o = (BeyondOptions){.draft = "bigram", .color = -1};
     default_options(&o->core);
-    size_t n = core_options(&o->core, table);
+    size_t n = core_options(&o->core, table); // specdec's options first, then beyond's
     const OptionSpec more[] = {
         {"--color", OPT_FLAG, &o->color, 1, 0, NULL},
         {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL},
@@ -2272,8 +2263,6 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
         {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
          "from 1.18e-38 (FLT_MIN) to 1"}};
     memcpy(table + n, more, sizeof(more));
-    n += sizeof(more) / sizeof(more[0]);
-    table[n] = (OptionSpec){0}; // the table's end
     if (parse_table(argc, argv, table, "./beyond", err, errlen) != 0) return -1;
     if (check_combinations(&o->core, err, errlen) != 0) return -1;
     if (o->core.run_selftest && o->tree) // its shapes are its own
@@ -2360,8 +2349,10 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
 }
 
 // The decoders a generation run may take, in the order it runs them: the tree (--tree), the
-// chain of K, plain decoding.
+// chain of K, plain decoding; and the title of each one's stats.
 enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN, N_RUNS };
+static const char *const RUN_TITLE[N_RUNS] = {"tree decoding", "speculative decoding",
+                                              "plain decoding"};
 
 // Prints what a generation run will do (stderr): sampling, tree, filter, draft, colours.
 void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *shape, int color) {
@@ -2443,10 +2434,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
                                     c->max_new_tokens, color);
         fputc('\n', stdout);
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0)
-            print_run_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ?
-                            "tree decoding" : "speculative decoding", &st[run], run != RUN_PLAIN,
-                            K);
+        if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
     if (rc == 0 && c->compare) { // equal texts are required at t = 0, merely possible at t > 0
