@@ -426,9 +426,9 @@ static Head model_head(const GPT *g) {
 
 // logits = head(LayerNorm(x)) for T rows of x, per token, as forward runs ln_f and lm_head;
 // normed (T, C) keeps the LayerNorm's rows (Medusa's heads read the target's).
-static float *apply_head(const Head *h, const float *x, int T, float *normed, float *logits) {
-    layernorm(normed, x, h->ln_weight, h->ln_bias, T, h->head.in);
-    matmul(logits, normed, h->head, T);
+static float *apply_head(Head h, const float *x, int T, float *normed, float *logits) {
+    layernorm(normed, x, h.ln_weight, h.ln_bias, T, h.head.in);
+    matmul(logits, normed, h.head, T);
     return logits;
 }
 
@@ -442,8 +442,7 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
     embed_at(g, tokens, T, positions);
     masked_blocks(g, 0, g->config.n_layer, T, pos0, sees);
     s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
-    Head head = model_head(g); // ln_f and lm_head, per token, as forward runs them
-    return apply_head(&head, s->x, T, s->ln_f, s->logits);
+    return apply_head(model_head(g), s->x, T, s->ln_f, s->logits); // as forward runs them
 }
 
 // ----------------------------------------------------------------------------
@@ -766,7 +765,6 @@ static int medusa_setup(Draft *d, const DraftInputs *in, char *err, size_t errle
         return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
     }
     if (load_medusa(in->path, in->target, &d->medusa, err, errlen) != 0) return -1;
-    d->path = in->path;
     if (N > d->medusa.n_heads)
         return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
                          "tree (or -k) asks for %d levels; give at most %d", d->medusa.n_heads,
@@ -829,7 +827,6 @@ static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen)
     if (!d->resid) return fail_with(err, errlen, "out of memory for the early exit");
     d->exit = (ExitHead){.layer = EXIT_LAYER, .C = c->n_embd, .V = c->vocab_size};
     if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
-    d->path = in->path;
     if (d->exit.layer >= c->n_layer)
         return fail_with(err, errlen, "--draft %s runs the target's first %d block%s, and this "
                          "target has %d: an exit needs a target of 2 blocks or more", d->name,
@@ -865,9 +862,8 @@ static void exit_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, con
     }
     exit_blocks(d, from, T, first, tb->sees);
     // the exit's head on the level's rows: the last hi - lo rows of the pass
-    Head head = exit_head(d);
     const float *x = g->state.x + (size_t)(T - (hi - lo)) * C;
-    apply_head(&head, x, hi - lo, g->state.ln_f, g->state.logits);
+    apply_head(exit_head(d), x, hi - lo, g->state.ln_f, g->state.logits);
     rows_from_logits(tb, lo, g->state.logits, (size_t)tb->V, s);
     tb->draft_ran = hi; // rows 0 .. hi-1 have their residual in d->resid, by pass row
     tb->draft_passes++;
@@ -887,8 +883,7 @@ static const float *exit_verify(Draft *d, GPT *g, TreeBuffers *tb) {
     memcpy(g->state.x, d->resid, (size_t)T * g->config.n_embd * sizeof(float));
     masked_blocks(g, d->exit.layer, g->config.n_layer, T, first, tb->sees);
     g->state.cache_len += T; // as tree_forward: compact_kv_cache keeps the path's rows
-    Head head = model_head(g);
-    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+    return apply_head(model_head(g), g->state.x, T, g->state.ln_f, g->state.logits);
 }
 
 // --- EAGLE: a head that drafts the target's features ---
@@ -926,8 +921,8 @@ static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
     matmul(b->state.x, d->eagle_in, (Linear){e->fc_weight, e->fc_bias, 2 * C, C}, T);
     masked_blocks(b, 0, 1, T, b->state.cache_len, sees);
     b->state.cache_len += T;
-    Head head = model_head(d->target); // the target's own, frozen
-    return apply_head(&head, b->state.x, T, b->state.ln_f, b->state.logits);
+    // the target's own head, frozen
+    return apply_head(model_head(d->target), b->state.x, T, b->state.ln_f, b->state.logits);
 }
 
 // The feature EAGLE reads for the target's pass row i, into out (C): the top block's
@@ -963,8 +958,7 @@ static const float *eagle_verify(Draft *d, GPT *g, TreeBuffers *tb) {
     masked_blocks(g, from, g->config.n_layer, T, first, tb->sees);
     g->state.cache_len += T;
     d->taps_ready = 1;
-    Head head = model_head(g);
-    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+    return apply_head(model_head(g), g->state.x, T, g->state.ln_f, g->state.logits);
 }
 
 // The head at in->path, or (path NULL) a zero head, for the self-test.
@@ -974,10 +968,7 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
     float **bufs[] = {&d->feat, &d->pred, &d->eagle_in, &d->taps};
     if (alloc_each(bufs, (size_t[]){S * C, S * C, S * 2 * C, 2 * S * C}, 4) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head");
-    if (in->path) {
-        d->path = in->path;
-        return load_eagle(in->path, in->target, &d->eagle, err, errlen);
-    }
+    if (in->path) return load_eagle(in->path, in->target, &d->eagle, err, errlen);
     Config one = *c; // zero weights: every row predicts the same feature, a fixed q
     one.n_layer = 1;
     d->eagle = (EagleHead){.C = (int)C, .n_feat = 1, .fc_weight = alloc_floats((2 * C + 1) * C)};
@@ -1182,7 +1173,8 @@ const DraftKind *find_draft(const char *name) {
 
 // Builds a draft of this kind from in (in->path NULL: its untrained form). 0, or -1 with err.
 int setup_kind(const DraftKind *kind, const DraftInputs *in, Draft *d, char *err, size_t errlen) {
-    *d = (Draft){.kind = kind, .name = kind->name, .V = in->v->size, .target = in->target};
+    *d = (Draft){.kind = kind, .name = kind->name, .path = in->path, .V = in->v->size,
+                 .target = in->target}; // its file: a setup that defaults one says which
     return kind->setup ? kind->setup(d, in, err, errlen) : 0; // lookup has nothing to build
 }
 
