@@ -1618,10 +1618,9 @@ void print_run_stats(const char *title, const RunStats *s, int speculative, int 
     }
     if (speculative) { // the rate at which depth i passed among the rounds that judged it
         fprintf(stderr, "  acceptance by position ");
-        for (int i = 0; i < K && i < POSITIONS; i++) {
-            if (s->judged_at[i] == 0) fprintf(stderr, " %d:-", i + 1); // never reached
-            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / s->judged_at[i]);
-        }
+        for (int i = 0; i < K && i < POSITIONS; i++) // "-": never reached (the rate unused)
+            fprintf(stderr, s->judged_at[i] ? " %d:%.2f" : " %d:-", i + 1,
+                    ratio(s->accepted_at[i], s->judged_at[i]));
         fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
     }
     if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
@@ -2364,10 +2363,8 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
     if (!c->plain && d->model.params) // which draft guesses, and a model's size: its cost
         fprintf(stderr, "draft: %s, %s, n_layer=%d n_embd=%d -> %zu parameters\n", d->name,
                 d->path, d->model.config.n_layer, d->model.config.n_embd, d->model.n_params);
-    else if (!c->plain && d->path) // a file of heads on the target
-        fprintf(stderr, "draft: %s, %s\n", d->name, d->path);
-    else if (!c->plain)
-        fprintf(stderr, "draft: %s\n", d->name);
+    else if (!c->plain) // and a file of heads on the target, if any
+        fprintf(stderr, "draft: %s%s%s\n", d->name, d->path ? ", " : "", d->path ? d->path : "");
     if (!color) return;
     fputs("colours:", stderr); // the legend, one line, each name in its own colour
     for (int i = 0; i < N_SOURCES; i++)
