@@ -289,29 +289,19 @@ static void move_cache_row(GPT *g, int from, int to) {
 int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
     *tb = (TreeBuffers){.shape = *shape, .max_rows = shape->nodes + 1, .V = V}; // +1: the root
     size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
-    tb->token = calloc(N, sizeof(int));
-    tb->parent = calloc(N, sizeof(int));
-    tb->depth = calloc(N, sizeof(int));
-    tb->first_child = calloc(N, sizeof(int));
-    tb->n_children = calloc(N, sizeof(int));
-    tb->chosen = calloc(N, sizeof(int));
-    tb->q = calloc(N * V, sizeof(float));
-    tb->own = calloc(N * V, sizeof(float));
-    tb->p = calloc(N * V, sizeof(float));
-    tb->chance = calloc(N, sizeof(double));
-    tb->u = calloc(N, sizeof(double));
+    // a table per type, not a line per buffer (as specdec.c's alloc_each): (N+1), (D+1), (S)
+    int **ints[] = {&tb->token, &tb->parent, &tb->depth, &tb->first_child, &tb->n_children,
+                    &tb->chosen, &tb->path, &tb->accepted, &tb->all_tokens, &tb->positions};
+    size_t n_int[] = {N, N, N, N, N, N, D, D, (size_t)S, (size_t)S};
+    double **doubles[] = {&tb->chance, &tb->u, &tb->p_work, &tb->Q_work}; // (N+1), (V)
+    size_t n_double[] = {N, N, (size_t)V, (size_t)V};
+    float **floats[] = {&tb->q, &tb->own, &tb->p}; // (N+1, V)
+    int ok = alloc_each(floats, (size_t[]){N * V, N * V, N * V}, 3) == 0;
+    for (int i = 0; i < 10; i++) ok &= (*ints[i] = calloc(n_int[i], sizeof(int))) != NULL;
+    for (int i = 0; i < 4; i++) ok &= (*doubles[i] = calloc(n_double[i], sizeof(double))) != NULL;
     tb->verdict = calloc(N, 1);
-    tb->p_work = calloc((size_t)V, sizeof(double));
-    tb->Q_work = calloc((size_t)V, sizeof(double));
-    tb->path = calloc(D, sizeof(int));
-    tb->accepted = calloc(D, sizeof(int));
-    tb->all_tokens = calloc((size_t)S, sizeof(int));
-    tb->positions = calloc((size_t)S, sizeof(int));
     tb->sees = calloc((size_t)S * S, 1);
-    return (tb->token && tb->parent && tb->depth && tb->first_child && tb->n_children &&
-            tb->chosen && tb->q && tb->own && tb->p && tb->chance && tb->u && tb->verdict &&
-            tb->p_work && tb->Q_work && tb->path && tb->accepted && tb->all_tokens &&
-            tb->positions && tb->sees) ? 0 : -1;
+    return ok && tb->verdict && tb->sees ? 0 : -1;
 }
 
 // Frees what build_tree_buffers allocated.
@@ -438,9 +428,9 @@ static Head model_head(const GPT *g) {
 
 // logits = head(LayerNorm(x)) for T rows of x, per token, as forward runs ln_f and lm_head;
 // normed (T, C) keeps the LayerNorm's rows (Medusa's heads read the target's).
-static float *apply_head(const Head *h, const float *x, int T, float *normed, float *logits) {
-    layernorm(normed, x, h->ln_weight, h->ln_bias, T, h->head.in);
-    matmul(logits, normed, h->head, T);
+static float *apply_head(Head h, const float *x, int T, float *normed, float *logits) {
+    layernorm(normed, x, h.ln_weight, h.ln_bias, T, h.head.in);
+    matmul(logits, normed, h.head, T);
     return logits;
 }
 
@@ -454,8 +444,7 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
     embed_at(g, tokens, T, positions);
     masked_blocks(g, 0, g->config.n_layer, T, pos0, sees);
     s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
-    Head head = model_head(g); // ln_f and lm_head, per token, as forward runs them
-    return apply_head(&head, s->x, T, s->ln_f, s->logits);
+    return apply_head(model_head(g), s->x, T, s->ln_f, s->logits); // as forward runs them
 }
 
 // ----------------------------------------------------------------------------
@@ -780,7 +769,6 @@ static int medusa_setup(Draft *d, const DraftInputs *in, char *err, size_t errle
         return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
     }
     if (load_medusa(in->path, in->target, &d->medusa, err, errlen) != 0) return -1;
-    d->path = in->path;
     if (N > d->medusa.n_heads)
         return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
                          "tree (or -k) asks for %d levels; give at most %d", d->medusa.n_heads,
@@ -843,7 +831,6 @@ static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen)
     if (!d->resid) return fail_with(err, errlen, "out of memory for the early exit");
     d->exit = (ExitHead){.layer = EXIT_LAYER, .C = c->n_embd, .V = c->vocab_size};
     if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
-    d->path = in->path;
     if (d->exit.layer >= c->n_layer)
         return fail_with(err, errlen, "--draft %s runs the target's first %d block%s, and this "
                          "target has %d: an exit needs a target of 2 blocks or more", d->name,
@@ -879,9 +866,8 @@ static void exit_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, con
     }
     exit_blocks(d, from, T, first, tb->sees);
     // the exit's head on the level's rows: the last hi - lo rows of the pass
-    Head head = exit_head(d);
     const float *x = g->state.x + (size_t)(T - (hi - lo)) * C;
-    apply_head(&head, x, hi - lo, g->state.ln_f, g->state.logits);
+    apply_head(exit_head(d), x, hi - lo, g->state.ln_f, g->state.logits);
     rows_from_logits(tb, lo, g->state.logits, (size_t)tb->V, s);
     tb->draft_ran = hi; // rows 0 .. hi-1 have their residual in d->resid, by pass row
     tb->draft_passes++;
@@ -901,8 +887,7 @@ static const float *exit_verify(Draft *d, GPT *g, TreeBuffers *tb) {
     memcpy(g->state.x, d->resid, (size_t)T * g->config.n_embd * sizeof(float));
     masked_blocks(g, d->exit.layer, g->config.n_layer, T, first, tb->sees);
     g->state.cache_len += T; // as tree_forward: compact_kv_cache keeps the path's rows
-    Head head = model_head(g);
-    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+    return apply_head(model_head(g), g->state.x, T, g->state.ln_f, g->state.logits);
 }
 
 // --- EAGLE: a head that drafts the target's features ---
@@ -940,8 +925,8 @@ static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
     matmul(b->state.x, d->eagle_in, (Linear){e->fc_weight, e->fc_bias, 2 * C, C}, T);
     masked_blocks(b, 0, 1, T, b->state.cache_len, sees);
     b->state.cache_len += T;
-    Head head = model_head(d->target); // the target's own, frozen
-    return apply_head(&head, b->state.x, T, b->state.ln_f, b->state.logits);
+    // the target's own head, frozen
+    return apply_head(model_head(d->target), b->state.x, T, b->state.ln_f, b->state.logits);
 }
 
 // The feature EAGLE reads for the target's pass row i, into out (C): the top block's
@@ -977,24 +962,17 @@ static const float *eagle_verify(Draft *d, GPT *g, TreeBuffers *tb) {
     masked_blocks(g, from, g->config.n_layer, T, first, tb->sees);
     g->state.cache_len += T;
     d->taps_ready = 1;
-    Head head = model_head(g);
-    return apply_head(&head, g->state.x, T, g->state.ln_f, g->state.logits);
+    return apply_head(model_head(g), g->state.x, T, g->state.ln_f, g->state.logits);
 }
 
 // The head at in->path, or (path NULL) a zero head, for the self-test.
 static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     const Config *c = &in->target->config;
     size_t S = c->block_size, C = c->n_embd;
-    d->feat = alloc_floats(S * C);
-    d->pred = alloc_floats(S * C);
-    d->eagle_in = alloc_floats(S * 2 * C);
-    d->taps = alloc_floats(2 * S * C);
-    if (!d->feat || !d->pred || !d->eagle_in || !d->taps)
+    float **bufs[] = {&d->feat, &d->pred, &d->eagle_in, &d->taps};
+    if (alloc_each(bufs, (size_t[]){S * C, S * C, S * 2 * C, 2 * S * C}, 4) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head");
-    if (in->path) {
-        d->path = in->path;
-        return load_eagle(in->path, in->target, &d->eagle, err, errlen);
-    }
+    if (in->path) return load_eagle(in->path, in->target, &d->eagle, err, errlen);
     Config one = *c; // zero weights: every row predicts the same feature, a fixed q
     one.n_layer = 1;
     d->eagle = (EagleHead){.C = (int)C, .n_feat = 1, .fc_weight = alloc_floats((2 * C + 1) * C)};
@@ -1205,7 +1183,8 @@ const DraftKind *find_draft(const char *name) {
 
 // Builds a draft of this kind from in (in->path NULL: its untrained form). 0, or -1 with err.
 int setup_kind(const DraftKind *kind, const DraftInputs *in, Draft *d, char *err, size_t errlen) {
-    *d = (Draft){.kind = kind, .name = kind->name, .V = in->v->size, .target = in->target};
+    *d = (Draft){.kind = kind, .name = kind->name, .path = in->path, .V = in->v->size,
+                 .target = in->target}; // its file: a setup that defaults one says which
     return kind->setup ? kind->setup(d, in, err, errlen) : 0; // lookup has nothing to build
 }
 
@@ -1462,12 +1441,9 @@ typedef struct {
 // Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's
 // (specdec.c's count_pass counts it in Stats).
 static void tally_pass(RunStats *st, PassKind kind, int T, double seconds) {
-    PassTally *tally[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
-    for (int i = 0; i < 2; i++) {
-        tally[i]->passes++;
-        tally[i]->tokens += T;
-        tally[i]->seconds += seconds;
-    }
+    PassTally *t[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
+    for (int i = 0; i < 2; i++) // one more pass, of T tokens, taking `seconds`
+        *t[i] = (PassTally){t[i]->passes + 1, t[i]->tokens + T, t[i]->seconds + seconds};
 }
 
 // Counts a tree round: its pass (and kind), the draft's passes and time, and by depth, the
@@ -1652,10 +1628,9 @@ void print_run_stats(const char *title, const RunStats *s, int speculative, int 
     }
     if (speculative) { // the rate at which depth i passed among the rounds that judged it
         fprintf(stderr, "  acceptance by position ");
-        for (int i = 0; i < K && i < POSITIONS; i++) {
-            if (s->judged_at[i] == 0) fprintf(stderr, " %d:-", i + 1); // never reached
-            else fprintf(stderr, " %d:%.2f", i + 1, (double)s->accepted_at[i] / s->judged_at[i]);
-        }
+        for (int i = 0; i < K && i < POSITIONS; i++) // "-": never reached (the rate unused)
+            fprintf(stderr, s->judged_at[i] ? " %d:%.2f" : " %d:-", i + 1,
+                    ratio(s->accepted_at[i], s->judged_at[i]));
         fprintf(stderr, "%s   (guess i passes, given 1 .. i-1 did)\n", K > POSITIONS ? "+" : "");
     }
     if (s->empty_rounds > 0) // only prompt lookup ever drafts nothing
@@ -1719,16 +1694,15 @@ void print_accounting(const RunStats *spec, const RunStats *plain, int K) {
     const PassTally *full = &spec->size[K + 1 < PASS_SIZES ? K + 1 : PASS_SIZES - 1];
     double c_verify = ratio(full->seconds, full->passes) / unit;
     double c_draft = ratio(spec->draft_seconds, spec->core.drafted) / unit;
-    if (spec->tree) { // its passes hold a tree's nodes, not K+1 tokens of a chain
+    double textbook = predicted_speedup(stats_alpha(&spec->core), K, c_verify, c_draft);
+    if (spec->tree) // its passes hold a tree's nodes, not K+1 tokens of a chain
         fputs("  papers' formula      (a chain's: notes/speed.md measures a tree's)\n", stderr);
-    } else if (c_verify == 0.0) { // c(K+1) unmeasured: no round drafted all K guesses
+    else if (c_verify == 0.0) // c(K+1) unmeasured: no round drafted all K guesses
         fprintf(stderr, "  papers' formula      (no round drafted K guesses to price it by)\n");
-    } else {
-        double textbook = predicted_speedup(stats_alpha(&spec->core), K, c_verify, c_draft);
+    else
         fprintf(stderr, "  papers' formula      %6.3fx: E/(c(K+1) + K c_draft), with this run's "
                 "alpha and c(K+1), prices a token at %.3f; it leaves out the prefill, the refills "
                 "and the rounds the cache or the text cut short\n", textbook, 1.0 / textbook);
-    }
 }
 
 // ----------------------------------------------------------------------------
@@ -2036,8 +2010,7 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
     Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
                   (int)get_u32(header + 32)};
     int n_feat = (int)get_u32(header + 8);
-    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0, sizes[N_TENSORS];
-    size_t fc = fuse + (2 * (size_t)C + 1) * C, block = 0; // the floats before the block's
+    size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0; // EAGLE-3's fuse Linear first
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
                      .fuse_weight = fuse ? x : NULL,
@@ -2045,10 +2018,9 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
                      .fc_weight = x + fuse, .fc_bias = x + fuse + 2 * (size_t)C * C};
     if (build_gpt(&e->block, &one) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head's block");
-    // the block's tensors sit after its embeddings in its parameters, in the file's order
-    weight_sizes(&one, sizes);
-    for (int i = 2; i <= 14; i++) block += sizes[i]; // ln1_weight .. ffwd_down_bias
-    memcpy(e->block.params + sizes[0] + sizes[1], x + fc, block * sizeof(float));
+    // the block's tensors, ln1_weight .. ffwd_down_bias, follow fc's: in its parameters too
+    const Weights *w = &e->block.w;
+    memcpy(w->ln1_weight, e->fc_bias + C, (size_t)(w->ln_f_weight - w->ln1_weight) * sizeof(float));
     return 0;
 }
 
@@ -2113,58 +2085,38 @@ TreeShape chain_shape(int K) {
     return shape;
 }
 
-// One loop against specdec.c's generate on one prompt: the texts must be equal (greedy, or
-// any temperature for the shape of no levels, which draws as generate does).
+// One loop against specdec.c on one prompt, seed 7: a draft sampled (t > 0: the bigram's
+// chain) against speculative_generate, the same draws in the same order; else against
+// generate, greedy (or at any t for the shape of no levels, which draws as generate does).
+// Prints the case's line; 1 when the texts are equal.
 static int beyond_case(GPT *g, Draft *d, const char *label, const TreeShape *shape,
                        const Tokens *prompt, float t) {
-    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
-    int *a = malloc((size_t)(start + n) * sizeof(int));
-    int *b = malloc((size_t)(start + n) * sizeof(int));
+    int n = 300, start = prompt->n > 0 ? prompt->n : 1, K = shape->depth, spec = d && t > 0;
+    int *a = malloc(2 * (size_t)(start + n) * sizeof(int)); // the loop's text, then specdec's
+    int *b = a ? a + start + n : NULL;
     float p[256];
     RunStats st = {0};
     Stats sp = {0};
+    SpecBuffers sb = {0};
     Rng rng;
     rng_seed(&rng, 7);
-    DecodeOptions plain = {.max_new_tokens = n, .temperature = t, .rng = &rng, .st = &sp};
-    int same = a && b && run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n, a, &st) == 0;
-    if (same) {
-        generate(g, prompt, &plain, b, p);
-        same = st.core.emitted == n &&
-               memcmp(a + start, b + start, (size_t)n * sizeof(int)) == 0;
-    }
-    printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
-           "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n,
-           same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
-           ratio(st.core.round_tokens, st.core.rounds));
+    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = t, .rng = &rng, .st = &sp};
+    int same = a && b && (!spec || build_spec_buffers(&sb, K, g->config.vocab_size) == 0) &&
+               run_tree(g, d, shape, prompt, (Sampler){t, 0, 0.0f}, 7, n, a, &st) == 0;
+    if (same && spec) speculative_generate(g, &d->bigram, &sb, prompt, &o, b);
+    else if (same) generate(g, prompt, &o, b, p);
+    same = same && (spec || st.core.emitted == n) &&
+           memcmp(a + start, b + start, (size_t)n * sizeof(int)) == 0;
+    if (spec)
+        printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
+               "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n);
+    else
+        printf("%s %-7s %-26s t=%g: %d tokens %s (%ld target passes against %ld; %.3f tokens "
+               "a verify pass)\n", same ? "PASS" : "FAIL", d ? d->name : "plain", label, t, n,
+               same ? "as generate's" : "DIFFER", st.core.target_passes, sp.target_passes,
+               ratio(st.core.round_tokens, st.core.rounds));
+    free_spec_buffers(&sb);
     free(a);
-    free(b);
-    return same;
-}
-
-// The bigram's chain through the one loop against specdec.c's speculative_generate, sampled
-// at t = 1 with the same seed: the same draws in the same order give the same text.
-static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K) {
-    int n = 300, start = prompt->n > 0 ? prompt->n : 1;
-    int *a = malloc((size_t)(start + n) * sizeof(int));
-    int *c = malloc((size_t)(start + n) * sizeof(int));
-    RunStats st = {0};
-    Stats sc = {0};
-    SpecBuffers b = {0};
-    Rng rng;
-    rng_seed(&rng, 7);
-    DecodeOptions o = {.max_new_tokens = n, .K = K, .temperature = 1.0f, .rng = &rng, .st = &sc};
-    TreeShape chain = chain_shape(K);
-    int same = a && c && build_spec_buffers(&b, K, g->config.vocab_size) == 0 &&
-               run_tree(g, bigram, &chain, prompt, (Sampler){1.0f, 0, 0.0f}, 7, n, a, &st) == 0;
-    if (same) {
-        speculative_generate(g, &bigram->bigram, &b, prompt, &o, c);
-        same = memcmp(a + start, c + start, (size_t)n * sizeof(int)) == 0;
-    }
-    printf("%s bigram chain K=%d at t=1 through the one loop == speculative_generate's text, "
-           "%d tokens, seed 7\n", same ? "PASS" : "FAIL", K, n);
-    free_spec_buffers(&b);
-    free(a);
-    free(c);
     return same;
 }
 
@@ -2172,25 +2124,22 @@ static int beyond_chain_case(GPT *g, Draft *bigram, const Tokens *prompt, int K)
 static int beyond_mask_case(GPT *g, const int *tokens, int T) {
     int V = g->config.vocab_size, S = g->config.block_size;
     float *causal = malloc((size_t)T * V * sizeof(float));
-    int *positions = malloc((size_t)T * sizeof(int));
-    unsigned char *sees = calloc((size_t)T * S, 1);
-    int same = causal && positions && sees;
+    TreeBuffers chain = {.positions = malloc((size_t)T * sizeof(int)),
+                         .sees = malloc((size_t)T * S)}; // a mask and positions, nothing more
+    int same = causal && chain.positions && chain.sees;
     if (same) {
         g->state.cache_len = 0;
         memcpy(causal, forward(g, tokens, T), (size_t)T * V * sizeof(float));
-        for (int t = 0; t < T; t++) { // a chain: every slot up to its own
-            positions[t] = t;
-            memset(sees + (size_t)t * S, 1, (size_t)t + 1);
-        }
+        causal_rows(&chain, T, 0, S); // a chain: every slot up to its own, positions 0 .. T-1
         g->state.cache_len = 0;
-        same = memcmp(causal, tree_forward(g, tokens, T, positions, sees),
+        same = memcmp(causal, tree_forward(g, tokens, T, chain.positions, chain.sees),
                       (size_t)T * V * sizeof(float)) == 0;
     }
     printf("%s tree_forward with a chain's mask == forward, %d tokens, bit for bit\n",
            same ? "PASS" : "FAIL", T);
     free(causal);
-    free(positions);
-    free(sees);
+    free(chain.positions);
+    free(chain.sees);
     return same;
 }
 
@@ -2204,24 +2153,22 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
     static const char *const prompt_labels[] = {"empty", "half window", "two windows"};
     TreeShape trees[3] = {{4, {3, 2, 1, 1}, 21}, {3, {2, 2, 2}, 14}, {2, {4, 1}, 8}};
     const int Ks[5] = {1, 2, 3, 5, 8}; // chains; specdec.c's self-test runs the bigram's 1..8
+    TreeShape none = {0}, chain4 = chain_shape(4); // plain decoding; the bigram's chain, sampled
+    char label[32]; // a case's shape and prompt
     for (int i = 0; i < 3; i++) { // shapes of more nodes than the window has slots are cut
         for (int d = 0; d < n_drafts; d++)
             for (int j = 0; j < 5 && Ks[j] < S; j++, cases++) { // chains: lookup and Medusa too
-                int K = Ks[j];
-                TreeShape chain = chain_shape(K);
-                char label[32];
-                snprintf(label, sizeof(label), "chain %d, %s", K, prompt_labels[i]);
+                TreeShape chain = chain_shape(Ks[j]);
+                snprintf(label, sizeof(label), "chain %d, %s", Ks[j], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
             for (int s = 0; s < 3 && drafts[d].kind->trees; s++, cases++) {
-                char label[32];
                 snprintf(label, sizeof(label), "tree %s, %s", tree_labels[s], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &trees[s], &prompts[i], 0.0f);
             }
-        TreeShape none = {0};
         failures += !beyond_case(g, NULL, prompt_labels[i], &none, &prompts[i], 1.0f);
-        failures += !beyond_chain_case(g, &drafts[0], &prompts[i], 4); // drafts[0]: the bigram
+        failures += !beyond_case(g, &drafts[0], prompt_labels[i], &chain4, &prompts[i], 1.0f);
         cases += 2;
     }
     int T[] = {2, 9, S};
@@ -2276,10 +2223,9 @@ void beyond_usage(FILE *f) {
 // Parses a --tree shape, "3,2,1,1", whose nodes fit a window of S. 0, or -1 with err set.
 int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err, size_t errlen) {
     memset(shape, 0, sizeof(*shape));
-    const char *s = text;
     long level_nodes = 1; // nodes at the level above: the root alone
-    while (1) {
-        char *end;
+    char *end; // where strtol stopped: the comma before the next width, or the text's end
+    for (const char *s = text;; s = end + 1) {
         errno = 0;
         long w = strtol(s, &end, 10);
         if (!isdigit((unsigned char)*s) || errno || w < 1 || w > V || (*end != ',' && *end != '\0'))
@@ -2296,16 +2242,15 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
                              "slots after current_token in a window of %d: give fewer or "
                              "narrower levels", text, S - 1, S - 1, S);
         if (*end == '\0') return 0;
-        s = end + 1;
     }
 }
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t errlen) {
-    OptionSpec table[32];
+    OptionSpec table[32] = {0}; // zeroed: the row after the last option is the table's end
     *o = (BeyondOptions){.draft = "bigram", .color = -1};
     default_options(&o->core);
-    size_t n = core_options(&o->core, table);
+    size_t n = core_options(&o->core, table); // specdec's options first, then beyond's
     const OptionSpec more[] = {
         {"--color", OPT_FLAG, &o->color, 1, 0, NULL},
         {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL},
@@ -2319,8 +2264,6 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
         {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
          "from 1.18e-38 (FLT_MIN) to 1"}};
     memcpy(table + n, more, sizeof(more));
-    n += sizeof(more) / sizeof(more[0]);
-    table[n] = (OptionSpec){0}; // the table's end
     if (parse_table(argc, argv, table, "./beyond", err, errlen) != 0) return -1;
     if (check_combinations(&o->core, err, errlen) != 0) return -1;
     if (o->core.run_selftest && o->tree) // its shapes are its own
@@ -2407,8 +2350,10 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
 }
 
 // The decoders a generation run may take, in the order it runs them: the tree (--tree), the
-// chain of K, plain decoding.
+// chain of K, plain decoding; and the title of each one's stats.
 enum { RUN_TREE, RUN_CHAIN, RUN_PLAIN, N_RUNS };
+static const char *const RUN_TITLE[N_RUNS] = {"tree decoding", "speculative decoding",
+                                              "plain decoding"};
 
 // Prints what a generation run will do (stderr): sampling, tree, filter, draft, colours.
 void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *shape, int color) {
@@ -2428,10 +2373,8 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
     if (!c->plain && d->model.params) // which draft guesses, and a model's size: its cost
         fprintf(stderr, "draft: %s, %s, n_layer=%d n_embd=%d -> %zu parameters\n", d->name,
                 d->path, d->model.config.n_layer, d->model.config.n_embd, d->model.n_params);
-    else if (!c->plain && d->path) // a file of heads on the target
-        fprintf(stderr, "draft: %s, %s\n", d->name, d->path);
-    else if (!c->plain)
-        fprintf(stderr, "draft: %s\n", d->name);
+    else if (!c->plain) // and a file of heads on the target, if any
+        fprintf(stderr, "draft: %s%s%s\n", d->name, d->path ? ", " : "", d->path ? d->path : "");
     if (!color) return;
     fputs("colours:", stderr); // the legend, one line, each name in its own colour
     for (int i = 0; i < N_SOURCES; i++)
@@ -2448,18 +2391,16 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
     int K = ld->shape.depth; // --tree: the chain beside it is as deep
     int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->max_new_tokens;
     TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
-    int *text[N_RUNS]; // (cap) each run's text, prompt + output (refills read it), to compare
-    TreeBuffers tb[N_RUNS] = {0};
-    int rc = 0;
-    for (int r = 0; r < N_RUNS; r++) {
-        text[r] = malloc((size_t)cap * sizeof(int));
-        rc |= !text[r] || build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
-    }
+    // (N_RUNS, cap) each run's text, prompt + output (refills read it), to compare
+    int *text[N_RUNS] = {malloc((size_t)N_RUNS * cap * sizeof(int))};
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
-    if (rc || !source) {
-        rc = 1;
-        goto out;
+    TreeBuffers tb[N_RUNS] = {0};
+    int rc = !text[0] || !source; // 1: out of memory
+    for (int r = 0; r < N_RUNS; r++) {
+        text[r] = text[0] ? text[0] + (size_t)r * cap : NULL;
+        rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
     }
+    if (rc) goto out;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
@@ -2492,10 +2433,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
                                     c->max_new_tokens, color);
         fputc('\n', stdout);
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0)
-            print_run_stats(run == RUN_PLAIN ? "plain decoding" : run == RUN_TREE ?
-                            "tree decoding" : "speculative decoding", &st[run], run != RUN_PLAIN,
-                            K);
+        if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
     if (rc == 0 && c->compare) { // equal texts are required at t = 0, merely possible at t > 0
@@ -2511,10 +2449,8 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
                 ratio(tree->round_tokens, tree->rounds), ratio(chain->round_tokens, chain->rounds),
                 K, 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].core.seconds);
 out:
-    for (int r = 0; r < N_RUNS; r++) {
-        free_tree_buffers(&tb[r]);
-        free(text[r]);
-    }
+    for (int r = 0; r < N_RUNS; r++) free_tree_buffers(&tb[r]);
+    free(text[0]);
     free(source);
     return rc;
 }

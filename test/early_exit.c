@@ -105,7 +105,7 @@ static const float *trained_exit_forward(GPT *g, const ExitHead *e, const int *t
                                          float *normed, float *out) {
     exit_forward(g, tokens, T, e->layer);
     Head head = {e->ln_weight, e->ln_bias, {e->head_weight, e->head_bias, e->C, e->V}};
-    return apply_head(&head, g->state.x, T, normed, out);
+    return apply_head(head, g->state.x, T, normed, out);
 }
 
 // EAGLE's first guesses over a window whose target features are feat (T, C), its own cache
