@@ -35,16 +35,14 @@
  *     top-k and top-p on both sides (serving engines)       apply_top_k_top_p()
  *   A tree of guesses: its shape, its buffers, its masked pass
  *     several children per node, drawn without replacement   add_children()
- *     one masked pass: specdec.c's forward, copied, cut in   tree_forward(), masked_blocks()
- *     three (embed, a range of blocks, the head)
+ *     one masked pass: specdec.c's forward, copied, in 3   tree_forward(), masked_blocks()
  *   The drafts: one interface, each draft in its own part    DraftKind, DRAFTS[]
  *     the catch-up of a draft with its own cache, once       draft_lag()
  *     the blog's bigram table                                bigram_rows()
  *     prompt lookup (serving engines)                        lookup_match()
  *     a small GPT with its own cache (Leviathan, Chen 2023)  gpt_rows(), gpt_keep()
  *     Medusa heads on the target's hidden row (Cai 2024)     medusa_logits()
- *     the early exit: one cache, the verify pass finished    exit_rows(), exit_verify()
- *     (Zhang 2023, Elhoushi 2024)
+ *     the early exit, one cache (Zhang 2023, Elhoushi 2024)  exit_rows(), exit_verify()
  *     EAGLE: a head that drafts features (Li 2024)           eagle_rows(), eagle_keep()
  *     a staged cascade (Spector and Re 2023)                 cascade_round()
  *   The tree's phases
@@ -56,8 +54,7 @@
  *     where the time went, c(T), an account of the run       print_time_table(), print_accounting()
  *   The one loop                                             tree_round(), tree_generate()
  *     the refill folded into the verify pass                 restart_cache()
- *   Loading: Medusa heads, an exit, an EAGLE head, and       load_medusa(), load_exit(),
- *     --ffn-width's padded model                             load_eagle(), widen_ffn()
+ *   Loading: files tied to the target; --ffn-width's model   read_tied_file(), widen_ffn()
  *   Self-test, then the command line                         beyond_selftest(), main()
  *
  * Size letters are specdec.c's, and: N the guesses of a whole tree shape (21 for 3,2,1,1),
@@ -185,8 +182,7 @@ typedef struct TreeBuffers {
     int *depth;       // (N+1)     0 at the root, 1 for its children, ...
     int *first_child; // (N+1)     the row of its first child; the others follow it
     int *n_children;  // (N+1)     its children: 0 for a leaf
-    int *chosen;      // (N+1)     a first child the draft drew itself (the cascade's inner
-                      //           rounds), or -1: add_children draws it from q
+    int *chosen;      // (N+1)     the first child, if the draft drew it itself (cascade); or -1
     float *q;         // (N+1, V)  q[r] = the draft's row that row r's children were drawn
                       //           from; when `top` is set, the row they were ranked by (the
                       //           draft's own): its top ones are the children
@@ -459,7 +455,7 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
 // does not care which: any q is exact (notes/math.md), as long as each guess was really
 // drawn from the q it is judged against.
 //
-// Every draft answers the loop's three questions, and the loop asks it nothing else:
+// Every draft answers the loop's three questions, and the loop asks nothing else of it:
 //   restart  the target's cache was filled from position 0 again (the prefill, or a full
 //            window's restart): what becomes of the draft's own state?
 //   rows     the rows a level's nodes' children are drawn from: q, and the draft's own row
@@ -467,15 +463,15 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
 //   keep     after accept/reject: what does it keep of the accepted path?
 // and a draft that has already run part of the verify pass (the early exit) finishes it:
 //   verify   the target's rows for the round, from what the draft left
-// A hook left NULL has nothing to do. A new draft is one part below and one row of DRAFTS.
+// A hook left NULL has nothing to do. A new draft is its part below (its hooks), its state's
+// fields in struct Draft (freed by free_draft) and one row of DRAFTS; a draft with a file
+// format of its own also has a reader in "Loading".
 
 typedef struct Draft Draft;
 
-// A hook's parameter this draft does not need: every draft gets the same parameters.
-#define UNUSED __attribute__((unused))
+#define UNUSED __attribute__((unused)) // a hook's parameter this draft does not need
 
-// Each draft's file, as `make train-draft`, `train-medusa`, `train-exit` and `train-eagle`
-// write them.
+// Each draft's file, as `make train-draft`, `train-medusa`, `train-exit`, `train-eagle` write it.
 #define DEFAULT_DRAFT "tinyshakespeare/draft.bin"   // --draft gpt and cascade
 #define DEFAULT_MEDUSA "tinyshakespeare/medusa.bin" // --draft medusa
 #define DEFAULT_EXIT "tinyshakespeare/exit.bin"     // --draft early-exit
@@ -496,12 +492,11 @@ typedef struct {
 typedef struct {
     const char *name;  // what --draft calls it
     const char *file;  // its file by default, or NULL
-    const char *untrained; // its name when built without its file (the self-test's, on a
-                           // target its file was not trained for), or NULL
+    const char *untrained; // NULL, or its name untrained (a self-test on another target)
     const char *about; // its line in -h
     int sure;          // 1: its one guess per level is certain (q one-hot), judged as greedy's
-    int trees;         // 1: it drafts trees (several children per node), 0: chains only
-    int p_min;         // 1: --draft-p-min applies (its chain is drawn guess by guess)
+    const char *no_tree;  // NULL, or why it drafts no tree (--tree is then refused)
+    const char *no_p_min; // NULL, or why --draft-p-min cannot apply to it (refused then)
     int (*setup)(Draft *d, const DraftInputs *in, char *err, size_t errlen); // NULL: nothing
     void (*restart)(Draft *d, const GPT *g, int prefilled, int rerun);
     void (*rows)(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
@@ -575,8 +570,7 @@ struct Draft {
     float *feat;           // (S, C)  eagle: the target's feature at each position of the window
     float *pred;           // (S, C)  eagle: the feature it predicted after each tree row
     float *eagle_in;       // (S, 2C) eagle: a pass's input rows, [feature, embedding]
-    float *taps;           // (2, S, C) eagle-3: the target's rows after its low and middle
-                           //         blocks, for each row of its last pass
+    float *taps;           // (2, S, C) eagle-3: each pass row's rows after the low, mid block
     int taps_ready;        // eagle-3: 0 until a pass of the target has left its taps
     SpecBuffers inner;     // cascade: its inner round's buffers (specdec.c's, the blog's round)
     int *chain;            // (S)     cascade: the GPT draft's samples, chain[r] after row r
@@ -762,12 +756,11 @@ void free_medusa(MedusaHeads *m) {
 static int medusa_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     int C = in->target->config.n_embd, N = in->depth;
     d->hidden = alloc_floats((size_t)C);
-    if (!d->hidden) return fail_with(err, errlen, "out of memory for the medusa heads");
-    if (!in->path) { // untrained heads: W = 0 and b = 0
-        float *w = calloc((size_t)N * (C + 1) * C, sizeof(float));
-        d->medusa = (MedusaHeads){N, C, d->V, w, w ? w + (size_t)N * C * C : NULL};
-        return w ? 0 : fail_with(err, errlen, "out of memory for the medusa heads");
-    }
+    float *w = in->path ? NULL : alloc_floats((size_t)N * (C + 1) * C); // untrained: W, b = 0
+    d->medusa = (MedusaHeads){N, C, d->V, w, w ? w + (size_t)N * C * C : NULL};
+    if (!d->hidden || (!in->path && !w))
+        return fail_with(err, errlen, "out of memory for the medusa heads");
+    if (!in->path) return 0;
     if (load_medusa(in->path, in->target, &d->medusa, err, errlen) != 0) return -1;
     if (N > d->medusa.n_heads)
         return fail_with(err, errlen, "--draft medusa has %d heads, one per level, and the "
@@ -815,8 +808,6 @@ static void medusa_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m UNU
 // from those residuals (exit_verify): the drafting is the first part of the verify pass, not
 // extra work. Only the exit's head, a LayerNorm and a Linear per guess, is extra.
 
-#define EXIT_LAYER 1 // the untrained exit's L; a trained exit's file says its own
-
 // The exit's head: its own (exit.bin), or the target's ln_f and lm_head (untrained).
 static Head exit_head(const Draft *d) {
     const ExitHead *e = &d->exit;
@@ -824,17 +815,17 @@ static Head exit_head(const Draft *d) {
     return (Head){e->ln_weight, e->ln_bias, {e->head_weight, e->head_bias, e->C, e->V}};
 }
 
-// The trained exit at in->path, or (path NULL) the untrained one after block EXIT_LAYER.
+// The trained exit at in->path, or (path NULL) the untrained one after block 1.
 static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {
     const Config *c = &in->target->config;
     d->resid = alloc_floats((size_t)c->block_size * c->n_embd);
     if (!d->resid) return fail_with(err, errlen, "out of memory for the early exit");
-    d->exit = (ExitHead){.layer = EXIT_LAYER, .C = c->n_embd, .V = c->vocab_size};
+    d->exit = (ExitHead){.layer = 1, .C = c->n_embd, .V = c->vocab_size}; // a file's: its own
     if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
     if (d->exit.layer >= c->n_layer)
-        return fail_with(err, errlen, "--draft %s runs the target's first %d block%s, and this "
-                         "target has %d: an exit needs a target of 2 blocks or more", d->name,
-                         d->exit.layer, d->exit.layer == 1 ? "" : "s", c->n_layer);
+        return fail_with(err, errlen, "--draft %s needs a target of 2 blocks or more: it runs "
+                         "the first and verifies with the rest (this one has %d)", d->name,
+                         c->n_layer);
     return 0;
 }
 
@@ -916,7 +907,7 @@ static void eagle_input(Draft *d, int t, const float *feature, int token) {
 }
 
 // EAGLE's pass over T input rows at its cache's next slots, each attending to the slots sees
-// marks: the Linear, its one block, then the target's ln_f and lm_head. The predicted
+// marks: the Linear, its block, then the target's own ln_f and lm_head, frozen. Its predicted
 // features stay in the block's state.x; returns their (T, V) logits.
 static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
     EagleHead *e = &d->eagle;
@@ -925,7 +916,6 @@ static const float *eagle_pass(Draft *d, int T, const unsigned char *sees) {
     matmul(b->state.x, d->eagle_in, (Linear){e->fc_weight, e->fc_bias, 2 * C, C}, T);
     masked_blocks(b, 0, 1, T, b->state.cache_len, sees);
     b->state.cache_len += T;
-    // the target's own head, frozen
     return apply_head(model_head(d->target), b->state.x, T, b->state.ln_f, b->state.logits);
 }
 
@@ -973,8 +963,8 @@ static int eagle_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen
     if (alloc_each(bufs, (size_t[]){S * C, S * C, S * 2 * C, 2 * S * C}, 4) != 0)
         return fail_with(err, errlen, "out of memory for the eagle head");
     if (in->path) return load_eagle(in->path, in->target, &d->eagle, err, errlen);
-    Config one = *c; // zero weights: every row predicts the same feature, a fixed q
-    one.n_layer = 1;
+    // zero weights: every row predicts the same feature, a fixed q
+    Config one = {1, c->n_head, c->n_embd, c->block_size, c->vocab_size, c->ffn_width};
     d->eagle = (EagleHead){.C = (int)C, .n_feat = 1, .fc_weight = alloc_floats((2 * C + 1) * C)};
     d->eagle.fc_bias = d->eagle.fc_weight ? d->eagle.fc_weight + 2 * C * C : NULL;
     if (!d->eagle.fc_weight || build_gpt(&d->eagle.block, &one) != 0)
@@ -1001,23 +991,21 @@ static void eagle_restart(Draft *d, const GPT *g, int prefilled, int rerun) {
 // EAGLE-3's features of the prefill's window, positions 0 .. n-1 (text's tokens before
 // current_token): the target's pass over them again, in ranges of blocks, with the taps
 // kept. It writes the cache rows the prefill wrote, bit for bit: one pass a generation (or
-// after a restart that came first), counted as drafting. Returns the passes it ran: 1.
-static int eagle_prefill_taps(Draft *d, const Tokens *text, int n) {
+// after a restart that came first), counted as drafting. The pass borrows tb's mask and
+// positions, which every later pass of the round writes anew. Returns the passes it ran: 1.
+static int eagle_prefill_taps(Draft *d, const TreeBuffers *tb, const Tokens *text, int n) {
     GPT *g = d->target;
-    TreeBuffers rows = {.sees = calloc((size_t)n * g->config.block_size, 1),
-                        .positions = calloc((size_t)n, sizeof(int)),
-                        .all_tokens = (int *)text->tok + text->n - 1 - n, .rows = n};
+    TreeBuffers rows = *tb; // the window's n tokens, causal, from slot 0
+    rows.all_tokens = (int *)text->tok + text->n - 1 - n;
+    rows.rows = n;
+    rows.rerun = 0;
     int C = g->config.n_embd, saved = g->state.cache_len;
-    if (rows.sees && rows.positions) { // out of memory: the features stay the old ones
-        causal_rows(&rows, n, 0, g->config.block_size);
-        g->state.cache_len = 0;
-        eagle_verify(d, g, &rows);
-        g->state.cache_len = saved;
-        for (int i = 0; i < n; i++) eagle_feature(d, g, i, d->feat + (size_t)i * C);
-    }
+    causal_rows(&rows, n, 0, g->config.block_size);
+    g->state.cache_len = 0;
+    eagle_verify(d, g, &rows);
+    g->state.cache_len = saved;
+    for (int i = 0; i < n; i++) eagle_feature(d, g, i, d->feat + (size_t)i * C);
     d->taps_ready = 1;
-    free(rows.sees);
-    free(rows.positions);
     return 1;
 }
 
@@ -1035,7 +1023,7 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
         return;
     }
     if (lo == 0 && !d->taps_ready) // EAGLE-3 after the prefill: the taps of its window
-        tb->draft_passes += eagle_prefill_taps(d, text, root + 1);
+        tb->draft_passes += eagle_prefill_taps(d, tb, text, root + 1);
     if (lo == 0) { // rows root-lag .. root: the feature of position j, the token at j+1
         int lag = draft_lag(b, root);
         T = lag + 1;
@@ -1050,8 +1038,7 @@ static void eagle_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, co
     }
     const float *logits = eagle_pass(d, T, tb->sees);
     int out = T - (hi - lo); // the pass rows of this level's nodes: the last hi - lo
-    memcpy(d->pred + (size_t)lo * C, b->state.x + (size_t)out * C, (size_t)(hi - lo) * C *
-           sizeof(float));
+    memcpy(d->pred + (size_t)lo * C, b->state.x + (size_t)out * C, (hi - lo) * C * sizeof(float));
     rows_from_logits(tb, lo, logits + (size_t)out * tb->V, (size_t)tb->V, s);
     tb->draft_ran = hi;
     tb->draft_passes++;
@@ -1089,9 +1076,9 @@ static int cascade_setup(Draft *d, const DraftInputs *in, char *err, size_t errl
     int S = in->block_size, V = d->V;
     if (gpt_setup(d, in, err, errlen) != 0 || bigram_setup(d, in, err, errlen) != 0) return -1;
     d->chain = calloc((size_t)S, sizeof(int));
-    d->chain_q = alloc_floats((size_t)S * V);
-    d->chain_own = alloc_floats((size_t)S * V);
-    if (!d->chain || !d->chain_q || !d->chain_own || build_spec_buffers(&d->inner, S, V) != 0)
+    float **bufs[] = {&d->chain_q, &d->chain_own};
+    int floats = alloc_each(bufs, (size_t[]){(size_t)S * V, (size_t)S * V}, 2);
+    if (!d->chain || floats != 0 || build_spec_buffers(&d->inner, S, V) != 0)
         return fail_with(err, errlen, "out of memory for the cascade");
     return 0;
 }
@@ -1152,25 +1139,28 @@ static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, 
 
 // --- Every draft, named once: --draft, -h, the self-test and the checks read this table ---
 
-// Columns: name, file, untrained name, about, sure, trees, p_min; then the hooks setup,
-// restart, rows, verify and keep.
+// Columns: name, file, untrained name, about, sure, no_tree, no_p_min; then the hooks
+// setup, restart, rows, verify and keep.
 static const DraftKind DRAFTS[] = {
     {"bigram", NULL, NULL, "the blog's table, counted from the training split (the default)",
-     0, 1, 1, bigram_setup, NULL, bigram_rows, NULL, NULL},
+     0, NULL, NULL, bigram_setup, NULL, bigram_rows, NULL, NULL},
     {"lookup", NULL, NULL, "copies what followed an earlier occurrence of the text's ending",
-     1, 0, 0, NULL, NULL, lookup_rows, NULL, NULL},
+     1, "lookup copies one continuation", "lookup's copies have no chance below 1 to compare",
+     NULL, NULL, lookup_rows, NULL, NULL},
     {"gpt", DEFAULT_DRAFT, NULL, "a small GPT distilled from the target, with its own KV cache",
-     0, 1, 1, gpt_setup, gpt_restart, gpt_rows, NULL, gpt_keep},
+     0, NULL, NULL, gpt_setup, gpt_restart, gpt_rows, NULL, gpt_keep},
     {"medusa", DEFAULT_MEDUSA, "medusa0", "heads on the target's hidden row, one per level",
-     0, 1, 0, medusa_setup, medusa_restart, medusa_rows, NULL, medusa_keep},
+     0, NULL, "medusa drafts every level at once from its heads", medusa_setup, medusa_restart,
+     medusa_rows, NULL, medusa_keep},
     {"early-exit", DEFAULT_EXIT, "early-exit0", "the target's first block, then a trained head; "
-     "one KV cache", 0, 1, 1, exit_setup, NULL, exit_rows, exit_verify, NULL},
+     "one KV cache", 0, NULL, NULL, exit_setup, NULL, exit_rows, exit_verify, NULL},
     {"early-exit-untrained", NULL, NULL, "the target's first block, then its own ln_f and "
-     "lm_head", 0, 1, 1, exit_setup, NULL, exit_rows, exit_verify, NULL},
+     "lm_head", 0, NULL, NULL, exit_setup, NULL, exit_rows, exit_verify, NULL},
     {"eagle", DEFAULT_EAGLE, "eagle0", "drafts the target's features: a Linear and one block",
-     0, 1, 1, eagle_setup, eagle_restart, eagle_rows, eagle_verify, eagle_keep},
+     0, NULL, NULL, eagle_setup, eagle_restart, eagle_rows, eagle_verify, eagle_keep},
     {"cascade", DEFAULT_DRAFT, NULL, "the bigram drafts for the gpt draft, which drafts for "
-     "the target", 0, 0, 1, cascade_setup, gpt_restart, cascade_rows, NULL, gpt_keep},
+     "the target", 0, "the cascade draws one chain a round (its inner rounds follow one path)",
+     NULL, cascade_setup, gpt_restart, cascade_rows, NULL, gpt_keep},
 };
 #define N_DRAFTS (int)(sizeof(DRAFTS) / sizeof(DRAFTS[0]))
 
@@ -2163,7 +2153,7 @@ int beyond_selftest(GPT *g, Draft *drafts, int n_drafts, const Corpus *corpus) {
                 failures += !beyond_case(g, &drafts[d], label, &chain, &prompts[i], 0.0f);
             }
         for (int d = 0; d < n_drafts; d++)
-            for (int s = 0; s < 3 && drafts[d].kind->trees; s++, cases++) {
+            for (int s = 0; s < 3 && !drafts[d].kind->no_tree; s++, cases++) {
                 snprintf(label, sizeof(label), "tree %s, %s", tree_labels[s], prompt_labels[i]);
                 failures += !beyond_case(g, &drafts[d], label, &trees[s], &prompts[i], 0.0f);
             }
@@ -2290,7 +2280,7 @@ typedef struct {
 // combinations. 0, or -1 with err set.
 int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
     int S = ld->core.g.config.block_size, V = ld->core.v.size, lookup = !strcmp(o->draft, "lookup");
-    int medusa = !strcmp(o->draft, "medusa"), n = ld->core.n_prompt;
+    int n = ld->core.n_prompt;
     const DraftKind *kind = find_draft(o->draft) ? find_draft(o->draft) : find_draft("gpt");
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
@@ -2301,23 +2291,16 @@ int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, siz
     ld->shape = chain_shape(o->core.K); // no --tree: a chain of K levels
     if (o->tree && parse_tree_shape(o->tree, V, S, &ld->shape, err, errlen) != 0) return -1;
     int chain = ld->shape.nodes == ld->shape.depth; // every level one child wide
-    if (o->tree && lookup)
-        return fail_with(err, errlen, "--tree needs several guesses per position, and lookup "
-                         "copies one continuation; drop --tree, or use --draft bigram or gpt");
-    if (lookup && o->draft_p_min > 0.0f)
+    if (o->tree && kind->no_tree) // the table says which drafts draft no tree, and why
+        return fail_with(err, errlen, "--tree needs several guesses per position, and %s; drop "
+                         "--tree, or use --draft bigram or gpt", kind->no_tree);
+    if (kind->no_p_min && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min stops a draft that is unsure of its guess, "
-                         "and lookup's copies have no chance below 1 to compare; drop "
-                         "--draft-p-min, or use --draft bigram or gpt");
-    if (medusa && o->draft_p_min > 0.0f)
-        return fail_with(err, errlen, "--draft-p-min ends a chain drafted guess by guess, and "
-                         "medusa drafts every level at once from its heads; drop --draft-p-min");
+                         "and %s; drop --draft-p-min, or use --draft bigram or gpt",
+                         kind->no_p_min);
     if (!chain && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
-    if (o->tree && !kind->trees && !o->core.plain) // the cascade
-        return fail_with(err, errlen, "--tree needs several children per node, and --draft %s "
-                         "draws one chain a round (its inner rounds follow one path); drop "
-                         "--tree, or use --draft gpt", kind->name);
     if (lookup && n <= LOOKUP_MIN_N)
         return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %d "
                          "character%s holds no %d-gram to find again; give -p at least %d "

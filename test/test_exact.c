@@ -1282,7 +1282,7 @@ static void test_copies_faithful(Fixture *fx) {
     for (int di = 0; di < 3; di++) {
         for (int si = 0; si < n_served; si++) {
             Draft *d = drafts[di];
-            if (served[si].p_min > 0.0f && !d->kind->p_min) continue; // not for lookup
+            if (served[si].p_min > 0.0f && d->kind->no_p_min) continue; // not for lookup
             d->p_min = served[si].p_min;
             RunStats st[2];
             int kv[2], kv_draft[2];
