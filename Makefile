@@ -71,12 +71,17 @@ test/ffn_forms: test/ffn_forms.c test/bench.c beyond.c specdec.c
 test/early_exit: test/early_exit.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/early_exit.c $(LDFLAGS) $(LDLIBS)
 
-# Build ./specdec_debug with AddressSanitizer and UBSan, no optimisation.
-debug: specdec_debug
+# Build ./specdec_debug and ./beyond_debug with AddressSanitizer and UBSan, no optimisation.
+debug: specdec_debug beyond_debug
 
 # Compile ./specdec_debug from specdec.c with the debug/sanitizer flags.
 specdec_debug: specdec.c
 	$(CC) $(DEBUG_CFLAGS) -o $@ specdec.c $(LDFLAGS) $(LDLIBS)
+
+# Build ./beyond_debug the same way: step through a draft's round (break exit_verify,
+# eagle_rows, cascade_round, ...) with every function where the source puts it.
+beyond_debug: beyond.c specdec.c
+	$(CC) $(DEBUG_CFLAGS) -o $@ beyond.c $(LDFLAGS) $(LDLIBS)
 
 # Shell script run by `make data`. It checks an existing corpus by size and
 # sha256; if there is none, it copies $(SHARED)/$(CORPUS) or downloads the
