@@ -461,8 +461,8 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
 //   rows     the rows a level's nodes' children are drawn from: q, and the draft's own row
 //            at t = 1 (--draft-p-min reads it); a draft may also draw the children itself
 //   keep     after accept/reject: what does it keep of the accepted path?
-// and a draft that has already run part of the verify pass (the early exit) finishes it:
-//   verify   the target's rows for the round, from what the draft left
+// and a draft that runs the verify pass itself (the early exit finishes it; EAGLE-3 taps it):
+//   verify   the target's rows for the round, and what the draft needs of that pass
 // A hook left NULL has nothing to do. A new draft is its part below (its hooks), its state's
 // fields in struct Draft (freed by free_draft) and one row of DRAFTS; a draft with a file
 // format of its own also has a reader in "Loading".
