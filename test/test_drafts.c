@@ -60,15 +60,7 @@
 #define BUG ""
 #endif
 
-// A check the correct build must pass and the broken build named `catches` must fail (other
-// broken builds skip it: their bug is another check's).
-static void expect(const char *catches, int ok, const char *what) {
-    if (!BUG[0]) {
-        check(ok, "%s", what);
-        return;
-    }
-    if (catches && !strcmp(catches, BUG)) check(!ok, "broken build %s is caught: %s", BUG, what);
-}
+#include "broken.h" // expect, runs: the checks a broken build must fail
 
 // The drafts under test, and what they are built from.
 enum { EXIT, EXIT_UNTRAINED, EAGLE, CASCADE, GPT_DRAFT, N_UNDER_TEST };
@@ -100,12 +92,6 @@ typedef struct {
     const char *prompt;
     const char *catches; // the broken builds this case must catch, space-separated
 } JointCase;
-
-// Whether the broken build of this run is one a check must catch (always in the correct build).
-static int runs_for(const char *catches) {
-    if (!BUG[0]) return 1;
-    return catches && strstr(catches, BUG) != NULL;
-}
 
 // The counts of (character 2, character 3) over n seeded runs of -n 3.
 static void count_pairs(Fixture *fx, const JointCase *c, const int *prompt, int np, long n,
@@ -152,7 +138,7 @@ static void test_joints(Fixture *fx) {
     double *joints = malloc((size_t)N_CASES * V * V * sizeof(double)); // one per case
     for (int i = 0; i < N_CASES && counts && joints && joint12; i++) {
         const JointCase *c = &cases[i];
-        if (!runs_for(c->catches)) continue;
+        if (!runs(c->catches)) continue;
         int prompt[64], np = S;
         if (c->prompt) np = tokens_of(&fx->vocab, c->prompt, prompt);
         else memcpy(prompt, fx->corpus.tokens + 5000, (size_t)S * sizeof(int));
@@ -162,7 +148,7 @@ static void test_joints(Fixture *fx) {
         while (j < i && (cases[j].prompt != c->prompt || memcmp(&cases[j].s, &c->s,
                                                                 sizeof(Sampler))))
             j++;
-        if (j < i && runs_for(cases[j].catches))
+        if (j < i && runs(cases[j].catches))
             memcpy(joint, joints + (size_t)j * V * V, (size_t)V * V * sizeof(double));
         else
             exact_joint(&fx->g, prompt, np, &c->s, joint12, joint);
