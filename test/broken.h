@@ -4,16 +4,6 @@
  * build, then include this after check.h.
  */
 
-// A check the correct build must pass, and the broken build named `catches` must fail
-// (other broken builds skip it: their bug is another check's).
-static void expect(const char *catches, int ok, const char *what) {
-    if (!BUG[0]) {
-        check(ok, "%s", what);
-        return;
-    }
-    if (catches && !strcmp(catches, BUG)) check(!ok, "broken build %s is caught: %s", BUG, what);
-}
-
 // Whether a section runs: always in the correct build; in a broken build, only a section
 // whose checks must catch its bug (`catches`, bug names separated by spaces).
 static int runs(const char *catches) {
@@ -22,4 +12,14 @@ static int runs(const char *catches) {
     for (const char *c = strstr(catches, BUG); c; c = strstr(c + 1, BUG))
         if (c[n] == ' ' || c[n] == '\0') return 1; // the whole name, not a prefix of another
     return 0;
+}
+
+// A check the correct build must pass, and the broken builds named in `catches` (separated
+// by spaces) must fail (other broken builds skip it: their bug is another check's).
+static void expect(const char *catches, int ok, const char *what) {
+    if (!BUG[0]) {
+        check(ok, "%s", what);
+        return;
+    }
+    if (catches && runs(catches)) check(!ok, "broken build %s is caught: %s", BUG, what);
 }

@@ -8,7 +8,7 @@
  *      of the first round) over N seeded runs through the one loop (run_tree), against the
  *      exact joint of the served distribution from plain forward passes under plain
  *      decoding's context rule (test/stats.h). Each draft as a chain of K = 4 and as the tree
- *      3,2,1,1 (the cascade drafts chains only), at t = 1; the exit also as a chain of 1 and
+ *      3,2,1,1, at t = 1; the exit also as a chain of 1 and
  *      a tree of one level of 3, whose leaves' rows (which no draft pass ran) give the round's
  *      second token as a bonus; with top-k 5 and top-p 0.9; and
  *      after a prompt of S tokens, so that the first round restarts the window (the exit's
@@ -129,6 +129,7 @@ static void test_joints(Fixture *fx) {
         {EAGLE, "4", t1, NULL, ""},
         {EAGLE, "4", cut, romeo, ""},
         {CASCADE, "4", t1, romeo, "BREAK_CASCADE_Q"},
+        {CASCADE, "3,2,1,1", t1, romeo, ""}, // its trunk is one guess: the chains see the bug
         {CASCADE, "4", t1, NULL, "BREAK_CASCADE_Q"},
         {CASCADE, "4", cut, romeo, "BREAK_CASCADE_Q"},
     };

@@ -11,11 +11,12 @@
  *      the same children judged by p/q with Q never updated (the common shortcut), must
  *      miss p by far.
  *   2. One masked tree pass == a causal pass over each root-to-node path, bit for bit, for
- *      random parent arrays on top of a cache.
- *   3. After every tree round (compaction), the target's cache and the GPT draft's equal a
- *      recompute of the accepted text, bit for bit.
+ *      random parent arrays on top of a cache; and a chain's mask gives forward's logits.
+ *   3. After every tree round (compaction), the target's cache and the draft's equal a
+ *      recompute of the accepted text, bit for bit: the GPT draft's, and the cascade's (its
+ *      trunk from inner rounds, the levels below from masked passes).
  *   4. Greedy equivalence: a tree at t = 0 gives plain greedy decoding's text, byte for
- *      byte, for a sweep of shapes and both model-free and model drafts.
+ *      byte, for a sweep of shapes and both model-free and model drafts, the cascade too.
  *   5. Chi-square, end to end: the first two tokens of tree decoding (t = 1) against their
  *      exact distribution from the target.
  *   6. Medusa's row: after every tree round at t = 0, the hidden row its heads will read
@@ -56,6 +57,8 @@
  * mutant-beyond BREAK_TREE_DRAFT_INPUT: s|tree_forward(&d->model, tb->token + lo, hi - lo,|tree_forward(\&d->model, tb->token + tb->parent[lo], hi - lo,|
  * broken build: -DBREAK_TREE_GREEDY_WIDTH
  * mutant-beyond BREAK_TREE_GREEDY_WIDTH: s|^    for (int i = 0; i < want && tb->rows < room; i++) {|    for (int i = 0; i < (tb->top ? 1 : want) \&\& tb->rows < room; i++) {|
+ * broken build: -DBREAK_TREE_CASCADE_SLOT
+ * mutant-beyond BREAK_TREE_CASCADE_SLOT: s|^    if (j >= d->chain_n) { |    if (j > d->chain_n) { |
  *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
  *                       but judged as if drawn with it): the enumeration (1) and the
  *                       chi-square (5) must fail.
@@ -76,6 +79,9 @@
  *                       the gpt draft's speed floor (8) must fail.
  *   BREAK_TREE_GREEDY_WIDTH  at t = 0 each node gets one child whatever the shape asks: a
  *                       greedy tree is a chain of 4; the width check (9) must fail.
+ *   BREAK_TREE_CASCADE_SLOT  the cascade takes the first level below its trunk for the
+ *                       trunk's: that level's rows never run in its cache, and every later
+ *                       row sits a level's width early: the cache check (3) must fail.
  */
 #define TESTING
 #ifndef BEYOND_C
@@ -106,6 +112,8 @@
 #define BUG "BREAK_TREE_DRAFT_INPUT"
 #elif defined(BREAK_TREE_GREEDY_WIDTH)
 #define BUG "BREAK_TREE_GREEDY_WIDTH"
+#elif defined(BREAK_TREE_CASCADE_SLOT)
+#define BUG "BREAK_TREE_CASCADE_SLOT"
 #else
 #define BUG ""
 #endif
@@ -116,7 +124,7 @@ typedef struct {
     Corpus corpus;
     Vocab vocab;
     GPT model;
-    Draft bigram, gpt, medusa;
+    Draft bigram, gpt, medusa, cascade;
 } Fixture;
 
 // The total variation between two rows: half the sum of |a - b|.
@@ -319,6 +327,34 @@ static void test_masked_pass(Fixture *fx) {
     free_tree_buffers(&tb);
 }
 
+// A chain's mask (causal_rows: each token sees every slot up to its own) makes tree_forward
+// forward itself: the same logits, bit for bit, for passes of 2, 9 and S tokens from slot 0.
+// The one loop's chains and restarts rest on it. (./beyond --selftest checked this on its
+// own model until the check moved here.)
+static void test_chain_mask(Fixture *fx) {
+    GPT *g = &fx->model;
+    int V = fx->vocab.size, S = g->config.block_size, sizes[3] = {2, 9, S}, differ = 0;
+    const int *tokens = fx->corpus.tokens + 5000;
+    float *causal = malloc((size_t)S * V * sizeof(float));
+    TreeBuffers chain = {.positions = malloc((size_t)S * sizeof(int)), .sees = malloc((size_t)S * S)};
+    for (int i = 0; i < 3 && causal && chain.positions && chain.sees; i++) {
+        int T = sizes[i];
+        g->state.cache_len = 0;
+        memcpy(causal, forward(g, tokens, T), (size_t)T * V * sizeof(float));
+        causal_rows(&chain, T, 0, S);
+        g->state.cache_len = 0;
+        differ += memcmp(causal, tree_forward(g, tokens, T, chain.positions, chain.sees),
+                         (size_t)T * V * sizeof(float)) != 0;
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "tree_forward with a chain's mask == forward, bit for bit, "
+             "passes of 2, 9 and %d tokens: %d of 3 differ", S, differ);
+    expect(NULL, causal && chain.positions && chain.sees && differ == 0, what);
+    free(causal);
+    free(chain.positions);
+    free(chain.sees);
+}
+
 // ----------------------------------------------------------------------------
 // 3 and 4. Rounds: the caches after compaction, and greedy equivalence
 
@@ -338,13 +374,15 @@ static int cache_is_recompute(GPT *m, GPT *fresh, const int *seq, int start) {
     return 1;
 }
 
-static void test_cache_after_rounds(Fixture *fx) {
+// Runs tree rounds with draft d (the gpt draft, or the cascade, whose model is the same), and
+// after each compares both caches with a recompute; `catches`: the broken builds it must see.
+static void cache_after_rounds(Fixture *fx, Draft *d, const char *catches) {
     GPT *g = &fx->model, fresh, fresh_draft;
     int V = fx->vocab.size, S = g->config.block_size;
     build_gpt(&fresh, &g->config);
     memcpy(fresh.params, g->params, g->n_params * sizeof(float));
-    build_gpt(&fresh_draft, &fx->gpt.model.config);
-    memcpy(fresh_draft.params, fx->gpt.model.params, fx->gpt.model.n_params * sizeof(float));
+    build_gpt(&fresh_draft, &d->model.config);
+    memcpy(fresh_draft.params, d->model.params, d->model.n_params * sizeof(float));
     TreeShape shape = {4, {3, 2, 1, 1}, 21};
     TreeBuffers tb;
     build_tree_buffers(&tb, &shape, V, S);
@@ -356,12 +394,12 @@ static void test_cache_after_rounds(Fixture *fx) {
     memcpy(seq, fx->corpus.tokens + 9000, (size_t)n_seq * sizeof(int));
     g->state.cache_len = 0;
     forward(g, seq, n_seq - 1); // the cache holds every token before current_token
-    fx->gpt.model.state.cache_len = 0;
+    d->model.state.cache_len = 0;
     while (n_seq < (SANITIZED ? 80 : 400)) {
         // tokens still wanted: 1 to 5 in turn, so that some rounds are a generation's last,
         // where a path that passes to the limit gets no bonus and its last token is not cached
         tb.limit = 1 + rounds % 5;
-        int n = tree_round(g, &fx->gpt, &tb, &(Tokens){seq, n_seq}, &o);
+        int n = tree_round(g, d, &tb, &(Tokens){seq, n_seq}, &o);
         moved += tb.passed > 0 && tb.path[tb.passed] != tb.passed; // a path off the first rows
         lasts += n == tb.passed; // a last round: every token wanted passed, no bonus
         memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
@@ -369,20 +407,27 @@ static void test_cache_after_rounds(Fixture *fx) {
         rounds++;
         int start = n_seq - 1 - g->state.cache_len; // the window: the target holds all before current
         bad += !cache_is_recompute(g, &fresh, seq, start);
-        bad_draft += fx->gpt.model.state.cache_len > g->state.cache_len || // a prefix of it, at most
-                     !cache_is_recompute(&fx->gpt.model, &fresh_draft, seq, start);
+        bad_draft += d->model.state.cache_len > g->state.cache_len || // a prefix of it, at most
+                     !cache_is_recompute(&d->model, &fresh_draft, seq, start);
     }
     char what[300];
-    snprintf(what, sizeof(what), "after each of %d tree rounds (3,2,1,1, gpt draft, t = 1; %d "
+    snprintf(what, sizeof(what), "after each of %d tree rounds (3,2,1,1, %s draft, t = 1; %d "
              "kept a path off the first rows, %d ended at the tokens wanted with no bonus), the "
              "target's cache equals a recompute of the text in %d and the draft's in %d", rounds,
-             moved, lasts, rounds - bad, rounds - bad_draft);
-    // both compaction bugs must fail this check: the wrong rows kept, or one row too many
-    const char *catches = strcmp(BUG, "BREAK_TREE_LAST") ? "BREAK_TREE_COMPACT" : BUG;
+             d->name, moved, lasts, rounds - bad, rounds - bad_draft);
     expect(catches, bad == 0 && bad_draft == 0 && moved > 0 && lasts > 0, what);
     free_tree_buffers(&tb);
     free_gpt(&fresh);
     free_gpt(&fresh_draft);
+}
+
+// Both compaction bugs must fail the check, with either draft: the wrong rows kept, or one
+// row too many; the cascade's also with its chain row put back in the wrong slot.
+static void test_cache_after_rounds(Fixture *fx) {
+    if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST"))
+        cache_after_rounds(fx, &fx->gpt, "BREAK_TREE_COMPACT BREAK_TREE_LAST");
+    cache_after_rounds(fx, &fx->cascade, "BREAK_TREE_COMPACT BREAK_TREE_LAST "
+                       "BREAK_TREE_CASCADE_SLOT");
 }
 
 static void test_greedy(Fixture *fx) {
@@ -390,7 +435,7 @@ static void test_greedy(Fixture *fx) {
     int V = fx->vocab.size, S = g->config.block_size;
     const char *shapes[] = {"1", "2", "3,2,1,1", "2,2,2,2", "1,1,1,1,1,1,1,1", "4,1,1", "6",
                             "2,1,2,1,2", "5,5"};
-    Draft *drafts[3] = {&fx->bigram, &fx->gpt, &fx->medusa};
+    Draft *drafts[4] = {&fx->bigram, &fx->gpt, &fx->medusa, &fx->cascade};
     int max_new_tokens = SANITIZED ? 40 : 300, cases = 0, same = 0;
     int *want = malloc(sizeof(int) * (64 + max_new_tokens)), *got = malloc(sizeof(int) * (64 + max_new_tokens));
     float p[256];
@@ -406,7 +451,7 @@ static void test_greedy(Fixture *fx) {
         o.st = &st;
         generate(g, &(Tokens){prompt, n_prompt}, &o, want, p);
         for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
-            for (int di = 0; di < 3; di++) {
+            for (int di = 0; di < 4; di++) {
                 TreeShape shape;
                 char err[200];
                 if (parse_tree_shape(shapes[si], V, S, &shape, err, sizeof(err)) != 0) continue;
@@ -430,9 +475,9 @@ static void test_greedy(Fixture *fx) {
     }
     char what[200];
     snprintf(what, sizeof(what), "greedy trees give plain greedy decoding's text, byte for "
-             "byte: %d of %d (9 shapes x bigram and gpt, 7 of them x Medusa's heads, x 2 "
-             "prompts, %d tokens)", same, cases, max_new_tokens);
-    expect(NULL, same == cases && cases == 50, what);
+             "byte: %d of %d (9 shapes x bigram, gpt and cascade, 7 of them x Medusa's heads, "
+             "x 2 prompts, %d tokens)", same, cases, max_new_tokens);
+    expect(NULL, same == cases && cases == 68, what);
     free(want);
     free(got);
 }
@@ -802,7 +847,8 @@ int main(void) {
         load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
         setup_draft("bigram", &in, &fx.bigram, err, sizeof(err)) != 0 ||
         setup_draft("gpt", &in, &fx.gpt, err, sizeof(err)) != 0 ||
-        setup_draft("medusa", &in, &fx.medusa, err, sizeof(err)) != 0) {
+        setup_draft("medusa", &in, &fx.medusa, err, sizeof(err)) != 0 ||
+        setup_draft("cascade", &in, &fx.cascade, err, sizeof(err)) != 0) {
         check(0, "load the corpus, the model and the drafts (run 'make data'): %s", err);
         return 1;
     }
@@ -811,7 +857,9 @@ int main(void) {
     if (runs("BREAK_TREE_Q")) test_enumeration(&fx);
     printf("(enumeration: %.1f s)\n", now_seconds() - t0);
     if (runs("BREAK_TREE_MASK")) test_masked_pass(&fx);
-    if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST")) test_cache_after_rounds(&fx);
+    if (!BUG[0]) test_chain_mask(&fx); // a chain's mask is a row of ones up to its own slot
+    if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST BREAK_TREE_CASCADE_SLOT"))
+        test_cache_after_rounds(&fx);
     if (runs("BREAK_TREE_HIDDEN")) test_medusa_row(&fx);
     t0 = now_seconds();
     if (!BUG[0]) test_greedy(&fx); // no broken build breaks greedy equivalence
@@ -830,6 +878,7 @@ int main(void) {
     free_draft(&fx.bigram);
     free_draft(&fx.gpt);
     free_draft(&fx.medusa);
+    free_draft(&fx.cascade);
     free_corpus(&fx.corpus);
     printf("test_tree summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed > 0;
