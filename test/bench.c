@@ -1802,6 +1802,7 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 #ifdef BENCH_MAIN
 // test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--quick]: see run_bench.
 int main(int argc, char **argv) {
+    program_name = "bench"; // its messages' first word
     Options o;
     default_options(&o); // -m and -i below; the rest as ./specdec's defaults
     int csv = 0;

@@ -177,6 +177,7 @@ static void print_row(const char *name, const ExitScore *e, long n, double c) {
 #ifdef EARLY_EXIT_MAIN
 // test/early_exit: the report on stdout; exit 1 on a bad input or a failed write.
 int main(int argc, char **argv) {
+    program_name = "early_exit"; // its messages' first word
     const char *model_path = DEFAULT_MODEL, *draft_path = DEFAULT_DRAFT;
     const char *corpus_path = DEFAULT_CORPUS, *exit_path = DEFAULT_EXIT;
     const char *eagle_path = DEFAULT_EAGLE;

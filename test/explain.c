@@ -105,6 +105,7 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
 #ifdef EXPLAIN_MAIN
 // test/explain: Nain's table at t = 1 and t = 0, exact beside measured.
 int main(int argc, char **argv) {
+    program_name = "explain"; // its messages' first word
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         printf("usage: test/explain\n  Nain's A/B/C/D example: the exact chance of each "
                "token beside %d runs\n  of draft_tokens + accept_reject, at t = 1 and t = 0 "

@@ -32,6 +32,7 @@ static void matmul_dot(float *out, const float *in, const float *weight_t, const
 }
 
 int main(int argc, char **argv) {
+    program_name = "ffn_forms"; // its messages' first word
     long H = 65536;
     if (argc > 2 || (argc == 2 && parse_int(argv[1], 256, 1 << 20, &H) != 0)) {
         error_line("usage: test/ffn_forms [H], H a whole number from 256 to 1048576");

@@ -90,9 +90,10 @@
  *   6. test/explain's numbers (explain_position, test/explain.c, included here and so
  *      built on this build's draft_tokens and accept_reject): the exact column is p, the
  *      measured column fits it.
- *   7. --selftest's sampling check (specdec.c's selftest_sampling) run through this build's
+ *   7. One round of one guess, enumerated over every value of its uniforms (forced, 2^53
+ *      values each, by bisection) on the trained model's real rows, through this build's
  *      accept_reject: below 1e-9 of p in the correct build, above it in BREAK_RESIDUAL's and
- *      BREAK_RATIO's, so the self-test's own check can fail.
+ *      BREAK_RATIO's. (./specdec --selftest ran this check until it moved here.)
  *
  * Broken builds: each plants one bug as a one-line sed of the file that now holds the
  * behaviour (test/run_tests.sh applies it to a copy, which this file includes through
@@ -1856,21 +1857,88 @@ static void test_explain(void) {
 }
 
 // ----------------------------------------------------------------------------
-// 7. --selftest's sampling check can fail
+// 7. One round of one guess, enumerated over its forced uniforms on the model's real rows
 
-// specdec.c's selftest_sampling enumerates one round of one guess on the trained model's
-// real rows and returns the total variation against p; --selftest passes it accept_reject.
-// Here it gets this build's accept_reject: in the correct build it must find the round
-// exact (below 1e-9, the self-test's bound); in the builds that plant a bug in
-// accept/reject (the residual drawn from p, the ratio swapped) it must not.
+// accept_reject's signature: the enumeration below runs it, or a planted bug's copy.
+typedef int (*AcceptFn)(SpecBuffers *, int, int, Rng *);
+
+// The smallest of rng_uniform's 2^53 values (index i: u = i / 2^53) at which one round of
+// the one guess in b, its uniforms forced, passes `want`, by bisection. x = 0: u is the
+// first uniform, and the output is whether the guess was rejected; x = 1: u is the resample's
+// uniform after a first that rejects, and the output is the token drawn. Both rise with u.
+static uint64_t first_above(AcceptFn accept, SpecBuffers *b, int x, int want) {
+    uint64_t lo = 0, hi = (uint64_t)1 << 53; // hi = 2^53: the output never passes want
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        double u = (double)mid / 9007199254740992.0;
+        double forced[2] = {x ? 0x1.fffffffffffffp-1 : u, u};
+        Rng r;
+        rng_seed(&r, 0); // a planted bug may draw more than the two forced values
+        rng_force(&r, forced, 2);
+        accept(b, 1, 0, &r);
+        if ((x ? b->accepted[0] : b->rejected_at + 1) > want) hi = mid; // rejected: -1, or 0
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+// Rounds a row to multiples of 2^-24, its largest entry taking the rest, so that it sums
+// to exactly 1 in float and double alike: then the check below can ask for 1e-9.
+static void round_row(float *row, int V) {
+    double sum = 0.0;
+    for (int i = 0; i < V; i++) {
+        row[i] = (float)(round(row[i] * 16777216.0) / 16777216.0);
+        sum += row[i];
+    }
+    row[argmax(row, V)] += (float)(1.0 - sum); // exact: every entry is a multiple of 2^-24
+}
+
+// Sampling is exact: the chance that one round of one guess emits each token, enumerated
+// over every value its uniforms can take (first_above), equals the target's p, on the
+// model's real rows: p after the corpus's first n tokens, q the bigram's row, both at t = 1.
+// Returns the total variation between the two. (./specdec --selftest ran it until it moved here.)
+static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context, int n,
+                         AcceptFn accept) {
+    int V = g->config.vocab_size;
+    float p[2 * 256], q[256], residual[256]; // p_0, and a bonus row the round never reads
+    double emit[256] = {0}, grid = 9007199254740992.0, u[1]; // emit[x]: the chance x comes out
+    int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
+    SpecBuffers b = {.K = 1, .V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
+                     .u = u, .residual = residual, .accepted = out};
+    g->state.cache_len = 0;
+    tempered_softmax(p, forward(g, context, n) + (size_t)(n - 1) * V, V, 1.0f);
+    bigram_probs(q, d, context[n - 1], 1.0f);
+    round_row(p, V);
+    round_row(q, V);
+    memcpy(p + V, p, (size_t)V * sizeof(float));
+    for (int c = 0; c < V; c++) { // the guess c, drawn with chance q(c)
+        guess[0] = c;
+        double pass = first_above(accept, &b, 0, 0) / grid; // u1 below it: accepted
+        emit[c] += q[c] * pass;
+        double below = 0.0; // the resample's u2 interval for token x: [below, above)
+        for (int x = 0; pass < 1.0 && x < V; x++) {
+            double above = first_above(accept, &b, 1, x) / grid;
+            emit[x] += q[c] * (1.0 - pass) * (above - below);
+            below = above;
+        }
+    }
+    double tv = 0.0; // total variation: half the summed gaps
+    for (int x = 0; x < V; x++) tv += 0.5 * fabs(emit[x] - p[x]);
+    return tv;
+}
+
+// selftest_sampling gets this build's accept_reject: in the correct build it must find the
+// round exact (below 1e-9); in the builds that plant a bug in accept/reject (the residual
+// drawn from p, the ratio swapped) it must not.
 static void test_selftest_sampling(Fixture *fx) {
     if (!runs(CATCH_RESIDUAL | CATCH_RATIO)) return;
     int S = fx->model.config.block_size;
     double tv = selftest_sampling(&fx->model, &fx->draft.bigram, fx->corpus.tokens, S,
                                   accept_reject);
-    int ok = case_check(tv < 1e-9, "--selftest's sampling check through this build's "
-                        "accept_reject: total variation %.2g against p (below 1e-9)", tv);
-    broken_verdict(ok, "--selftest's sampling check finds the planted bug");
+    int ok = case_check(tv < 1e-9, "one round of one guess, enumerated over its forced "
+                        "uniforms, through this build's accept_reject: total variation %.2g "
+                        "against p (below 1e-9)", tv);
+    broken_verdict(ok, "the forced-uniform enumeration finds the planted bug");
 }
 
 // ----------------------------------------------------------------------------

@@ -3295,6 +3295,7 @@ static void train_usage(void) {
 // Training, or one of its subcommands: eval, init, medusa, medusa-eval, exit, exit-eval,
 // eagle, eagle-eval.
 int main(int argc, char **argv) {
+    program_name = "train"; // its messages' first word
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         train_usage();
         return close_stdout(); // a failed write of the usage is one line and exit 1
