@@ -20,6 +20,13 @@
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
+if [[ -n ${SPECDEC_BIN:-} ]]; then
+    # run_tests.sh's second pass (sanitizer builds): the refused cells are bad_inputs.txt
+    # rows, which cli_test.sh runs sanitized; the honoured ones are whole runs, checked here once
+    echo "PASS modes: checked in the first pass (the refusals run sanitized in cli_test.sh)"
+    exit 0
+fi
+
 SPECDEC=${SPECDEC_BIN:-./specdec}
 BEYOND=${BEYOND_BIN:-./beyond}
 T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_modes.XXXXXX") || { echo "FAIL modes: mktemp -d failed"; exit 1; }
