@@ -57,8 +57,8 @@
  * mutant-beyond BREAK_TREE_DRAFT_INPUT: s|tree_forward(&d->model, tb->token + lo, hi - lo,|tree_forward(\&d->model, tb->token + tb->parent[lo], hi - lo,|
  * broken build: -DBREAK_TREE_GREEDY_WIDTH
  * mutant-beyond BREAK_TREE_GREEDY_WIDTH: s|^    for (int i = 0; i < want && tb->rows < room; i++) {|    for (int i = 0; i < (tb->top ? 1 : want) \&\& tb->rows < room; i++) {|
- * broken build: -DBREAK_TREE_CASCADE_SLOT
- * mutant-beyond BREAK_TREE_CASCADE_SLOT: s|^    if (j >= d->chain_n) { |    if (j > d->chain_n) { |
+ * broken build: -DBREAK_TREE_CASCADE_CATCHUP
+ * mutant-beyond BREAK_TREE_CASCADE_CATCHUP: s|^        Tokens in = {text->tok + text->n - 1 - lag, lag + 1}; |        Tokens in = {text->tok + text->n - 1, 1}; |
  *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
  *                       but judged as if drawn with it): the enumeration (1) and the
  *                       chi-square (5) must fail.
@@ -79,9 +79,10 @@
  *                       the gpt draft's speed floor (8) must fail.
  *   BREAK_TREE_GREEDY_WIDTH  at t = 0 each node gets one child whatever the shape asks: a
  *                       greedy tree is a chain of 4; the width check (9) must fail.
- *   BREAK_TREE_CASCADE_SLOT  the cascade takes the first level below its trunk for the
- *                       trunk's: that level's rows never run in its cache, and every later
- *                       row sits a level's width early: the cache check (3) must fail.
+ *   BREAK_TREE_CASCADE_CATCHUP  the cascade's first inner pass leaves out the tokens its
+ *                       cache lags (the last round's bonus): current_token lands in the slot
+ *                       of the first of them, and the tokens never run: the cache check (3)
+ *                       must fail.
  */
 #define TESTING
 #ifndef BEYOND_C
@@ -112,8 +113,8 @@
 #define BUG "BREAK_TREE_DRAFT_INPUT"
 #elif defined(BREAK_TREE_GREEDY_WIDTH)
 #define BUG "BREAK_TREE_GREEDY_WIDTH"
-#elif defined(BREAK_TREE_CASCADE_SLOT)
-#define BUG "BREAK_TREE_CASCADE_SLOT"
+#elif defined(BREAK_TREE_CASCADE_CATCHUP)
+#define BUG "BREAK_TREE_CASCADE_CATCHUP"
 #else
 #define BUG ""
 #endif
@@ -427,7 +428,7 @@ static void test_cache_after_rounds(Fixture *fx) {
     if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST"))
         cache_after_rounds(fx, &fx->gpt, "BREAK_TREE_COMPACT BREAK_TREE_LAST");
     cache_after_rounds(fx, &fx->cascade, "BREAK_TREE_COMPACT BREAK_TREE_LAST "
-                       "BREAK_TREE_CASCADE_SLOT");
+                       "BREAK_TREE_CASCADE_CATCHUP");
 }
 
 static void test_greedy(Fixture *fx) {
@@ -858,7 +859,7 @@ int main(void) {
     printf("(enumeration: %.1f s)\n", now_seconds() - t0);
     if (runs("BREAK_TREE_MASK")) test_masked_pass(&fx);
     if (!BUG[0]) test_chain_mask(&fx); // a chain's mask is a row of ones up to its own slot
-    if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST BREAK_TREE_CASCADE_SLOT"))
+    if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST BREAK_TREE_CASCADE_CATCHUP"))
         test_cache_after_rounds(&fx);
     if (runs("BREAK_TREE_HIDDEN")) test_medusa_row(&fx);
     t0 = now_seconds();
