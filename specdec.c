@@ -1152,10 +1152,12 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     trace_decisions(o, b, k, num_accepted);
     // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
-    for (int i = 0; i < num_accepted; i++) { // the text, with '\n' spelled out
+    for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->accepted[i]);
         if (ch == '\n') fputs("\\n", stderr);
-        else fputc(isprint(ch) ? ch : '?', stderr);
+        else if (ch == '"' || ch == '\\') fprintf(stderr, "\\%c", ch);
+        else if (isprint(ch)) fputc(ch, stderr);
+        else fprintf(stderr, "\\x%02x", ch);
     }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
@@ -1590,7 +1592,9 @@ void error_line(const char *fmt, ...) {
 }
 
 // Closes stdout; a write lost on the way (full disk, closed pipe) is one line on stderr, exit 1.
+// A lost stderr (the trace, the stats) is exit 1 too, with no line: it has nowhere to go.
 int close_stdout(void) {
+    if (fflush(stderr) != 0 || ferror(stderr)) return 1;
     int failed = ferror(stdout);
     if (fclose(stdout) == 0 && !failed) return 0;
     error_line("cannot write to stdout: %s (a full disk or a closed pipe)", strerror(errno));
@@ -1638,10 +1642,11 @@ void usage(FILE *f, const char *program) {
                 "./beyond: make beyond, then ./beyond -h.\n");
 }
 
-// Parses a whole decimal integer within [lo, hi]; -1 if it is not one.
+// Parses a whole decimal integer within [lo, hi] (lo >= 0); -1 if it is not one.
 int parse_int(const char *s, long lo, long hi, long *out) {
-    // strtol alone accepts "", " 5" and "5x"; demand digits from the first to the last byte
-    if (!*s || isspace((unsigned char)*s)) return -1;
+    // strtol alone accepts "", " 5", "+5" and "5x"; demand digits from the first to the last
+    // byte, as a seed's
+    if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -1692,12 +1697,14 @@ static int parse_value(const OptionSpec *opt, const char *val) {
         *(int *)opt->field = (int)whole;
         return 0;
     }
-    // strtod alone accepts " 5", "nan" and "inf" (nan then fails v >= lo, inf v <= hi), and
-    // a value a float cannot hold would become 0 without a word: -t 1e-50 is not greedy
+    // strtod alone accepts " 5", "nan", "inf" and hex ("0x1p-3"): decimal digits only here;
+    // and a value a float cannot hold would become 0 without a word: -t 1e-50 is not greedy
     char *end;
     errno = 0;
     double v = strtod(val, &end);
-    if (!*val || isspace((unsigned char)*val) || *end || errno || !(v >= opt->lo && v <= opt->hi)
+    const char *d = val + (*val == '-'); // its digits: "0.5", ".5", "-0"
+    if (!isdigit((unsigned char)d[*d == '.']) || strspn(val, "0123456789.eE+-") != strlen(val) || *end || errno ||
+        !(v >= opt->lo && v <= opt->hi)
         || (v != 0.0 && fabs(v) < FLT_MIN))
         return -1;
     *(float *)opt->field = v == 0.0 ? 0.0f : (float)v; // -0 is 0 too, and prints as 0

@@ -1053,6 +1053,13 @@ for args in "-n 3000" "--plain -n 3000" "--compare -n 1500" "beyond --draft gpt 
         eval '[[ $rc == 1 && $(tail -n 1 "$T/err") =~ ^(specdec|beyond):\ cannot\ write\ to\ stdout:\ File\ too\ large ]] &&
               ! err_has "tokens emitted"'
 done
+# A lost stderr (the trace and the stats to /dev/full) is exit 1: nothing can say why, but
+# the run must not claim success.
+for prog in "$BIN" "$BEYOND"; do
+    timeout "$LIMIT" "$prog" --trace -n 20 </dev/null >/dev/null 2>/dev/full
+    rc=$?
+    check "$prog --trace -n 20 with stderr on /dev/full: exit 1 (the trace was lost)" eval '[[ $rc == 1 ]]'
+done
 # pipe_run CMD...: CMD's stdout into `head -c 100`, SIGPIPE ignored; sets rc (CMD's) and
 # $T/err, under the time limit.
 pipe_run() {

@@ -58,6 +58,8 @@
  * broken build: -DBREAK_TREE_GREEDY_WIDTH
  * mutant-beyond BREAK_TREE_GREEDY_WIDTH: s|^    for (int i = 0; i < want && tb->rows < room; i++) {|    for (int i = 0; i < (tb->top ? 1 : want) \&\& tb->rows < room; i++) {|
  * broken build: -DBREAK_TREE_CASCADE_CATCHUP
+ * broken build: -DBREAK_TREE_PREFILL_ROW
+ * mutant-beyond BREAK_TREE_PREFILL_ROW: s|g->state.ln_f + (size_t)(prefilled - 1) \* C|g->state.ln_f + (size_t)(prefilled - 2) * C|
  * mutant-beyond BREAK_TREE_CASCADE_CATCHUP: s|^        Tokens in = {text->tok + text->n - 1 - lag, lag + 1}; |        Tokens in = {text->tok + text->n - 1, 1}; |
  *   BREAK_TREE_Q        Q stays q after a rejected child (siblings drawn without replacement
  *                       but judged as if drawn with it): the enumeration (1) and the
@@ -79,6 +81,9 @@
  *                       the gpt draft's speed floor (8) must fail.
  *   BREAK_TREE_GREEDY_WIDTH  at t = 0 each node gets one child whatever the shape asks: a
  *                       greedy tree is a chain of 4; the width check (9) must fail.
+ *   BREAK_TREE_PREFILL_ROW  after the prefill Medusa reads the row before the last: the
+ *                       first round's heads guess from the wrong position; the row check (6)
+ *                       must fail.
  *   BREAK_TREE_CASCADE_CATCHUP  the cascade's first inner pass leaves out the tokens its
  *                       cache lags (the last round's bonus): current_token lands in the slot
  *                       of the first of them, and the tokens never run: the cache check (3)
@@ -113,6 +118,8 @@
 #define BUG "BREAK_TREE_DRAFT_INPUT"
 #elif defined(BREAK_TREE_GREEDY_WIDTH)
 #define BUG "BREAK_TREE_GREEDY_WIDTH"
+#elif defined(BREAK_TREE_PREFILL_ROW)
+#define BUG "BREAK_TREE_PREFILL_ROW"
 #elif defined(BREAK_TREE_CASCADE_CATCHUP)
 #define BUG "BREAK_TREE_CASCADE_CATCHUP"
 #else
@@ -500,9 +507,13 @@ static void test_medusa_row(Fixture *fx) {
     int seq[600], n_seq = 20, rounds = 0, right = 0, longer = 0;
     memcpy(seq, fx->corpus.tokens + 20000, (size_t)n_seq * sizeof(int));
     g->state.cache_len = 0;
-    forward(g, seq, n_seq - 1); // the cache holds every token before current_token
+    const float *last = forward(g, seq, n_seq - 1) + (size_t)(n_seq - 2) * V; // the prefill's
+    int first = argmax(last, V); // greedy: the token the prefill's last row gives
     Draft *medusa = &fx->medusa;
     medusa->kind->restart(medusa, g, n_seq - 1, 0); // the prefill's last row, as tree_generate
+    float head_row[256];
+    matmul(head_row, medusa->hidden, (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, 1);
+    int prefill_right = argmax(head_row, V) == first; // the first round reads that row
     while (n_seq < (SANITIZED ? 80 : 400)) {
         tb.limit = 1000;
         int n = tree_round(g, &fx->medusa, &tb, &(Tokens){seq, n_seq}, &o);
@@ -519,6 +530,10 @@ static void test_medusa_row(Fixture *fx) {
              "token: lm_head on the draft's hidden gives that token in %d of %d greedy rounds (3,2,1,1; "
              "%d emitted more than one token)", right, rounds, longer);
     expect("BREAK_TREE_HIDDEN", right == rounds && longer > 0, what);
+    snprintf(what, sizeof(what), "after the prefill, Medusa's heads read the prefill's last row "
+             "(the one the first token comes from): lm_head on it gives that token: %s",
+             prefill_right ? "yes" : "NO");
+    expect("BREAK_TREE_PREFILL_ROW", prefill_right, what);
     free_tree_buffers(&tb);
 }
 
@@ -861,7 +876,7 @@ int main(void) {
     if (!BUG[0]) test_chain_mask(&fx); // a chain's mask is a row of ones up to its own slot
     if (runs("BREAK_TREE_COMPACT BREAK_TREE_LAST BREAK_TREE_CASCADE_CATCHUP"))
         test_cache_after_rounds(&fx);
-    if (runs("BREAK_TREE_HIDDEN")) test_medusa_row(&fx);
+    if (runs("BREAK_TREE_HIDDEN BREAK_TREE_PREFILL_ROW")) test_medusa_row(&fx);
     t0 = now_seconds();
     if (!BUG[0]) test_greedy(&fx); // no broken build breaks greedy equivalence
     printf("(greedy: %.1f s)\n", now_seconds() - t0);
