@@ -1181,5 +1181,26 @@ check "... and over a resumed pair: exit $twice_rc (130), and the pair is the on
           cmp -s "$T/twice2.bin" "$T/big.bin" && cmp -s "$T/twice2.bin.state" "$T/big.bin.state"'
 fi
 
+# Every draft on the shortest prompts, in both passes (the second runs the sanitizer builds,
+# where a read past a row's end on a rare input stops the run): an empty prompt (the run
+# starts from token 0) and a one-character one, a chain and a tree, at t = 1. Prompt lookup
+# refuses them (it needs -p of 3 or more characters, and drafts no tree); every other
+# draft writes the prompt, 40 tokens and a newline.
+for d in bigram gpt medusa early-exit early-exit-untrained eagle cascade lookup; do
+    for p in "" "R"; do
+        for shape in "-k 4" "--tree 2,2,1"; do
+            read -r -a sh <<<"$shape"
+            run_in "$BEYOND" --draft "$d" -p "$p" -n 40 -t 1 "${sh[@]}"
+            if [[ $d == lookup ]]; then
+                check "./beyond --draft lookup -p '$p' $shape: refused (rc 1, one line)" \
+                    eval '[[ $rc == 1 && $(wc -l <"$T/err") == 1 ]]'
+            else
+                check "./beyond --draft $d -p '$p' -n 40 $shape: exit 0, 40 tokens" \
+                    eval '[[ $rc == 0 && $(wc -c <"$T/out") == $((${#p} + 41)) ]]'
+            fi
+        done
+    done
+done
+
 ((nfail == 0)) || exit 1
 exit 0
