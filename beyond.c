@@ -92,27 +92,23 @@ typedef struct {
 // (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
 // in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
 void apply_top_k_top_p(float *p, int V, const Sampler *s) {
-    int use_k = s->top_k > 0 && s->top_k < V;
-    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    int use_k = s->top_k > 0 && s->top_k < V, use_p = s->top_p > 0.0f && s->top_p < 1.0f;
     if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
-    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
+    // order[r] = the index of the r-th most likely token: a stable insertion sort (ties keep the
+    // lower index first) that only moves indices, so order is a permutation even with NaN in p
     int order[256]; // V <= 256 (validate_config)
     for (int i = 0; i < V; i++) {
-        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
-        for (int j = 0; j < V; j++)
-            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
-        order[rank] = i;
+        int r = i; // i's slot: after every token at least as likely, before every less likely
+        for (; r > 0 && p[order[r - 1]] < p[i]; r--) order[r] = order[r - 1];
+        order[r] = i;
     }
     // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
-    int keep = use_k ? s->top_k : V;
-    double top_k_mass = 0.0;
+    int keep = use_k ? s->top_k : V, kept = 0; // kept: the tokens kept so far, of mass `mass`
+    double top_k_mass = 0.0, mass = 0.0;
     for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
     // walk down the ranking until top-p's share of that mass is reached
-    double mass = 0.0; // of the tokens kept so far
-    int kept = 0;
     while (kept < keep) {
-        mass += p[order[kept]];
-        kept++;
+        mass += p[order[kept++]];
         if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
     }
     // zero everything past the cut, then rescale the kept tokens to sum to 1
