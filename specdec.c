@@ -886,11 +886,10 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
 void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
     // the sizes table is the one place that knows the layout; this just walks it
     float **fields[N_TENSORS] = {
-        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias,
-        &w->query, &w->key, &w->value, &w->proj_weight, &w->proj_bias,
-        &w->ln2_weight, &w->ln2_bias, &w->ffwd_up_weight, &w->ffwd_up_bias,
-        &w->ffwd_down_weight, &w->ffwd_down_bias, &w->ln_f_weight, &w->ln_f_bias,
-        &w->lm_head_weight, &w->lm_head_bias};
+        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias, &w->query,
+        &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
+        &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
+        &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
     for (int i = 0; i < N_TENSORS; i++) {
         *fields[i] = p; // each tensor starts where the one before it ended: no gaps
         p += sizes[i];
@@ -1008,16 +1007,14 @@ unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
     *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
+    float **rows[] = {&b->draft_probs, &b->target_probs, &b->residual, &b->prefill_probs};
+    size_t n[] = {(size_t)K * V, (size_t)(K + 1) * V, (size_t)V, (size_t)V};
+    int ok = alloc_each(rows, n, 4) == 0;
     b->candidates = calloc((size_t)K, sizeof(int));
-    b->draft_probs = alloc_floats((size_t)K * V);
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
-    b->target_probs = alloc_floats((size_t)(K + 1) * V);
     b->u = calloc((size_t)K, sizeof(double));
-    b->residual = alloc_floats((size_t)V);
     b->accepted = calloc((size_t)K + 1, sizeof(int));
-    b->prefill_probs = alloc_floats((size_t)V);
-    int ok = b->candidates && b->draft_probs && b->all_tokens && b->target_probs && b->u;
-    return ok && b->residual && b->accepted && b->prefill_probs ? 0 : -1;
+    return ok && b->candidates && b->all_tokens && b->u && b->accepted ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
@@ -1430,9 +1427,8 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     if (n != expect)
         return fail_with(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d "
                          "V=%d, %zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
-                         c.block_size, c.vocab_size, P, expect,
-                         n < expect ? "truncated or mismatched"
-                                    : "too long: mismatched, or bytes were appended");
+                         c.block_size, c.vocab_size, P, expect, n < expect ? "truncated or "
+                         "mismatched" : "too long: mismatched, or bytes were appended");
     // checksum: the last 8 bytes, little-endian, over everything before them
     if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
         return fail_with(err, errlen, "checksum mismatch: the file is corrupted");
@@ -1518,8 +1514,7 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
            "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
            same ? "byte-identical" : "DIFFER", ss.target_passes, stats_alpha(&ss), sp.target_passes);
-    free(seq_spec);
-    free(seq_plain);
+    free_all((void *[]){seq_spec, seq_plain}, 2);
     return same;
 }
 
@@ -1856,10 +1851,9 @@ int check_combinations(const Options *o, char *err, size_t errlen) {
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
-    OptionSpec table[16];
+    OptionSpec table[16] = {0}; // zeroed: the row after the last option is the table's end
     default_options(o);
-    size_t n = core_options(o, table);
-    table[n] = (OptionSpec){0}; // the table's end
+    core_options(o, table);
     if (parse_table(argc, argv, table, "./specdec", err, errlen) != 0) return -1;
     if (check_combinations(o, err, errlen) != 0) return -1;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
