@@ -401,10 +401,9 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
 // Row i of b->target_probs is the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1
 // judge the candidates, row k is the bonus. Why one pass of k+1 tokens can cost little more
 // than one: a pass reads every weight once whatever its T (matmul), and where the weights
-// come from memory, that read is the cost (notes/speed.md). Returns -1; or i, when row i is
-// not finite (tempered_softmax): the loop stops there, before accept/reject can use it.
-int verify_candidates(GPT *target_model, int current_token, int k, float temperature,
-                      SpecBuffers *b) {
+// come from memory, that read is the cost (notes/speed.md).
+void verify_candidates(GPT *target_model, int current_token, int k, float temperature,
+                       SpecBuffers *b) {
     int V = b->V;
     b->all_tokens[0] = current_token; // the blog's all_tokens = [current_token] + candidates
     for (int i = 0; i < k; i++) b->all_tokens[1 + i] = b->candidates[i];
@@ -412,7 +411,6 @@ int verify_candidates(GPT *target_model, int current_token, int k, float tempera
     // the blog's F.softmax of each row, at the decoding temperature: k+1 rows, the bonus's too
     for (int i = 0; i <= k; i++)
         tempered_softmax(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, temperature);
-    return first_nonfinite(b->target_probs, k + 1, V); // a row that was not finite is NaN now
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
@@ -615,8 +613,9 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         int allow_bonus = k < remaining; // never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        int bad = verify_candidates(target_model, current_token, k, temperature, b);
-        if (bad >= 0) // row `bad` of the pass: accept/reject must not use it
+        verify_candidates(target_model, current_token, k, temperature, b);
+        int bad = first_nonfinite(b->target_probs, k + 1, V); // tempered_softmax made it NaN
+        if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
