@@ -1724,9 +1724,8 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text, con
     double t1 = now_seconds();
     int bad = verify_tree(g, d, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY: one pass
     double t2 = now_seconds();
-    // a row that is not finite ends the run before it is used: the target's first, as a draft
-    // reading the target's blocks or rows repeats its overflow (the pass ran the rows drafted)
-    o->st->core.nonfinite_file = bad < 0 && bad_draft >= 0 ? d->path : NULL; // NULL: the target
+    // a row not finite stops the run; the target's first, as a draft reading it repeats its NaN
+    o->st->core.nonfinite_file = bad < 0 && d && bad_draft >= 0 ? d->path : NULL; // NULL: target
     bad = bad >= 0 ? bad : bad_draft;
     if (bad >= 0) // tree_generate closes the counters
         return stop_nonfinite(&o->st->core, tb->cache_len + tb->depth[bad],
@@ -2127,7 +2126,9 @@ static int beyond_mask_case(GPT *g, const int *tokens, int T) {
     }
     printf("%s tree_forward with a chain's mask == forward, %d tokens, bit for bit\n",
            same ? "PASS" : "FAIL", T);
-    free_all((void *[]){causal, chain.positions, chain.sees}, 3);
+    free(causal);
+    free(chain.positions);
+    free(chain.sees);
     return same;
 }
 
@@ -2414,8 +2415,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                                     (int)st[run].core.emitted, color);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0 && stopped) // the target's file, or the draft's (core.nonfinite_file)
-            rc = refuse_nonfinite(ld->core.path, &st[run].core, err, errlen);
+        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->core.path, &st[run].core, err, errlen);
         if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
