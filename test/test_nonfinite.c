@@ -47,7 +47,7 @@
  * broken build: -DBREAK_NONFINITE_PREFILL
  * mutant-beyond BREAK_NONFINITE_PREFILL: s|if (first_nonfinite(p, 1, V) >= 0) // the prefill|if (0) // the prefill|
  * broken build: -DBREAK_NONFINITE_BLAME
- * mutant-beyond BREAK_NONFINITE_BLAME: s|nonfinite_file = bad < 0 \&\& bad_draft >= 0 ?|nonfinite_file = bad_draft >= 0 ?|
+ * mutant-beyond BREAK_NONFINITE_BLAME: s|nonfinite_file = bad < 0 \&\& d \&\& bad_draft >= 0 ?|nonfinite_file = d \&\& bad_draft >= 0 ?|
  * broken build: -DBREAK_TOPK_RANK
  * mutant-beyond BREAK_TOPK_RANK: s|for (; r > 0 \&\& p\[order\[r - 1\]\] < p\[i\]; r--) order\[r\] = order\[r - 1\];|for (int j = r = 0; j < V; j++) r += p[j] > p[i] \|\| (p[j] == p[i] \&\& j < i);|
  *   BREAK_NONFINITE_LOGITS  tempered_softmax calls every row finite: greedy rows become a
