@@ -293,7 +293,7 @@ typedef struct {
 
 // Counts every adjacent pair of the training tokens, adds 1 to every cell (Laplace
 // smoothing, so no table entry is 0: a guess's q is never 0, and p/q is defined) and
-// normalises each row. The blog's BigramDraftModel.__init__. 0 on success.
+// normalises each row (every row finite). The blog's BigramDraftModel.__init__. 0 on success.
 int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     d->V = V;
     d->probs = malloc((size_t)V * V * sizeof(float)); // (V, V): 16.9 KB for V = 65
@@ -614,7 +614,7 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
         verify_candidates(target_model, current_token, k, temperature, b);
-        int bad = first_nonfinite(b->target_probs, k + 1, V); // tempered_softmax made it NaN
+        int bad = first_nonfinite(b->target_probs, k + 1, V); // the target's rows; q's are finite
         if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
