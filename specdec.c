@@ -1042,7 +1042,7 @@ struct Stats {
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
     int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
-    const char *nonfinite_file; // the file that made it: NULL for the target (beyond.c's drafts)
+    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
 };
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
