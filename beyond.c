@@ -92,27 +92,23 @@ typedef struct {
 // (if on), then the fewest whose mass reaches top_p (if on). Ties go to the lower index,
 // in the target and the draft alike. Nothing changes at t = 0 (a one-hot row keeps its 1).
 void apply_top_k_top_p(float *p, int V, const Sampler *s) {
-    int use_k = s->top_k > 0 && s->top_k < V;
-    int use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    int use_k = s->top_k > 0 && s->top_k < V, use_p = s->top_p > 0.0f && s->top_p < 1.0f;
     if (s->temperature == 0.0f || (!use_k && !use_p)) return; // nothing to filter
-    // order[r] = the index of the r-th most likely token; a rank by counting, no sort
+    // order[r] = the index of the r-th most likely token: a stable insertion sort (ties keep the
+    // lower index first) that only moves indices, so order is a permutation even with NaN in p
     int order[256]; // V <= 256 (validate_config)
     for (int i = 0; i < V; i++) {
-        int rank = 0; // how many tokens come before i: more likely, or as likely and lower
-        for (int j = 0; j < V; j++)
-            rank += p[j] > p[i] || (p[j] == p[i] && j < i);
-        order[rank] = i;
+        int r = i; // i's slot: after every token at least as likely, before every less likely
+        for (; r > 0 && p[order[r - 1]] < p[i]; r--) order[r] = order[r - 1];
+        order[r] = i;
     }
     // top-k's cut first; top-p then counts mass within it, as if top-k had renormalised
-    int keep = use_k ? s->top_k : V;
-    double top_k_mass = 0.0;
+    int keep = use_k ? s->top_k : V, kept = 0; // kept: the tokens kept so far, of mass `mass`
+    double top_k_mass = 0.0, mass = 0.0;
     for (int r = 0; r < keep; r++) top_k_mass += p[order[r]];
     // walk down the ranking until top-p's share of that mass is reached
-    double mass = 0.0; // of the tokens kept so far
-    int kept = 0;
     while (kept < keep) {
-        mass += p[order[kept]];
-        kept++;
+        mass += p[order[kept++]];
         if (use_p && mass >= s->top_p * top_k_mass) break; // enough mass: stop here
     }
     // zero everything past the cut, then rescale the kept tokens to sum to 1
@@ -301,10 +297,9 @@ int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
 
 // Frees what build_tree_buffers allocated.
 void free_tree_buffers(TreeBuffers *tb) {
-    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children,
-                     tb->chosen, tb->q, tb->own, tb->p, tb->chance, tb->u, tb->verdict,
-                     tb->p_work, tb->Q_work, tb->path, tb->accepted, tb->all_tokens,
-                     tb->positions, tb->sees};
+    void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->chosen,
+                     tb->q, tb->own, tb->p, tb->chance, tb->u, tb->verdict, tb->p_work, tb->Q_work,
+                     tb->path, tb->accepted, tb->all_tokens, tb->positions, tb->sees};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(tb, 0, sizeof(*tb));
 }
@@ -392,18 +387,12 @@ static void embed_at(GPT *g, const int *tokens, int T, const int *positions) {
 // cache slots pos0 .., each attending to the slots its row of sees (T, S) marks. Writes those
 // blocks' keys and values at the slots; leaves cache_len alone (the caller says what stays).
 static void masked_blocks(GPT *g, int l0, int l1, int T, int pos0, const unsigned char *sees) {
-    const Config *c = &g->config;
-    RunState *s = &g->state;
-    if (T < 1 || pos0 < 0 || pos0 + T > c->block_size) { // the loops keep the window: a bug
-        fprintf(stderr, "beyond: internal error: a pass of %d tokens at slot %d exceeds "
-                "block_size %d\n", T, pos0, c->block_size);
-        abort();
-    }
-    size_t layer = (size_t)c->block_size * c->n_embd; // one layer's slice of each cache
+    check_pass_fits(g, pos0, T); // the loops keep the window: a pass past it is a bug
+    size_t layer = (size_t)g->config.block_size * g->config.n_embd; // a layer's slice of a cache
     for (int l = l0; l < l1; l++) {
-        s->block.key_cache = s->key_cache + l * layer; // this layer's cache
-        s->block.value_cache = s->value_cache + l * layer;
-        tree_block_forward(g, l, &s->block, T, pos0, sees);
+        g->state.block.key_cache = g->state.key_cache + l * layer; // this layer's cache
+        g->state.block.value_cache = g->state.value_cache + l * layer;
+        tree_block_forward(g, l, &g->state.block, T, pos0, sees);
     }
 }
 
@@ -435,7 +424,7 @@ float *tree_forward(GPT *g, const int *tokens, int T, const int *positions,
                     const unsigned char *sees) {
     RunState *s = &g->state;
     int pos0 = s->cache_len;
-    check_pass_fits(g, T);
+    check_pass_fits(g, pos0, T); // before embed_at writes T rows
     embed_at(g, tokens, T, positions);
     masked_blocks(g, 0, g->config.n_layer, T, pos0, sees);
     s->cache_len += T; // every row stays; compact_kv_cache keeps the accepted path's
@@ -1234,8 +1223,8 @@ void free_draft(Draft *d) {
 // Phase 1 for a tree: grows it level by level from current_token, width[level] children per
 // node, while the window has room (slots up to S-1) and the path could still be used. A
 // chain (width 1) also stops after a guess the draft itself gives less than --draft-p-min.
-static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s,
-                       Rng *rng) {
+// Returns -1; or the row whose q or own is not finite, where the tree stopped growing.
+static int draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s, Rng *rng) {
     int room = tb->room, V = tb->V; // rows that fit: tree_round counts the cache's free slots
     tb->rows = 1; // the root, current_token
     tb->token[0] = text->tok[text->n - 1];
@@ -1245,7 +1234,7 @@ static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Samp
     tb->draft_ran = 0;
     tb->draft_passes = 0;
     tb->stopped = 0;
-    if (!d) return; // plain decoding: the root alone, a one-token step
+    if (!d) return -1; // plain decoding: the root alone, a one-token step
     int lo = 0; // the first row of the level being grown
     for (int level = 0; level < tb->shape.depth && level < tb->limit; level++) {
         int hi = tb->rows;
@@ -1255,6 +1244,7 @@ static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Samp
         for (int r = lo; r < hi; r++) {
             float *q = tb->q + (size_t)r * V, *own = tb->own + (size_t)r * V;
             if (tb->top) memcpy(q, own, (size_t)V * sizeof(float)); // ranked by the draft's own row
+            if (first_nonfinite(q, 1, V) >= 0 || first_nonfinite(own, 1, V) >= 0) return r;
         }
         for (int r = lo; r < hi; r++) add_children(tb, r, tb->shape.width[level], room, rng);
         if (tb->rows == hi) break; // no child was added: the tree is done
@@ -1264,23 +1254,24 @@ static void draft_tree(Draft *d, TreeBuffers *tb, const Tokens *text, const Samp
         if (tb->stopped) break;
         lo = hi;
     }
+    return -1;
 }
 
 // Phase 2 for a tree: ONE target pass over current_token and every row (after the tokens a
 // restart reruns, a chain from slot 0), each row attending to the context and its own
 // ancestors; p[r] = the served row after row r. A draft that ran part of it finishes it.
-static void verify_tree(GPT *g, Draft *d, TreeBuffers *tb, const int *current,
-                        const Sampler *s) {
+// Returns -1, or the first row whose p is not finite (tempered_softmax made it NaN).
+static int verify_tree(GPT *g, Draft *d, TreeBuffers *tb, const int *current, const Sampler *s) {
     int V = tb->V, rerun = tb->rerun, S = g->config.block_size, T = rerun + tb->rows;
     for (int i = 0; i < rerun; i++) tb->all_tokens[i] = current[i - rerun]; // the window
     for (int r = 0; r < tb->rows; r++) tb->all_tokens[rerun + r] = tb->token[r];
     causal_rows(tb, rerun, g->state.cache_len, S); // the rerun window: causal
     mask_rows(tb, 0, tb->rows, rerun, S, tb->cache_len); // current_token and the guesses
     const float *logits = d && d->kind->verify ? d->kind->verify(d, g, tb)
-                                               : tree_forward(g, tb->all_tokens, T,
-                                                              tb->positions, tb->sees);
+                          : tree_forward(g, tb->all_tokens, T, tb->positions, tb->sees);
     for (int r = 0; r < tb->rows; r++)
         served_probs(tb->p + (size_t)r * V, logits + (size_t)(rerun + r) * V, V, s);
+    return first_nonfinite(tb->p, tb->rows, V);
 }
 
 // p := norm(max(p - Q, 0)), in place, in double: what is left of p for the next sibling
@@ -1740,22 +1731,26 @@ static int restart_cache(GPT *g, Draft *d) {
 // One round: the four phases with a tree (a chain is a tree of width 1; plain decoding, a
 // tree of no levels, drafts nothing, and its pass is a step). The context rule is folded
 // (restart_cache); the tree is cut to the slots left. Returns how many tokens it emits, in
-// tb->accepted.
-static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
-                      const RunOptions *o) {
-    int S = g->config.block_size;
+// tb->accepted; or -1, emitting none, at a row that is not finite (o->st says where).
+static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text, const RunOptions *o) {
     // 0. CONTEXT: a full cache restarts, and the pass reruns the window
-    tb->restarted = g->state.cache_len == S;
+    tb->restarted = g->state.cache_len == g->config.block_size;
     tb->rerun = tb->restarted ? restart_cache(g, d) : 0;
     tb->cache_len = g->state.cache_len + tb->rerun; // current_token's slot
-    int free_slots = S - tb->cache_len; // the root's slot and its guesses' must fit
+    int free_slots = g->config.block_size - tb->cache_len; // the root's and its guesses' slots
     tb->room = free_slots < tb->max_rows ? free_slots : tb->max_rows;
     double t0 = now_seconds();
     // the four phases, one line each
-    draft_tree(d, tb, text, &o->sampler, o->rng); // 1. DRAFT, as many rows as fit
+    int bad_draft = draft_tree(d, tb, text, &o->sampler, o->rng); // 1. DRAFT, as many rows as fit
     double t1 = now_seconds();
-    verify_tree(g, d, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY: one pass
+    int bad = verify_tree(g, d, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY: one pass
     double t2 = now_seconds();
+    // a row not finite stops the run; the target's first, as a draft reading it repeats its NaN
+    o->st->core.nonfinite_file = bad < 0 && d && bad_draft >= 0 ? d->path : NULL; // NULL: target
+    bad = bad >= 0 ? bad : bad_draft;
+    if (bad >= 0) // tree_generate closes the counters
+        return stop_nonfinite(&o->st->core, tb->cache_len + tb->depth[bad],
+                              o->max_new_tokens - tb->limit, tb->depth[bad], t0);
     int n = accept_reject_tree(tb, o->rng); // 3. ACCEPT/REJECT down the tree
     compact_kv_cache(g, tb, n - 1); // 4. TRIM: the path's rows into place
     if (d && d->kind->keep) // and the draft keeps what it needs of the path
@@ -1767,10 +1762,10 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text,
 
 // Speculative decoding with trees of tb's shape, any draft d: prefill, then rounds until
 // o->max_new_tokens tokens exist. A shape of no levels (d may be NULL) is plain decoding, step by
-// step, with the same random stream as specdec.c's generate. seq: room for
-// max(prompt->n, 1) + max_new_tokens.
-void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
-                   const RunOptions *o, int *seq) {
+// step, with the same random stream as specdec.c's generate. seq: room for max(prompt->n, 1) +
+// max_new_tokens. Returns -1 if it stopped at a row not finite (o->st->core says where), else 0.
+int tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
+                  const RunOptions *o, int *seq) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     int n_seq = start_sequence(seq, prompt), first = n_seq;
@@ -1781,6 +1776,8 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
     if (o->max_new_tokens > 0) {
         float *p = tb->p; // row 0 is free until the first round's pass
         served_probs(p, logits, V, &o->sampler);
+        if (first_nonfinite(p, 1, V) >= 0) // the prefill's row: no token comes from it
+            return stop_nonfinite(&o->st->core, g->state.cache_len - 1, 0, 0, t0);
         seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
         if (o->trace) // specdec.c's line, which needs only the vocabulary
             trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
@@ -1792,6 +1789,7 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
         tb->limit = o->max_new_tokens - (n_seq - first); // the path may give every token wanted
         Tokens text = {seq, n_seq}; // the text so far: current_token last
         int n = tree_round(g, d, tb, &text, o);
+        if (n < 0) break; // a row that is not finite: the counters are closed below
         memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
         show_colored(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
         int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
@@ -1803,6 +1801,7 @@ void tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
     finish_stats(&o->st->core, n_seq - first, t0);
     // a tree with a level of two children or more: the stats leave out the chain's formulas
     o->st->tree = tb->shape.nodes > tb->shape.depth;
+    return o->st->core.nonfinite_token ? -1 : 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -2361,8 +2360,8 @@ void print_run_header(const BeyondOptions *o, const Draft *d, const TreeShape *s
 }
 
 // Runs the chosen decoders through the one loop, text to stdout, stats to stderr. Returns 0;
-// 1 out of memory; 2 when stdout failed (a closed pipe, a full disk), where decoding stopped.
-int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
+// 1 out of memory, or with err set at a row that is not finite; 2 when stdout failed.
+int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, size_t errlen) {
     const Options *c = &o->core;
     GPT *g = &ld->core.g;
     int V = g->config.vocab_size, S = g->config.block_size;
@@ -2405,12 +2404,13 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d) {
         rng_seed(&rng, c->seed); // the same seed for each, so greedy texts compare byte for byte
         opt.st = &st[run];
         tb[run].top = c->temperature == 0.0f || d->kind->sure; // sure guesses
-        tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
-                      &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
+        int stopped = tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
+                                    &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
         if (!out.stream) write_text(stdout, &ld->core.v, text[run] + start, source + start,
-                                    c->max_new_tokens, color);
-        fputc('\n', stdout);
+                                    (int)st[run].core.emitted, color);
+        if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
+        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->core.path, &st[run].core, err, errlen);
         if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs
@@ -2485,8 +2485,8 @@ int main(int argc, char **argv) {
     // 4. every input is good: say what runs, then run it
     print_config(&ld.core.g, ld.source);
     rc = o.core.run_selftest ? beyond_selftest(&ld.core.g, drafts, n_drafts, &ld.core.corpus) != 0
-                             : run_beyond(&o, &ld, &drafts[0]);
-    if (rc == 1 && !o.core.run_selftest) // generation fails only for want of memory
+                             : run_beyond(&o, &ld, &drafts[0], err, sizeof(err));
+    if (rc == 1 && !o.core.run_selftest && !err[0]) // unless it said why: for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.core.max_new_tokens);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed

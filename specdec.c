@@ -240,6 +240,13 @@ int argmax(const float *x, int n) {
     return best;
 }
 
+// The first of n rows of V floats that holds a number that is not finite (NaN, +-inf), or -1.
+int first_nonfinite(const float *rows, int n, int V) {
+    for (size_t i = 0; i < (size_t)n * V; i++)
+        if (!isfinite(rows[i])) return (int)(i / V);
+    return -1;
+}
+
 // Writes a one-hot row at index i: how greedy decoding (t = 0) turns into a distribution.
 void one_hot(float *out, int n, int i) {
     for (int j = 0; j < n; j++) out[j] = 0.0f;
@@ -247,14 +254,18 @@ void one_hot(float *out, int n, int i) {
 }
 
 // p = softmax(logits / t): the target's distribution at the decoding temperature (the
-// blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy).
-void tempered_softmax(float *p, const float *logits, int V, float temperature) {
-    if (temperature == 0.0f) { // greedy: the limit of the softmax as t -> 0
+// blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy). Every row of
+// logits becomes probabilities here, every draft's in beyond.c too: so here is THE check that
+// it is finite (weights that are each finite can still overflow once they run). Returns 0; or
+// -1 if a logit is not finite, and p is then NaN throughout: nothing made from it passes.
+int tempered_softmax(float *p, const float *logits, int V, float temperature) {
+    int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
+    if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
         one_hot(p, V, argmax(logits, V));
-        return;
+        return 0;
     }
     // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
-    float maxv = logits[argmax(logits, V)];
+    float maxv = finite ? logits[argmax(logits, V)] : NAN; // NaN: every term becomes NaN
     double e[256]; // V <= 256 (validate_config); each exp is taken once
     double sum = 0.0;
     for (int i = 0; i < V; i++) {
@@ -262,12 +273,13 @@ void tempered_softmax(float *p, const float *logits, int V, float temperature) {
         sum += e[i];
     }
     for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum); // divide in double, round once
+    return finite ? 0 : -1;
 }
 
 // Samples one token from a row of logits at the temperature, with one uniform; p: (V)
-// receives the row it was drawn from.
+// receives the row it was drawn from. -1, drawing nothing, if the row is not finite.
 int sample_token(const float *logits, int V, float temperature, float *p, Rng *rng) {
-    tempered_softmax(p, logits, V, temperature);
+    if (tempered_softmax(p, logits, V, temperature) != 0) return -1;
     return sample_from(p, V, rng_uniform(rng));
 }
 
@@ -281,7 +293,7 @@ typedef struct {
 
 // Counts every adjacent pair of the training tokens, adds 1 to every cell (Laplace
 // smoothing, so no table entry is 0: a guess's q is never 0, and p/q is defined) and
-// normalises each row. The blog's BigramDraftModel.__init__. 0 on success.
+// normalises each row (every row finite). The blog's BigramDraftModel.__init__. 0 on success.
 int BigramDraftModel(BigramDraft *d, const int *train, size_t n, int V) {
     d->V = V;
     d->probs = malloc((size_t)V * V * sizeof(float)); // (V, V): 16.9 KB for V = 65
@@ -509,6 +521,7 @@ double now_seconds(void);
 void count_pass(Stats *st);
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted);
 void finish_stats(Stats *st, long emitted, double t0);
+int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
 void trace_refill(int n_tokens);
 void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
@@ -564,8 +577,9 @@ void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
 // max_new_tokens tokens exist, each drafting k = min(K, tokens still needed) guesses (fewer
 // where the cache has less room), then verify, accept/reject and trim. seq gets the prompt
 // (or the start token), then the generated tokens: room for max(prompt->n, 1) + max_new_tokens.
-void speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
-                          const Tokens *prompt, const DecodeOptions *o, int *seq) {
+// Returns 0; or -1 when it stopped at a row of logits that is not finite (o->st says where).
+int speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
+                         const Tokens *prompt, const DecodeOptions *o, int *seq) {
     int V = target_model->config.vocab_size, S = target_model->config.block_size;
     int K = o->K, max_new_tokens = o->max_new_tokens;
     float temperature = o->temperature;
@@ -575,11 +589,13 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
     int n_generated = 0;
     if (max_new_tokens == 0) { // nothing wanted: not even a prefill
         finish_stats(o->st, 0, t0);
-        return;
+        return 0;
     }
-    // 1. prefill, and the first token, sampled from its last row
+    // 1. prefill, and the first token, sampled from its last row (if that row is finite)
     const float *logits = prefill(target_model, seq, n_prompt, S, o->st);
     int current_token = sample_token(logits, V, temperature, b->prefill_probs, o->rng);
+    if (current_token < 0) // the prefill's row is not finite: no token comes from it
+        return stop_nonfinite(o->st, target_model->state.cache_len - 1, 0, 0, t0);
     generated[n_generated] = current_token;
     if (o->trace)
         trace_prefill(o, target_model->state.cache_len, current_token);
@@ -595,9 +611,12 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         if (k > S - 1 - cache_len) // the guesses must fit the cache
             k = S - 1 - cache_len;
         int allow_bonus = k < remaining; // never emit more than was asked for
-        // the blog's four phases, one line each
+        // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
         verify_candidates(target_model, current_token, k, temperature, b);
+        int bad = first_nonfinite(b->target_probs, k + 1, V); // the target's rows; q's are finite
+        if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
+            return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
         // count and show the round
@@ -611,6 +630,7 @@ void speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         current_token = b->accepted[num_accepted - 1];
     }
     finish_stats(o->st, n_generated, t0);
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -763,10 +783,10 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T
 }
 
 // Aborts on a pass that would not fit the context: the loops keep the context rule, so a bug.
-void check_pass_fits(const GPT *g, int T) {
-    if (T >= 1 && g->state.cache_len + T <= g->config.block_size) return;
-    fprintf(stderr, "specdec: internal error: a pass of %d tokens at cache_len %d exceeds "
-            "block_size %d\n", T, g->state.cache_len, g->config.block_size);
+void check_pass_fits(const GPT *g, int pos0, int T) {
+    if (T >= 1 && pos0 >= 0 && pos0 + T <= g->config.block_size) return;
+    fprintf(stderr, "specdec: internal error: a pass of %d tokens at position %d exceeds "
+            "block_size %d\n", T, pos0, g->config.block_size);
     abort();
 }
 
@@ -777,7 +797,7 @@ float *forward(GPT *g, const int *tokens, int T) {
     const Config *c = &g->config;
     RunState *s = &g->state;
     int C = c->n_embd, pos0 = s->cache_len;
-    check_pass_fits(g, T);
+    check_pass_fits(g, pos0, T);
     // the blog's positions = torch.arange(cache_len, cache_len + T)
     embed(s->x, &g->w, tokens, T, pos0, C);
     size_t layer = (size_t)c->block_size * C; // one layer's slice of each cache
@@ -803,8 +823,8 @@ float *forward(GPT *g, const int *tokens, int T) {
 
 // Plain decoding with the same cache, one target pass per token: the baseline speculation
 // must match. seq gets the prompt (or the start token), then o->max_new_tokens tokens;
-// p: (V) holds each step's row.
-void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
+// p: (V) holds each step's row. 0; or -1, as speculative_generate, at a row not finite.
+int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
     int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
@@ -814,6 +834,8 @@ void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, fl
     while (n_generated < o->max_new_tokens && !output_failed(o)) {
         // sample the next token from the logits of the current token
         generated[n_generated] = sample_token(logits, V, o->temperature, p, o->rng);
+        if (generated[n_generated] < 0) // the row is not finite: no token comes from it
+            return stop_nonfinite(o->st, g->state.cache_len - 1, n_generated, 0, t0);
         show_tokens(o, generated + n_generated, 1);
         n_generated++;
         if (n_generated == o->max_new_tokens) // the last token needs no pass
@@ -827,6 +849,7 @@ void generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, fl
         count_pass(o->st);
     }
     finish_stats(o->st, n_generated, t0);
+    return 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -862,11 +885,10 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
 void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
     // the sizes table is the one place that knows the layout; this just walks it
     float **fields[N_TENSORS] = {
-        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias,
-        &w->query, &w->key, &w->value, &w->proj_weight, &w->proj_bias,
-        &w->ln2_weight, &w->ln2_bias, &w->ffwd_up_weight, &w->ffwd_up_bias,
-        &w->ffwd_down_weight, &w->ffwd_down_bias, &w->ln_f_weight, &w->ln_f_bias,
-        &w->lm_head_weight, &w->lm_head_bias};
+        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias, &w->query,
+        &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
+        &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
+        &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
     for (int i = 0; i < N_TENSORS; i++) {
         *fields[i] = p; // each tensor starts where the one before it ended: no gaps
         p += sizes[i];
@@ -984,16 +1006,14 @@ unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
     *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
+    float **rows[] = {&b->draft_probs, &b->target_probs, &b->residual, &b->prefill_probs};
+    size_t n[] = {(size_t)K * V, (size_t)(K + 1) * V, (size_t)V, (size_t)V};
+    int ok = alloc_each(rows, n, 4) == 0;
     b->candidates = calloc((size_t)K, sizeof(int));
-    b->draft_probs = alloc_floats((size_t)K * V);
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
-    b->target_probs = alloc_floats((size_t)(K + 1) * V);
     b->u = calloc((size_t)K, sizeof(double));
-    b->residual = alloc_floats((size_t)V);
     b->accepted = calloc((size_t)K + 1, sizeof(int));
-    b->prefill_probs = alloc_floats((size_t)V);
-    int ok = b->candidates && b->draft_probs && b->all_tokens && b->target_probs && b->u;
-    return ok && b->residual && b->accepted && b->prefill_probs ? 0 : -1;
+    return ok && b->candidates && b->all_tokens && b->u && b->accepted ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
@@ -1020,6 +1040,9 @@ struct Stats {
     long target_passes; // every forward pass of the target: prefill, refills, verify, steps
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
+    long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
+    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
+    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
 };
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
@@ -1061,6 +1084,15 @@ void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted) {
 void finish_stats(Stats *st, long emitted, double t0) {
     st->emitted = emitted;
     st->seconds = now_seconds() - t0;
+}
+
+// Stops a decoder at a row of logits that is not finite: notes its position and the output
+// token it was to decide (the emitted ones, then `ahead` more), closes the counters; -1.
+int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0) {
+    st->nonfinite_position = position;
+    st->nonfinite_token = emitted + ahead + 1;
+    finish_stats(st, emitted, t0);
+    return -1;
 }
 
 // Writes the n tokens to the text's stream, if any, as they are decided.
@@ -1422,9 +1454,8 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     if (n != expect)
         return fail_with(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d "
                          "V=%d, %zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
-                         c.block_size, c.vocab_size, P, expect,
-                         n < expect ? "truncated or mismatched"
-                                    : "too long: mismatched, or bytes were appended");
+                         c.block_size, c.vocab_size, P, expect, n < expect ? "truncated or "
+                         "mismatched" : "too long: mismatched, or bytes were appended");
     // checksum: the last 8 bytes, little-endian, over everything before them
     if (fnv1a64(buf, n - 8) != get_u64(buf + n - 8))
         return fail_with(err, errlen, "checksum mismatch: the file is corrupted");
@@ -1510,8 +1541,7 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
            "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
            same ? "byte-identical" : "DIFFER", ss.target_passes, stats_alpha(&ss), sp.target_passes);
-    free(seq_spec);
-    free(seq_plain);
+    free_all((void *[]){seq_spec, seq_plain}, 2);
     return same;
 }
 
@@ -1813,10 +1843,9 @@ int idle_action(const Options *o) {
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
-    OptionSpec table[16];
+    OptionSpec table[16] = {0}; // zeroed: the row after the last option is the table's end
     default_options(o);
-    size_t n = core_options(o, table);
-    table[n] = (OptionSpec){0}; // the table's end
+    core_options(o, table);
     long given = parse_table(argc, argv, table, "./specdec", err, errlen); // the rows named
     if (given < 0) return -1;
     if (check_combinations(o, err, errlen) != 0) return -1;
@@ -1878,26 +1907,28 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
-// Writes a finished text to stdout when it was not streamed (--trace, --compare), then a
-// newline; 0, or 2 when stdout failed (a closed pipe, a full disk).
-int end_text(const DecodeOptions *o, const int *seq, int n) {
-    for (int i = 0; o->out == NULL && i < n; i++) fputc(decode(o->vocab, seq[i]), stdout);
-    fputc('\n', stdout);
-    return fflush(stdout) != 0 || ferror(stdout) ? 2 : 0;
+// The one-line refusal of a run whose decoder stopped at a row not finite (st: where), into err; 1.
+int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen) {
+    fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the output): "
+              "its weights are each finite, but overflow when they run; retrain it or use another",
+              st->nonfinite_file ? st->nonfinite_file : path, st->nonfinite_position,
+              st->nonfinite_token);
+    return 1;
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare); text to stdout, stats to
-// stderr. Returns 0; 1 out of memory; 2 when stdout failed, where decoding stopped.
-int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft) {
+// stderr. Returns 0; 1 out of memory, or with err set when a decoder stopped at a row of logits
+// that is not finite (its text so far is out); 2 when stdout failed, where decoding stopped.
+int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
+                   size_t errlen) {
     GPT *g = &ld->g;
     int V = g->config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
-    int *spec = malloc((size_t)cap * sizeof(int)); // each decoder's text, prompt + output
-    int *plain = malloc((size_t)cap * sizeof(int));
+    int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    int rc = !spec || !plain || !p || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
-    Stats st_spec = {0}, st_plain = {0};
+    int rc = !text || !p || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
+    Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
     Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
@@ -1907,30 +1938,30 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft) {
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->max_new_tokens);
-    if (rc == 0 && !o->plain) { // speculative decoding, the lesson
+    // run 0: speculative decoding, the lesson (not with --plain); run 1: plain decoding, one
+    // target pass per token (with --plain or --compare)
+    for (int run = o->plain; rc == 0 && run <= (o->plain || o->compare); run++) {
+        int *seq = text + run * cap;
+        if (run == 1 && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
-        opt.st = &st_spec;
-        speculative_generate(g, draft, &b, &prompt, &opt, spec);
-        rc = end_text(&opt, spec + start, o->max_new_tokens);
-        if (rc == 0) print_stats("speculative decoding", &st_spec, 1, o->K);
-    }
-    if (rc == 0 && (o->plain || o->compare)) { // plain decoding: one target pass per token
-        if (o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
-        if (!o->no_prompt) fputs(o->prompt, stdout);
-        rng_seed(&rng, o->seed);
-        opt.st = &st_plain;
-        generate(g, &prompt, &opt, plain, p);
-        rc = end_text(&opt, plain + start, o->max_new_tokens);
-        if (rc == 0) print_stats("plain decoding", &st_plain, 0, o->K);
+        opt.st = &st[run];
+        int stopped = run ? generate(g, &prompt, &opt, seq, p)
+                          : speculative_generate(g, draft, &b, &prompt, &opt, seq);
+        const int *gen = seq + start; // the new text, written here if it did not stream
+        for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
+        if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
+        rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
+        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->path, &st[run], err, errlen);
+        if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run,
+                                 o->K);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
-        print_comparison(&st_spec, &st_plain, o->temperature == 0.0f,
-                         memcmp(spec + start, plain + start,
+        print_comparison(&st[0], &st[1], o->temperature == 0.0f,
+                         memcmp(text + start, text + cap + start,
                                 (size_t)o->max_new_tokens * sizeof(int)) == 0);
     free_spec_buffers(&b);
-    void *owned[] = {spec, plain, p};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){text, p}, 2);
     return rc;
 }
 
@@ -1958,8 +1989,8 @@ int main(int argc, char **argv) {
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, ld.path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
-                        : run_generation(&o, &ld, &draft);
-    if (rc == 1 && !o.run_selftest) // generation fails only for want of memory
+                        : run_generation(&o, &ld, &draft, err, sizeof(err));
+    if (rc == 1 && !o.run_selftest && !err[0]) // unless it said why: for want of memory
         snprintf(err, sizeof(err), "out of memory for %d tokens", o.max_new_tokens);
 done:
     // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
