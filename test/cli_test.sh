@@ -206,9 +206,11 @@ ln -s good.bin "$T/link.bin"   # a link to a checkpoint: train and init refuse t
 printf 'a' >"$T/one_byte"
 printf 'To be, or not to be\n' >"$T/short_corpus"  # 20 bytes: too short for --selftest
 printf 'hello#world\nhello world\n' >"$T/hash_corpus"   # '#' at offset 5
+ln "$T/hash_corpus" "$T/hash_hardlink"   # the same file under another name: -o must not name it
 printf 'abcdefghij' >"$T/ten_bytes"   # split 9 + 1: a validation split with no pair to score
 G=$T/good.bin
 cp "$G" "$T/good_copy.bin"   # to show the cases that use G as a directory leave it alone
+ln "$G" "$T/good_hardlink.bin"   # G under another name: train exit and eagle -o must refuse it
 head -c 0 "$G" >"$T/ck_empty"
 head -c 3 "$G" >"$T/ck_3"
 head -c 27 "$G" >"$T/ck_27"
@@ -414,8 +416,9 @@ check "train init -o to a missing directory leaves no file and creates no direct
     eval '[[ ! -e $T/no_dir ]] && [[ -z $(find "$T" -name "*.tmp.*") ]]'
 check "a directory given as train init -o or train -o is still an empty directory, with no .state beside it" \
     eval '[[ -d $T/dir && -z $(ls -A "$T/dir") && ! -e $T/dir.state ]]'
-check "refused runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, is unchanged" \
-    eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin"'
+check "refused runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, and hash_corpus, the corpus several -o named, are unchanged" \
+    eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin" &&
+          cmp -s "$T/hash_corpus" <(printf "hello#world\nhello world\n") && [[ $(stat -c %h "$T/hash_corpus") == 2 ]]'
 
 # Unreadable files: root can read a mode-000 file, so the cases mean nothing there
 # (the FIFO, loop and not-a-directory cases in the table cover root).

@@ -652,6 +652,33 @@ static int check_target(const char *path, const char *what, char *err, size_t er
     return -1;
 }
 
+// A file a run reads, for check_not_input: its path (NULL: not given), what it is, its option.
+typedef struct {
+    const char *path; // e.g. "tinyshakespeare/input.txt"
+    const char *role; // e.g. "the corpus"
+    const char *flag; // e.g. "-i"
+} RunInput;
+
+// Refuses an output path that names one of the n files this run reads: publishing the output
+// renames it over that name, so `-o` naming the corpus or the target would replace it and
+// still report success. Compared by device and inode, not by name, so another spelling of
+// the path, a link to the file or a hard link is caught too. what names the output ("-o").
+// 0 if out is none of them; nothing is there yet (stat fails) means no input lives there.
+static int check_not_input(const char *out, const char *what, const RunInput *ins, int n,
+                           char *err, size_t errlen) {
+    struct stat so, si;
+    if (stat(out, &so) != 0) return 0; // nothing there yet: no input lives at that name
+    for (int i = 0; i < n; i++) {
+        // an input that cannot be stat'ed is not this file (its load will say why)
+        if (!ins[i].path || stat(ins[i].path, &si) != 0) continue;
+        if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return fail_with(err, errlen, "%s '%s' names %s this run reads (%s '%s'): writing "
+                             "there would replace it; give -o another path", what, out,
+                             ins[i].role, ins[i].flag, ins[i].path);
+    }
+    return 0;
+}
+
 // Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
 // them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
 // nothing left behind. what names the kind of file ("checkpoint", "training state").
@@ -1282,6 +1309,16 @@ int main_train(int argc, char **argv) {
                    "the checkpoint and its .state file; drop %s", fixed_flag);
         return 1;
     }
+    // neither output may be a file the run reads (--resume reads -o itself, by design)
+    RunInput ins[2] = {{corpus_path, "the corpus", "-i"},
+                       {teacher_path, "the teacher", "--teacher"}};
+    char state_path[4096]; // -o's .state: the second file a run writes
+    if (state_path_of(to.out, state_path, sizeof(state_path), err, sizeof(err)) != 0 ||
+        check_not_input(to.out, "-o", ins, 2, err, sizeof(err)) != 0 ||
+        check_not_input(state_path, "-o's training state", ins, 2, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
     // the corpus gives the vocabulary; then the config must hold together
     Vocab v;
     Corpus corpus;
@@ -1463,8 +1500,13 @@ int main_init(int argc, char **argv) {
         error_line("init needs -o PATH, the checkpoint to write");
         return 1;
     }
-    // the corpus gives the vocabulary, as for training
+    // the corpus gives the vocabulary, as for training; the output must not replace it
     char err[512];
+    RunInput corpus_in = {corpus_path, "the corpus", "-i"};
+    if (check_not_input(out, "-o", &corpus_in, 1, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
     Vocab v;
     Corpus corpus;
     GPT g;
@@ -1763,6 +1805,9 @@ int main_medusa(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&m, 0, sizeof(m));
     int rc = 1;
+    // the heads must not be written over the target or the corpus the run reads
+    RunInput ins[2] = {{model_path, "the target", "-m"}, {corpus_path, "the corpus", "-i"}};
+    if (!eval_only && check_not_input(out, "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0) goto done;
     if (eval_only && load_medusa(heads_path, &g, &m, err, sizeof(err)) != 0) goto done;
     if (!eval_only && build_medusa(&m, &g, mo.n_heads) != 0) {
@@ -2190,6 +2235,9 @@ int main_exit(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&x, 0, sizeof(x));
     int rc = 1;
+    // the file written must be neither the target nor the corpus the run reads
+    RunInput ins[2] = {{paths[0], "the target", "-m"}, {paths[1], "the corpus", "-i"}};
+    if (!eval_only && check_not_input(paths[3], "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (exit_inputs(&g, &corpus, paths, o.layer, err, sizeof(err)) != 0) goto done;
     if (exit_trainer_init(&x, &g, o.layer) != 0) {
         snprintf(err, sizeof(err), "out of memory for the exit head");
@@ -3181,6 +3229,9 @@ int main_eagle(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&et, 0, sizeof(et));
     int rc = 1;
+    // the file written must be neither the target nor the corpus the run reads
+    RunInput ins[2] = {{paths[0], "the target", "-m"}, {paths[1], "the corpus", "-i"}};
+    if (!eval_only && check_not_input(paths[3], "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (eagle_inputs(&g, &corpus, paths, err, sizeof(err)) != 0) goto done;
     const char *shape_of = eval_only ? paths[2] : NULL; // eagle-eval: the file's own shape
     if (eagle_train_shape(&o.shape, &g, shape_of, err, sizeof(err)) != 0) goto done;
