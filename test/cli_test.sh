@@ -307,6 +307,8 @@ variant ck_vocab_dup     29 '\012' fixsum
 variant ck_vocab_order   91 '\172\171' fixsum
 variant ck_nan           93 '\000\000\300\177' fixsum
 variant ck_inf  $((CKPT_SIZE - 12)) '\000\000\200\177' fixsum
+# a good vocabulary of 65 characters, but not the corpus's: entry 3, '$' (0x24), made '#'
+variant ck_vocab_hash    31 '\043' fixsum
 
 # A model whose vocabulary is the 10 characters of short_corpus: the real corpus and
 # the default prompt have bytes it lacks. Its size follows from the module list
@@ -465,7 +467,7 @@ run_error_case "train init -o a good checkpoint, refused for an unknown option a
 run_error_case "train init -o a good checkpoint, refused for a 1-byte corpus" train 1 \
     "has 1 byte; && at least 2" init --seed 8 -o "$T/keep.bin" -i "$T/one_byte"
 FSIZE_KB=100 run_error_case "train init -o a good checkpoint, the write failing at 100 KiB" train 1 \
-    "cannot write checkpoint && File too large" init --seed 8 -o "$T/keep.bin"
+    "cannot write checkpoint && File too large && ulimit -f" init --seed 8 -o "$T/keep.bin"
 unchanged "... and after those four failed inits the good checkpoint is byte-identical, no *.tmp.* left" \
     "$T/keep.bin" "$G"
 
@@ -1139,6 +1141,12 @@ check "SIGINT during training: exit 130, 'interrupted after step $stopped_at', t
     eval '[[ $rc == 130 && -n $stopped_at && -f $T/ctrlc.bin && -f $T/ctrlc.bin.state ]] &&
           err_has "go on with tinyshakespeare/train --resume --iters 1000000 -o $T/ctrlc.bin" &&
           [[ -z $(find "$T" -name "ctrlc.bin.tmp.*") ]]'
+# the notice the signal handler writes starts with the program's name, as the last line
+# (the run's reason to exit 130, error_line's) does: one name for one run
+notice=$(grep -x "[a-z/]*: stopping after this step, with a checkpoint (Ctrl-C again stops at once)" "$T/err")
+last=$(tail -n 1 "$T/err")
+check "... and the signal's notice, '${notice%%:*}: stopping after this step, ...', starts with the name the last line starts with ('${last%%:*}: interrupted ...')" \
+    eval '[[ -n $notice && ${notice%%:*} == "${last%%:*}" && $last == *": interrupted after step "* ]]'
 run_train --resume --iters 1500 -o "$T/ctrlc.bin"
 run_train "${TINYT[@]}" --iters 1500 -o "$T/straight1500.bin"
 check "resumed from that stop to step 1500 == 1500 steps in one run, byte for byte (checkpoint and .state)" \

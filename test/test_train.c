@@ -263,6 +263,29 @@ static void test_distillation(GPT *g, TrainState *ts, const int *inputs, const i
     free_gpt(&teacher);
 }
 
+// The messages the trainer gives: a failed write's fix follows its errno, and two
+// vocabularies of one size are told apart by their first differing entry.
+static void test_messages(void) {
+    const char *generic = write_fix(EIO);
+    check(strstr(write_fix(ENOSPC), "free space") && strstr(write_fix(EFBIG), "ulimit -f") &&
+          strstr(write_fix(ENOENT), "create the directory") && strstr(write_fix(EROFS),
+          "read-only") && strcmp(write_fix(ENOSPC), generic) && strcmp(write_fix(EFBIG), generic),
+          "a failed write's fix follows its errno: ENOSPC \"%s\", EFBIG \"%s\", ENOENT \"%s\"",
+          write_fix(ENOSPC), write_fix(EFBIG), write_fix(ENOENT));
+    Vocab a, b, c;
+    char why[128] = "";
+    build_vocab(&a, (const unsigned char *)"\n !$&", 5);
+    build_vocab(&b, (const unsigned char *)"\n !#&", 5);
+    build_vocab(&c, (const unsigned char *)"ab", 2);
+    int same = vocab_difference(&a, "teacher", &a, "corpus", why, sizeof(why));
+    int diff = vocab_difference(&b, "teacher", &a, "corpus", why, sizeof(why));
+    check(same == 0 && diff == -1 && !strcmp(why, "entry 3 is '#' (0x23) in the teacher and '$' "
+          "(0x24) in the corpus"), "two vocabularies of 5 characters: the first entry that "
+          "differs, \"%s\"", why);
+    vocab_difference(&c, "teacher", &a, "corpus", why, sizeof(why));
+    check(!strcmp(why, "2 and 5 characters"), "two of different sizes: \"%s\"", why);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     // a tiny, odd config: every tensor small enough to difference every entry, and no
@@ -310,9 +333,11 @@ int main(void) {
 #ifndef BREAK_LAYERNORM_BACKWARD
     test_adamw();
     test_learns();
+    test_messages();
 #else
     (void)test_adamw; // the broken build checks the gradient check only
     (void)test_learns;
+    (void)test_messages;
 #endif
     printf("test_train summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

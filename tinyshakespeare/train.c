@@ -679,6 +679,21 @@ static int check_not_input(const char *out, const char *what, const RunInput *in
     return 0;
 }
 
+// What to do about a write that failed with errno e: a full disk, a file size limit and a
+// missing directory each want something else done.
+static const char *write_fix(int e) {
+    if (e == ENOSPC) return "free space on that filesystem, or give -o a path on another"; // full
+#ifdef EDQUOT
+    if (e == EDQUOT) return "the disk quota is used up: free space, or give -o a path on another";
+#endif
+    if (e == EFBIG) return "a file size limit (ulimit -f) stops it: raise the limit";
+    if (e == EROFS) return "the filesystem is read-only: give -o a path on another";
+    if (e == EACCES || e == EPERM) return "give -o a path in a directory you may write";
+    if (e == ENOENT) return "create the directory first, or give -o another path";
+    if (e == ENOTDIR) return "a part of the path is not a directory: give -o another path";
+    return "check the directory exists and is writable";
+}
+
 // Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
 // them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
 // nothing left behind. what names the kind of file ("checkpoint", "training state").
@@ -707,8 +722,9 @@ static char *write_temp(const char *path, const unsigned char *buf, size_t n,
     else if (fd >= 0) close(fd);
     if (!ok) {
         // the old file, if any, is untouched; only the temporary one is removed
-        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
-                 "and is writable)", what, path, strerror(saved ? saved : errno));
+        int e = saved ? saved : errno; // the first failure's errno, else fclose's
+        snprintf(err, errlen, "cannot write %s '%s': %s (%s)", what, path, strerror(e),
+                 write_fix(e));
         if (fd >= 0) unlink(tmp);
         free(tmp);
         return NULL;
@@ -719,10 +735,10 @@ static char *write_temp(const char *path, const unsigned char *buf, size_t n,
 // Renames a finished temporary file over path (the atomic step) and frees its name.
 static int publish_temp(char *tmp, const char *path, const char *what, char *err,
                         size_t errlen) {
-    int ok = rename(tmp, path) == 0;
+    int ok = rename(tmp, path) == 0, e = errno; // errno before another call can change it
     if (!ok) {
-        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
-                 "and is writable)", what, path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s '%s': %s (%s)", what, path, strerror(e),
+                 write_fix(e));
         unlink(tmp);
     }
     free(tmp);
@@ -1061,10 +1077,14 @@ static volatile sig_atomic_t stop_signals;
 // The handler of both signals: count the first (and say so: write is safe in a
 // handler, stdio is not), die of the second.
 static void on_stop_signal(int sig) {
-    static const char msg[] = "\ntrain: stopping after this step, with a checkpoint "
+    static const char msg[] = ": stopping after this step, with a checkpoint "
                               "(Ctrl-C again stops at once)\n";
     if (stop_signals++ == 0) {
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1); // nothing to do if it fails
+        // after the program's name, as error_line starts the line the run will end with
+        // (strlen is async-signal-safe; the write calls' failures leave nothing to do)
+        ssize_t ignored = write(2, "\n", 1);
+        ignored = write(2, program_name, strlen(program_name));
+        ignored = write(2, msg, sizeof(msg) - 1);
         (void)ignored;
         return;
     }
@@ -1169,6 +1189,22 @@ done:
 // ----------------------------------------------------------------------------
 // The command line
 
+// Says how vocabulary a (of the file named an) differs from b (named bn), into out: the
+// sizes when they differ; else the first entry that does, with its byte, since "65 and 65
+// characters" would not say what is wrong. 0 if they are the same vocabulary.
+static int vocab_difference(const Vocab *a, const char *an, const Vocab *b, const char *bn,
+                            char *out, size_t n) {
+    if (a->size != b->size)
+        return fail_with(out, n, "%d and %d characters", a->size, b->size);
+    int i = 0; // the first entry where they part
+    while (i < a->size && a->chars[i] == b->chars[i]) i++;
+    if (i == a->size) return 0; // the same characters in the same order
+    // each byte as a character where it prints, always as its value
+    int ca = a->chars[i], cb = b->chars[i];
+    return fail_with(out, n, "entry %d is '%c' (0x%02x) in the %s and '%c' (0x%02x) in the %s",
+                     i, isgraph(ca) ? ca : '?', ca, an, isgraph(cb) ? cb : '?', cb, bn);
+}
+
 // --resume: loads the checkpoint to->out and its training state to->out.state into g
 // and p, after checking they match each other, the corpus's vocabulary v and the steps
 // asked for. Fills err and returns -1 on the first problem.
@@ -1176,12 +1212,10 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
                            char *err, size_t errlen) {
     Vocab cv;
     if (load_checkpoint(to->out, g, &cv, err, errlen) != 0) return -1;
-    if (cv.size != v->size || memcmp(cv.chars, v->chars, (size_t)v->size) != 0) {
-        snprintf(err, errlen, "checkpoint '%s' has a vocabulary of %d characters that is not "
-                 "the corpus's %d; resume with the corpus it was trained on (-i)", to->out,
-                 cv.size, v->size);
-        return -1;
-    }
+    char why[128];
+    if (vocab_difference(&cv, "checkpoint", v, "corpus", why, sizeof(why)) != 0)
+        return fail_with(err, errlen, "checkpoint '%s' has another vocabulary than the corpus "
+                         "(%s); resume with the corpus it was trained on (-i)", to->out, why);
     // the checksum pairs the state with this checkpoint: the same model, the same bytes
     size_t n;
     unsigned char *buf = serialize_checkpoint(g, &cv, &n);
@@ -1230,10 +1264,10 @@ static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *
     if (rc != 0)
         snprintf(err, errlen, "teacher checkpoint '%s': %s (--teacher takes a checkpoint "
                  "written by tinyshakespeare/train)", path, why);
-    else if (tv.size != v->size || memcmp(tv.chars, v->chars, (size_t)v->size) != 0)
-        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%d and %d "
-                 "characters): its probabilities are over other characters; give --teacher a "
-                 "model trained on this corpus (-i)", path, tv.size, v->size);
+    else if (vocab_difference(&tv, "teacher", v, "corpus", why, sizeof(why)) != 0)
+        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%s): its "
+                 "probabilities are over other characters; give --teacher a model trained on "
+                 "this corpus (-i)", path, why);
     else if (t->config.block_size != c->block_size)
         snprintf(err, errlen, "teacher '%s' has block_size %d, the student %d: it must read "
                  "the same windows; train the student with --block %d", path,
