@@ -496,6 +496,16 @@ check "train -o a good pair, the .state write failing at 10 KiB: exit 1, the rea
     eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"cannot write training state"*"File too large"* ]]'
 unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
+# Out of memory (an address-space limit, release build only: ASan reserves terabytes) is one
+# line with the megabytes and what to reduce, before any output: a training pass of 512
+# windows of 512 tokens (13 GB) under a 1 GB limit (on a machine of less than 13 GB of
+# memory the check before allocating refuses it instead, with the same fix)
+if [[ -z ${SPECDEC_BIN:-} ]]; then
+    (ulimit -v 1000000; run_train --block 512 --batch 512 --iters 1 -o "$T/never.bin"; echo "$rc" >"$T/rc")
+    rc=$(cat "$T/rc")
+    check "train of a pass too large for a 1 GB address space: exit 1, one line with its MB and 'use a smaller --batch', nothing else printed" \
+        eval '[[ $rc == 1 && $(wc -l <"$T/err") == 1 ]] && grep -qE "^[a-z/]+: (out of memory for a training pass of 512 windows of 512 tokens \([0-9]+ MB\)|training this model needs [0-9]+ MB).*use a smaller --batch" "$T/err"'
+fi
 
 # ---------------------------------------------------------------------------
 # Things that must work

@@ -1108,6 +1108,41 @@ static int probe_outputs(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+// The megabytes a training run of config c with B windows a step holds, counted as they are
+// allocated: mb[0] the model (its parameters and run state: build_gpt), mb[1] AdamW's two
+// moments and, at each save, the checkpoint and .state laid out in memory (3 floats a
+// parameter), mb[2] the training pass (build_train_state: every block's record for every
+// window, logits and softmax, the gradients and transposed weights, the backward's scratch;
+// the teacher's targets when distilling). In double: a refused config may overflow size_t.
+static void train_run_mb(const Config *c, int B, int distil, double mb[3]) {
+    double S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    double acts = 6 * S * C + c->n_head * S * S + S * c->ffn_width; // one block record
+    size_t sizes[N_TENSORS]; // weight_sizes fills it; only the total P counts here
+    double P = (double)weight_sizes(c, sizes);
+    // per window: the residual stream, x_mid, keys and values, ln_f, logits and softmax
+    double window = (L + 1) * S * C + L * (3 * S * C + acts) + S * C + (2 + distil) * S * V;
+    double scratch = S * V + 13 * S * C + S + S * S; // one window's backward at a time
+    mb[0] = 4.0 * (P + (2 + 2 * L) * S * C + S * V + acts) / 1e6; // + x, ln_f, caches, logits
+    mb[1] = 4.0 * (2 + 3) * P / 1e6;
+    mb[2] = 4.0 * (B * window + 2 * P + scratch) / 1e6; // + the gradients, the transposes
+}
+
+// Builds the training pass of B windows for config c (and the teacher's targets when
+// distilling) before anything is printed, so that running out of memory is one line with
+// the size and what to reduce. 0, or -1 with err set and nothing left allocated.
+static int build_train_pass(TrainState *ts, const Config *c, int B, int distil, char *err,
+                            size_t errlen) {
+    double mb[3];
+    train_run_mb(c, B, distil, mb); // for the message: mb[2] is this pass
+    int ok = build_train_state(ts, c, B) == 0;
+    // distilling: the teacher's probabilities for every position of a batch are the targets
+    if (ok && distil) ts->soft = alloc_floats((size_t)B * c->block_size * c->vocab_size);
+    if (ok && (!distil || ts->soft)) return 0;
+    free_train_state(ts); // safe on a half-built one
+    return fail_with(err, errlen, "out of memory for a training pass of %d windows of %d tokens "
+                     "(%.0f MB); use a smaller --batch or --block", B, c->block_size, mb[2]);
+}
+
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
 // steps, printing progress on stderr and writing a checkpoint and its training state
 // (atomically) at every evaluation after step 0 and at the end. With to->teacher, every
@@ -1115,22 +1150,13 @@ static int probe_outputs(const char *path, char *err, size_t errlen) {
 // next-character losses. 0 on success; 2 when a signal stopped it early, after a whole
 // step and a checkpoint of it (stop_signals).
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
-          TrainProgress *p, char *err, size_t errlen) {
+          TrainProgress *p, TrainState *ts, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
-    TrainState ts;
     int *inputs = malloc((size_t)B * S * sizeof(int)), *targets = malloc((size_t)B * S * sizeof(int));
     int rc = -1;
-    if (build_train_state(&ts, &g->config, B) != 0 || !inputs || !targets) {
-        snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
+    if (!inputs || !targets) {
+        snprintf(err, errlen, "out of memory for a batch of %d windows of %d tokens", B, S);
         goto done;
-    }
-    // distilling: the teacher's probabilities for every position of a batch are the targets
-    if (to->teacher) {
-        ts.soft = alloc_floats((size_t)B * S * g->config.vocab_size);
-        if (!ts.soft) {
-            snprintf(err, errlen, "out of memory for the teacher's targets");
-            goto done;
-        }
     }
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     int recent_n = 0, first = (int)p->opt.step;
@@ -1150,11 +1176,11 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         if (it == to->iters) break;
         // one step: a batch (and the teacher's targets for it), the loss, its gradient, the update
         get_batch(corpus, B, S, &p->rng, inputs, targets);
-        if (to->teacher) teacher_targets(to->teacher, &ts, inputs);
-        recent += train_forward(g, &ts, inputs, targets);
+        recent += train_forward(g, ts, inputs, targets);
+        if (to->teacher) teacher_targets(to->teacher, ts, inputs);
         recent_n++;
-        train_backward(g, &ts, inputs, targets);
-        adamw_update(&p->opt, g->params, ts.grads, g->n_params);
+        train_backward(g, ts, inputs, targets);
+        adamw_update(&p->opt, g->params, ts->grads, g->n_params);
         // progress: mean train loss since the last line, speed, and time left
         if ((it + 1) % to->log_interval == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
@@ -1181,8 +1207,8 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
     fprintf(stderr, "trained %d steps in %.1f s\n", to->iters - first, now_seconds() - t_start);
     rc = 0;
 done:
-    free_train_state(&ts);
-    free(inputs); free(targets);
+    free(inputs);
+    free(targets);
     return rc;
 }
 
@@ -1221,7 +1247,8 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     unsigned char *buf = serialize_checkpoint(g, &cv, &n);
     if (!buf || build_train_progress(p, g->n_params, 1, 0) != 0) {
         free(buf);
-        snprintf(err, errlen, "out of memory for the optimiser");
+        snprintf(err, errlen, "out of memory for AdamW's moments (%.0f MB) of checkpoint '%s'",
+                 8.0 * g->n_params / 1e6, to->out);
         return -1;
     }
     uint64_t sum = get_u64(buf + n - 8);
@@ -1240,9 +1267,6 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
                  "--iters N (N > %ld)", to->out, p->opt.step, p->opt.step);
         return -1;
     }
-    print_config(g, to->out);
-    fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
-            "batch sampler restored from %s)\n", p->opt.step, to->iters, p->batch, state_path);
     return 0;
 }
 
@@ -1367,10 +1391,11 @@ int main_train(int argc, char **argv) {
         return 1;
     }
     int rc = 1;
+    TrainState ts;
+    memset(&ts, 0, sizeof(ts)); // zeroed, so the free at done: is safe whatever failed
     if (to.resume) {
-        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0 ||
-            probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
-        goto run;
+        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0) goto done;
+        goto ready; // the config, the model and the optimiser come from the two files
     }
     c.vocab_size = v.size;
     c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
@@ -1385,30 +1410,51 @@ int main_train(int argc, char **argv) {
                  "Tiny Shakespeare (make data)", corpus_path, c.block_size);
         goto done;
     }
-    if (build_gpt(&g, &c) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the model");
+    // a run larger than this machine's memory is refused before any of it is allocated:
+    // the pages are all written, so it would end in the kernel's OOM killer or in swap
+    double mb[3], ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
+    train_run_mb(&c, to.batch, to.teacher != NULL, mb);
+    if (ram_mb > 0 && mb[0] + mb[1] + mb[2] > ram_mb) {
+        snprintf(err, sizeof(err), "training this model needs %.0f MB (the model %.0f, AdamW and "
+                 "saving %.0f, a pass of %d windows %.0f), more than this machine's %.0f MB of "
+                 "memory; use a smaller %s", mb[0] + mb[1] + mb[2], mb[0], mb[1], to.batch,
+                 mb[2], ram_mb, mb[2] > mb[0] + mb[1] ? "--batch, --block, --layers or --embd" :
+                 "--layers, --embd or --block");
         goto done;
     }
-    // PyTorch's default initialisation, from the seed; both output paths are checked
-    // before anything is printed, so that a bad -o is one line of error (nothing is
-    // written until step 500, the end, or a Ctrl-C: step 0's random weights never are)
+    if (build_gpt(&g, &c) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the model: %zu parameters and a run "
+                 "state, %.0f MB; use a smaller --layers, --embd or --block", g.n_params, mb[0]);
+        goto done;
+    }
+    // PyTorch's default initialisation, from the seed
     init_gpt_random(&g, to.seed);
     if (build_train_progress(&p, g.n_params, to.batch, to.seed) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the optimiser");
+        snprintf(err, sizeof(err), "out of memory for AdamW's moments (%.0f MB); use a smaller "
+                 "--layers or --embd", 8.0 * g.n_params / 1e6);
         goto done;
     }
     p.distilled = to.teacher != NULL; // the .state says so, and --resume refuses it
-    if (probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
-    print_config(&g, "training from a random initialisation");
-    fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
-            "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
-            c.block_size, (unsigned long long)to.seed);
+ready:
+    // both output paths and the memory of a training pass are checked before anything is
+    // printed, so that a bad -o or a pass too large is one line of error (nothing is
+    // written until step 500, the end, or a Ctrl-C: step 0's random weights never are)
+    if (probe_outputs(to.out, err, sizeof(err)) != 0 ||
+        build_train_pass(&ts, &g.config, p.batch, to.teacher != NULL, err, sizeof(err)) != 0)
+        goto done;
+    print_config(&g, to.resume ? to.out : "training from a random initialisation");
+    if (to.resume)
+        fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
+                "batch sampler restored from %s)\n", p.opt.step, to.iters, p.batch, state_path);
+    else
+        fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
+                "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
+                c.block_size, (unsigned long long)to.seed);
     if (to.teacher)
         fprintf(stderr, "distilling: the loss is the cross-entropy against the softmax "
                 "(temperature 1) of teacher %s (%d layers, %zu parameters); val loss stays "
                 "the next character's\n", teacher_path, teacher.config.n_layer,
                 teacher.n_params);
-run:; // (a declaration cannot follow a label in C11)
     // say what will be replaced, and how a run can be stopped without losing it
     struct stat st;
     fprintf(stderr, "writes %s and %s.state every %d steps, at the end and on Ctrl-C%s\n",
@@ -1420,7 +1466,7 @@ run:; // (a declaration cannot follow a label in C11)
     sa.sa_handler = on_stop_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int trc = train(&g, &v, &corpus, &to, &p, err, sizeof(err));
+    int trc = train(&g, &v, &corpus, &to, &p, &ts, err, sizeof(err));
     if (trc == 2 && to.teacher) { // stopped by a signal; a distillation cannot be resumed
         snprintf(err, sizeof(err), "interrupted after step %ld of %d; the checkpoint is in %s, "
                  "but --resume cannot go on with a distillation: run the command again",
@@ -1442,6 +1488,7 @@ run:; // (a declaration cannot follow a label in C11)
     err[0] = '\0';
 done:
     if (rc != 0) error_line("%s", err);
+    free_train_state(&ts);
     free_train_progress(&p);
     free_gpt(&g);
     free_gpt(&teacher);
@@ -1845,7 +1892,8 @@ int main_medusa(int argc, char **argv, int eval_only) {
     if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0) goto done;
     if (eval_only && load_medusa(heads_path, &g, &m, err, sizeof(err)) != 0) goto done;
     if (!eval_only && build_medusa(&m, &g, mo.n_heads) != 0) {
-        snprintf(err, sizeof(err), "out of memory for %d heads", mo.n_heads);
+        snprintf(err, sizeof(err), "out of memory for %d heads (%.1f MB); give fewer --heads",
+                 mo.n_heads, 4.0 * mo.n_heads * (g.config.n_embd + 1) * g.config.n_embd / 1e6);
         goto done;
     }
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) goto done;
@@ -2274,7 +2322,9 @@ int main_exit(int argc, char **argv, int eval_only) {
     if (!eval_only && check_not_input(paths[3], "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (exit_inputs(&g, &corpus, paths, o.layer, err, sizeof(err)) != 0) goto done;
     if (exit_trainer_init(&x, &g, o.layer) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the exit head");
+        snprintf(err, sizeof(err), "out of memory for the exit head and a window's rows (%.1f "
+                 "MB)", 4.0 * (3 * x.P + 5.0 * g.config.block_size * (g.config.n_embd +
+                 g.config.vocab_size)) / 1e6);
         goto done;
     }
     if (eval_only && read_exit_head(&x, &g, paths[2], err, sizeof(err)) != 0) goto done;
@@ -3270,7 +3320,12 @@ int main_eagle(int argc, char **argv, int eval_only) {
     const char *shape_of = eval_only ? paths[2] : NULL; // eagle-eval: the file's own shape
     if (eagle_train_shape(&o.shape, &g, shape_of, err, sizeof(err)) != 0) goto done;
     if (eagle_trainer_setup(&et, &g, o.batch, o.seed, &o.shape) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the EAGLE draft of %d windows", o.batch);
+        // the block's model and pass (as train_run_mb counts them), and the target's rows
+        double mb[3], C = g.config.n_embd, V = g.config.vocab_size;
+        train_run_mb(&et.bc, o.batch, 0, mb);
+        snprintf(err, sizeof(err), "out of memory for the EAGLE draft and a pass of %d windows "
+                 "(%.0f MB); use a smaller --batch", o.batch, mb[0] + mb[2] + 4.0 * o.batch *
+                 (et.S * (C + V) + et.rows * (3 * C + V)) / 1e6);
         goto done;
     }
     if (eval_only && read_eagle_head(&et, &g, paths[2], err, sizeof(err)) != 0) goto done;
