@@ -385,6 +385,12 @@ head -c 20 "$T/mh.bin" >"$T/mh_header"
 head -c 300 "$T/mh.bin" >"$T/mh_cut"
 { cat "$T/mh.bin"; printf 'x'; } >"$T/mh_plus1"
 
+# The first 100,000 bytes of the corpus, and corpora with a validation split too short for
+# every head or depth: 40 bytes split 36 + 4, 30 bytes split 27 + 3
+head -c 100000 "$CORPUS" >"$T/small_corpus"
+printf 'abcdefghij%.0s' 1 2 3 4 >"$T/forty"
+printf 'abcdefghij%.0s' 1 2 3 >"$T/thirty"
+
 # ---------------------------------------------------------------------------
 # The bad-input table
 
@@ -496,6 +502,13 @@ check "train -o a good pair, the .state write failing at 10 KiB: exit 1, the rea
     eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"cannot write training state"*"File too large"* ]]'
 unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
+# A depth of EAGLE's evaluation that a window of block_size 4 cannot hold (depth 4 scores
+# row i against the target's row i+4) says it has no position; it never prints 0.0000s
+run_train --layers 1 --heads 2 --embd 8 --block 4 --batch 2 --iters 1 -i "$T/small_corpus" -o "$T/tiny4.bin"
+run_train eagle --iters 1 --batch 1 -m "$T/tiny4.bin" -i "$T/small_corpus" -o "$T/eg4.bin"
+check "train eagle on a model of block_size 4: exit 0, depths 1 to 3 scored after training, 'depth 4: no position', no '(0 positions)'" \
+    eval '[[ $rc == 0 && $(grep -c "^  depth 4: no position (it needs windows of 5 rows" "$T/err") == 1 &&
+             $(grep -cE "^  depth [123]: alpha .* \([1-9][0-9]* positions\)$" "$T/err") == 3 ]] && ! err_has "(0 positions)"'
 # Out of memory (an address-space limit, release build only: ASan reserves terabytes) is one
 # line with the megabytes and what to reduce, before any output: a training pass of 512
 # windows of 512 tokens (13 GB) under a 1 GB limit (on a machine of less than 13 GB of
@@ -903,7 +916,6 @@ check "bench -h exits 0 with usage on stdout and nothing on stderr" \
 # train eval scores a checkpoint as training did: a tiny model trained 3 steps on the
 # first 100,000 bytes of the corpus reports its validation loss when it saves, and eval
 # of the saved file on the same corpus must print that same number.
-head -c 100000 "$CORPUS" >"$T/small_corpus"
 run_train "${TINY[@]}" --iters 3 -i "$T/small_corpus" -o "$T/small.bin"
 train_val=$(sed -n 's/^step *3: val loss \([0-9.]*\) .*/\1/p' "$T/err")
 run_train eval -m "$T/small.bin" -i "$T/small_corpus"

@@ -1897,11 +1897,28 @@ int main_medusa(int argc, char **argv, int eval_only) {
         goto done;
     }
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) goto done;
-    // a training window needs S tokens and a guessed token after them; validation a pair
-    if (corpus.n_train <= (size_t)g.config.block_size + 2 || corpus.n_val < 2) {
+    // a training window needs S tokens and a guessed token after them
+    int S = g.config.block_size, H = m.n_heads;
+    if (corpus.n_train <= (size_t)S + 2) {
         snprintf(err, sizeof(err), "corpus '%s' is too short for Medusa heads on a model of "
-                 "block_size %d; use Tiny Shakespeare (make data)", corpus_path,
-                 g.config.block_size);
+                 "block_size %d; use Tiny Shakespeare (make data)", corpus_path, S);
+        goto done;
+    }
+    // every head must have a position to score, or its figures would read 0 over nothing:
+    // at position j of a window head k guesses token j+2+k, and the target's row for it is
+    // j+1+k, in the same window; so the last head needs H+2 tokens and H+1 rows a window
+    if (corpus.n_val < (size_t)H + 2) {
+        snprintf(err, sizeof(err), "corpus '%s': its validation split of %zu tokens gives head "
+                 "%d no position to score (%d heads need %d); use a longer corpus (make data)",
+                 corpus_path, corpus.n_val, corpus.n_val < 3 ? 0 : (int)corpus.n_val - 2, H,
+                 H + 2);
+        goto done;
+    }
+    if (S < H + 1) {
+        snprintf(err, sizeof(err), "model '%s' has block_size %d: head %d's token lies past the "
+                 "window the target verifies, so it has no position to compare; %s %d", model_path,
+                 S, S - 1, eval_only ? "these heads need a block_size of" : "give --heads at most",
+                 eval_only ? H + 1 : S - 1);
         goto done;
     }
     // the output is checked before any work: a bad -o is one line, not a lost run
@@ -3081,10 +3098,16 @@ void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n
 static void print_eagle_eval(const EagleEval *e, const char *when, double secs, int n_feat) {
     fprintf(stderr, "%s: %s on the whole validation split (%.1f s); mean f^2 of the target's "
             "features %.4f\n", when, n_feat == 3 ? "EAGLE-3" : "EAGLE", secs, e->fsq);
-    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++) {
+        if (!e->n[k]) { // eagle_inputs saw to the corpus: only a short window leaves none
+            fprintf(stderr, "  depth %d: no position (it needs windows of %d rows: a larger "
+                    "block_size)\n", k + 1, k + 2);
+            continue;
+        }
         fprintf(stderr, "  depth %d: alpha %.4f, greedy agreement %.4f, loss against the target "
                 "%.4f, val loss %.4f, feature error (h - f)^2 %.4f (%zu positions)\n", k + 1,
                 e->alpha[k], e->agree[k], e->soft[k], e->loss[k], e->ferr[k], e->n[k]);
+    }
 }
 
 // What `tinyshakespeare/train eagle` is asked to do.
@@ -3252,10 +3275,19 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
         return fail_with(err, errlen, "model '%s' has ffn_width %d, not 4 x n_embd: the "
                          "trainer's block backward needs the lecture's MLP; give -m a model "
                          "train wrote", paths[0], g->config.ffn_width);
-    if (corpus->n_train <= (size_t)g->config.block_size || corpus->n_val < 3)
+    int S = g->config.block_size;
+    if (corpus->n_train <= (size_t)S)
         return fail_with(err, errlen, "corpus '%s' is too short for EAGLE on a model of "
-                         "block_size %d; use Tiny Shakespeare (make data)", paths[1],
-                         g->config.block_size);
+                         "block_size %d; use Tiny Shakespeare (make data)", paths[1], S);
+    // depth d scores row i of a window against the target's row i+d, so it needs windows of
+    // d+1 rows with a next token: every depth a window of S rows holds must get a position,
+    // or its figures would read 0 over nothing (the deeper ones print as having none)
+    int depths = S - 1 < EAGLE_EVAL_DEPTH ? S - 1 : EAGLE_EVAL_DEPTH;
+    if (corpus->n_val < (size_t)depths + 2)
+        return fail_with(err, errlen, "corpus '%s': its validation split of %zu tokens gives "
+                         "depth %d no position to score (depths 1 to %d need %d); use a longer "
+                         "corpus (make data)", paths[1], corpus->n_val, (int)corpus->n_val - 1,
+                         depths, depths + 2);
     return 0;
 }
 
