@@ -385,9 +385,45 @@ head -c 20 "$T/mh.bin" >"$T/mh_header"
 head -c 300 "$T/mh.bin" >"$T/mh_cut"
 { cat "$T/mh.bin"; printf 'x'; } >"$T/mh_plus1"
 
-# The first 100,000 bytes of the corpus, and corpora with a validation split too short for
-# every head or depth: 40 bytes split 36 + 4, 30 bytes split 27 + 3
+# Files whose floats are all finite (they load) but whose rows are not: HOT is 3e38 (float32
+# bits e6 b1 61 7f) 4,160 times, as printf escapes, 16 characters a float. hot FILE writes
+# FILE_hot.bin: FILE, a checkpoint, with every float of ln_f_weight and lm_head_weight 3e38
+# (so LayerNorm's rows reach 1e38, the logits overflow to inf and the softmax is NaN), its
+# checksum made right. hot_floats FILE OFFSET COUNT writes FILE_hot the same way: COUNT
+# floats of 3e38 from OFFSET.
+HOT=$(printf '\\346\\261\\141\\177%.0s' {1..4160})
+u32_at() { od -An -tu4 -j "$2" -N 4 "$1" | tr -d ' '; }
+hot() {
+    local n c v out=${1%.bin}_hot.bin
+    n=$(size_of "$1") c=$(u32_at "$1" 16) v=$(u32_at "$1" 24) # n_embd, vocab_size
+    cp "$1" "$out"
+    # from the end: the checksum (8), lm_head_bias (4V), lm_head_weight (4CV), ln_f_bias
+    # (4C), ln_f_weight (4C)
+    patch "$out" $((n - 8 - 4 * v - 4 * c * v)) "${HOT:0:$((16 * c * v))}"
+    patch "$out" $((n - 8 - 4 * v - 4 * c * v - 8 * c)) "${HOT:0:$((16 * c))}"
+    fix_checksum "$out"
+}
+hot_floats() {
+    cp "$1" "${1}_hot"
+    patch "${1}_hot" "$2" "${HOT:0:$((16 * $3))}"
+    fix_checksum "${1}_hot"
+}
+hot "$T/tiny.bin"   # tiny_hot.bin
+hot_floats "$T/mh.bin" 28 128   # mh.bin_hot: every W of its 2 heads
+# For the exit and EAGLE: a 2-block tiny model on the first 100,000 bytes of the corpus, its
+# hot copy, an exit and an EAGLE draft for it (one step each), and their hot copies (every
+# float of the exit, 2C + CV + V; every float of the EAGLE draft's fc, (2C + 1) C)
 head -c 100000 "$CORPUS" >"$T/small_corpus"
+run_train --layers 2 --heads 2 --embd 8 --block 8 --batch 2 --iters 1 -i "$T/small_corpus" -o "$T/tiny2.bin"
+hot "$T/tiny2.bin"   # tiny2_hot.bin
+run_train exit --iters 1 --batch 1 -m "$T/tiny2.bin" -i "$T/small_corpus" -o "$T/x2.bin"
+hot_floats "$T/x2.bin" 28 $((16 + 9 * $(u32_at "$T/tiny2.bin" 24)))   # x2.bin_hot
+run_train eagle --iters 1 --batch 1 -m "$T/tiny2.bin" -i "$T/small_corpus" -o "$T/eg2.bin"
+hot_floats "$T/eg2.bin" 48 136   # eg2.bin_hot
+check "the hot files' sources: a 2-block tiny model, its exit and its EAGLE draft (exit 0 each)" \
+    eval '[[ -s $T/tiny2.bin && -s $T/x2.bin && -s $T/eg2.bin && -s $T/tiny_hot.bin && -s $T/mh.bin_hot ]]'
+# Corpora with a validation split too short for every head or depth: 40 bytes split 36 + 4,
+# 30 bytes split 27 + 3
 printf 'abcdefghij%.0s' 1 2 3 4 >"$T/forty"
 printf 'abcdefghij%.0s' 1 2 3 >"$T/thirty"
 
@@ -502,6 +538,19 @@ check "train -o a good pair, the .state write failing at 10 KiB: exit 1, the rea
     eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"cannot write training state"*"File too large"* ]]'
 unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
+# A teacher whose rows are NaN (tiny_hot.bin, whose floats are all finite): the loss of
+# step 1 is not a finite number, so the run stops before the update it would poison, exit 1,
+# the reason on the last line, and the good pair it aimed at stays byte for byte.
+cp "$T/tiny.bin" "$T/keep_nan.bin"; cp "$T/tiny.bin.state" "$T/keep_nan.bin.state"
+run_train "${TINY[@]}" --iters 3 --teacher "$T/tiny_hot.bin" -o "$T/keep_nan.bin"
+check "train --teacher of NaN rows over a good pair: exit 1, 'step 1: the loss against the teacher is not a finite number ... nothing written' last" \
+    eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"step 1: the loss against the teacher is not a finite number (are the teacher'"'"'s rows NaN?"*"nothing written" ]]'
+unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
+    "$T/keep_nan.bin" "$T/tiny.bin" "$T/keep_nan.bin.state" "$T/tiny.bin.state"
+# The same for the trainers of a frozen target: EAGLE, which measures nothing before it trains
+run_train eagle --iters 2 --batch 1 -m "$T/tiny2_hot.bin" -i "$T/small_corpus" -o "$T/never.bin"
+check "train eagle on a target of NaN rows: exit 1, 'step 1: the loss is not a finite number ... nothing written' last, no file" \
+    eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"step 1: the loss is not a finite number (are the target'"'"'s rows NaN?"*"nothing written" && ! -e $T/never.bin ]]'
 # A depth of EAGLE's evaluation that a window of block_size 4 cannot hold (depth 4 scores
 # row i against the target's row i+4) says it has no position; it never prints 0.0000s
 run_train --layers 1 --heads 2 --embd 8 --block 4 --batch 2 --iters 1 -i "$T/small_corpus" -o "$T/tiny4.bin"

@@ -782,9 +782,34 @@ static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, siz
     return buf;
 }
 
-// Writes a checkpoint atomically (see write_file_atomic).
+// How many floats at the start of x[0..n) are finite numbers: n when all of them are.
+static size_t finite_prefix(const float *x, size_t n) {
+    size_t i = 0;
+    while (i < n && isfinite(x[i])) i++; // stops at the first NaN or inf
+    return i;
+}
+
+// Fills err with the refusal of a writer whose float i (as the file numbers them) is not a
+// finite number: every loader refuses such a file, so writing it would only replace a good
+// one with one nothing can read. what and path name the file. Returns -1.
+static int refuse_float(const char *what, const char *path, size_t i, char *err,
+                        size_t errlen) {
+    return fail_with(err, errlen, "%s '%s' not written: float %zu is not a finite number (the "
+                     "training diverged, or what it learned from was NaN); the file there, if "
+                     "any, is as it was", what, path, i);
+}
+
+// Refuses to write floats x[0..n) unless all are finite numbers (refuse_float); 0 if they are.
+static int check_finite(const float *x, size_t n, const char *what, const char *path,
+                        char *err, size_t errlen) {
+    size_t i = finite_prefix(x, n);
+    return i == n ? 0 : refuse_float(what, path, i, err, errlen);
+}
+
+// Writes a checkpoint atomically (see write_file_atomic), if its parameters are all finite.
 int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
     size_t n = 0;
+    if (check_finite(g->params, g->n_params, "checkpoint", path, err, errlen) != 0) return -1;
     unsigned char *buf = serialize_checkpoint(g, vocab, &n);
     return write_file_atomic(path, buf, n, "checkpoint", err, errlen);
 }
@@ -974,6 +999,7 @@ typedef struct {
     const char *out;   // checkpoint path, rewritten at every evaluation; PATH.state too
     int resume;        // 1: continue from out and out.state
     GPT *teacher;      // --teacher: the model to distil, or NULL: learn the next character
+    const char *teacher_path; // where the teacher was read from, for messages
 } TrainOptions;
 
 // Floating-point operations in one training step, counting a multiply-add as 2: the
@@ -1029,6 +1055,11 @@ static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
                          const char *path, char *err, size_t errlen) {
     char state_path[4096];
     if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    // nothing non-finite on disk: the parameters, and the moments --resume would go on with
+    if (check_finite(g->params, g->n_params, "checkpoint", path, err, errlen) != 0 ||
+        check_finite(p->opt.m, g->n_params, "training state", state_path, err, errlen) != 0 ||
+        check_finite(p->opt.v, g->n_params, "training state", state_path, err, errlen) != 0)
+        return -1;
     size_t n_ckpt, n_state;
     unsigned char *ckpt = serialize_checkpoint(g, vocab, &n_ckpt);
     if (ckpt) p->ckpt_sum = get_u64(ckpt + n_ckpt - 8); // the state names its checkpoint
@@ -1144,11 +1175,13 @@ static int build_train_pass(TrainState *ts, const Config *c, int B, int distil, 
 }
 
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
-// steps, printing progress on stderr and writing a checkpoint and its training state
-// (atomically) at every evaluation after step 0 and at the end. With to->teacher, every
-// batch's targets are the teacher's distributions (distillation); the evaluations stay
-// next-character losses. 0 on success; 2 when a signal stopped it early, after a whole
-// step and a checkpoint of it (stop_signals).
+// steps, with the training pass ts (build_train_pass), printing progress on stderr and
+// writing a checkpoint and its training state (atomically) at every evaluation after step 0
+// and at the end. With to->teacher, every batch's targets are the teacher's distributions
+// (distillation); the evaluations stay next-character losses. A loss that is not a finite
+// number stops the run before the update it would poison, with nothing written. 0 on
+// success; 2 when a signal stopped it early, after a whole step and a checkpoint of it
+// (stop_signals); -1 with err set.
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
           TrainProgress *p, TrainState *ts, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
@@ -1160,14 +1193,28 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
     }
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     int recent_n = 0, first = (int)p->opt.step;
+    // what stays on disk if the run must stop: a resumed run's checkpoint, then each one
+    // saved; and where a loss that is not a finite number would come from
+    char kept[4200] = "", cause[4200] = "the model diverged";
+    if (to->resume) snprintf(kept, sizeof(kept), ", the checkpoint of step %d stays in %s",
+                             first, to->out);
+    if (to->teacher) snprintf(cause, sizeof(cause), "are the teacher's rows NaN? "
+                              "tinyshakespeare/train eval -m %s tells", to->teacher_path);
     for (int it = first; it <= to->iters; it++) {
         // evaluate and save every eval_interval steps and after the last one (a resumed
         // run's first step was evaluated and saved before it stopped)
         if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
             double t0 = now_seconds();
             double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
+            if (!isfinite(val)) {
+                fail_with(err, errlen, "step %d: the validation loss is not a finite number "
+                          "(its logits overflow); nothing written%s", it, kept);
+                goto done;
+            }
             // step 0's random weights are never saved: they must not replace a model
             if (it > 0 && save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
+            if (it > 0) snprintf(kept, sizeof(kept), ", the checkpoint of step %d stays in %s",
+                                 it, to->out);
             fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); %s%s\n",
                     it, val, now_seconds() - t0, it > 0 ? "checkpoint written to " :
                     "the random start, not saved", it > 0 ? to->out : "");
@@ -1176,8 +1223,17 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         if (it == to->iters) break;
         // one step: a batch (and the teacher's targets for it), the loss, its gradient, the update
         get_batch(corpus, B, S, &p->rng, inputs, targets);
-        recent += train_forward(g, ts, inputs, targets);
         if (to->teacher) teacher_targets(to->teacher, ts, inputs);
+        double loss = train_forward(g, ts, inputs, targets);
+        // NaN or inf (a teacher whose rows overflow, a run that diverged) would reach every
+        // parameter through the update: stop before it
+        if (!isfinite(loss)) {
+            fail_with(err, errlen, "step %d: the %s is not a finite number (%s); nothing "
+                      "written%s", it + 1, to->teacher ? "loss against the teacher" : "loss",
+                      cause, kept);
+            goto done;
+        }
+        recent += loss; // the progress line's mean
         recent_n++;
         train_backward(g, ts, inputs, targets);
         adamw_update(&p->opt, g->params, ts->grads, g->n_params);
@@ -1308,7 +1364,8 @@ static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *
 // `tinyshakespeare/train [flags]`: trains a model from a seeded initialisation, or goes
 // on with --resume. Returns the exit status; every bad flag is one line on stderr.
 int main_train(int argc, char **argv) {
-    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0, NULL}; // seed 2: notes/training.md
+    // seed 2: notes/training.md says why
+    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0, NULL, NULL};
     Config c = DEFAULT_CONFIG;
     const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL, *teacher_path = NULL;
     char err[512];
@@ -1404,6 +1461,7 @@ int main_train(int argc, char **argv) {
     if (teacher_path) {
         if (load_teacher(teacher_path, &c, &v, &teacher, err, sizeof(err)) != 0) goto done;
         to.teacher = &teacher;
+        to.teacher_path = teacher_path; // for the refusal of a loss that is not finite
     }
     if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
@@ -1542,17 +1600,32 @@ int main_eval(int argc, char **argv) {
         free_corpus(&corpus);
         return 1;
     }
-    print_config(&g, model_path);
-    // validation first: it is the number that matters, and it is ten times shorter
+    // validation first: it is the number that matters, and it is ten times shorter; a loss
+    // that is not a finite number (logits that overflow, in a file whose every float is
+    // finite) is one line of refusal, before anything is printed
     double t0 = now_seconds();
     double val = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
-    fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val, now_seconds() - t0);
-    t0 = now_seconds();
-    double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
-    fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train, now_seconds() - t0);
+    int rc = isfinite(val) ? 0 : 1;
+    if (rc)
+        error_line("model '%s': its loss on the validation split is not a finite number (its "
+                   "logits overflow: a weight too large); retrain it", model_path);
+    if (!rc) {
+        print_config(&g, model_path);
+        fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val,
+                now_seconds() - t0);
+        t0 = now_seconds();
+        double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
+        rc = isfinite(tr) ? 0 : 1; // the same refusal, after the validation split's line
+        if (rc)
+            error_line("model '%s': its loss on the training split is not a finite number "
+                       "(its logits overflow: a weight too large); retrain it", model_path);
+        else
+            fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train,
+                    now_seconds() - t0);
+    }
     free_gpt(&g);
     free_corpus(&corpus);
-    return 0;
+    return rc;
 }
 
 // `tinyshakespeare/train init [--seed S] [-o PATH] [-i corpus]`: writes the seeded random
@@ -1684,10 +1757,12 @@ double medusa_loss_grad(const MedusaHeads *m, const GPT *target, const float *h,
     return loss;
 }
 
-// Writes heads m, trained on target, to path atomically, in load_medusa's format.
+// Writes heads m, trained on target, to path atomically, in load_medusa's format, if every
+// float is finite.
 int save_medusa(const MedusaHeads *m, const GPT *target, const char *path, char *err,
                 size_t errlen) {
     size_t P = (size_t)m->n_heads * (m->C + 1) * m->C, n = MEDUSA_HEADER + 4 * P + 8;
+    if (check_finite(m->w, P, "medusa heads", path, err, errlen) != 0) return -1;
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     if (buf) {
         // header, the floats (every W, then every b), checksum
@@ -1777,6 +1852,14 @@ static void print_medusa_eval(const MedusaEval *e, int n_heads, const char *when
                 e->n_target[k]);
 }
 
+// 0 if eval_medusa's figures for n_heads heads are all finite numbers (a NaN or inf in
+// the target's rows or the heads' floats makes them NaN); -1 if one is not.
+static int medusa_eval_finite(const MedusaEval *e, int n_heads) {
+    double sum = 0.0; // NaN or inf anywhere makes the sum NaN or inf
+    for (int k = 0; k < n_heads; k++) sum += e->loss[k] + e->top1[k] + e->alpha[k] + e->agree[k];
+    return isfinite(sum) ? 0 : -1;
+}
+
 // What `tinyshakespeare/train medusa` is asked to do.
 typedef struct {
     int n_heads;   // N, the heads                          e.g. 4
@@ -1785,22 +1868,36 @@ typedef struct {
     uint64_t seed; // the batch sampler's generator         e.g. 2
 } MedusaOptions;
 
+// Fills err with the refusal of a trainer of the frozen target whose loss at step `step` is
+// not a finite number, found before the update that would carry it into every float; -1.
+static int target_loss_nonfinite(char *err, size_t errlen, int step) {
+    return fail_with(err, errlen, "step %d: the loss is not a finite number (are the target's "
+                     "rows NaN? tinyshakespeare/train eval -m TARGET tells); nothing written",
+                     step);
+}
+
 // Trains m's heads on the training split, the target frozen. Each step: B random windows
 // of S tokens (starts drawn as get_batch draws them), each run through specdec.c's forward
 // from an empty cache; at every position j, head k's cross-entropy against token j+2+k
 // counts when that token lies inside the split. The loss is summed over heads and averaged
-// over the B*S positions; then one Adam step. Progress on stderr. 0, or -1 out of memory.
-int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const MedusaOptions *o) {
+// over the B*S positions; then one Adam step. Progress on stderr. 0, or -1 with err set
+// (out of memory, or a loss that is not a finite number).
+int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const MedusaOptions *o,
+                 char *err, size_t errlen) {
     int S = target->config.block_size, C = m->C, B = o->batch;
     size_t P = (size_t)m->n_heads * (C + 1) * C, starts = corpus->n_train - (size_t)S;
     float *grad = alloc_floats(P);
     AdamW opt = {MEDUSA_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(P), alloc_floats(P), 0};
     int ok = grad && opt.m && opt.v;
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the heads' gradient and Adam's moments "
+                  "(%.1f MB); give fewer --heads", 12.0 * P / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     for (int it = 0; ok && it < o->iters; it++) {
         memset(grad, 0, P * sizeof(float));
+        double loss = 0.0; // this step's, summed over every head and position
         for (int b = 0; b < B; b++) {
             size_t start = (size_t)(rng_u64(&rng) % starts); // torch.randint(len - block_size)
             target->state.cache_len = 0;
@@ -1810,10 +1907,16 @@ int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const Medusa
                 for (int k = 0; k < m->n_heads; k++) {
                     size_t y = start + (size_t)j + 2 + (size_t)k; // the token head k guesses
                     if (y >= corpus->n_train) continue;
-                    recent += medusa_loss_grad(m, target, target->state.ln_f + (size_t)j * C,
-                                               k, corpus->tokens[y], 1.0f / ((float)B * S), grad);
+                    loss += medusa_loss_grad(m, target, target->state.ln_f + (size_t)j * C,
+                                             k, corpus->tokens[y], 1.0f / ((float)B * S), grad);
                 }
         }
+        // NaN or inf (the target's rows) would reach every float of the heads at the update
+        if (!isfinite(loss)) {
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         adamw_update(&opt, m->w, grad, P); // weight decay 0: plain Adam
         // progress every 100 steps: the mean summed loss, speed and time left
         if ((it + 1) % 100 == 0) {
@@ -1927,14 +2030,25 @@ int main_medusa(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
+    // the heads as they start (or as read), measured before anything is printed: figures
+    // that are not finite numbers are one line of refusal, never a "val loss nan"
+    MedusaEval e;
+    double t0 = now_seconds();
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    if (medusa_eval_finite(&e, H) != 0) {
+        snprintf(err, sizeof(err), eval_only ? "heads '%s' give figures on the validation split "
+                 "that are not finite numbers (their floats or the target's rows overflow); "
+                 "retrain them (make train-medusa)" : "target '%s' gives rows on the validation "
+                 "split that are not finite numbers (its logits overflow), so no head can learn "
+                 "from it; tinyshakespeare/train eval -m TARGET tells", eval_only ? heads_path :
+                 model_path);
+        goto done;
+    }
     print_config(&g, model_path);
     fprintf(stderr, "medusa: %d heads, each lm_head(h + SiLU(W h + b)) with W %dx%d and b %d "
             "and the target's frozen lm_head; %zu parameters%s%s\n", m.n_heads, m.C, m.C, m.C,
             (size_t)m.n_heads * (m.C + 1) * m.C, eval_only ? " from " : ", all zero at the start",
             eval_only ? heads_path : "");
-    MedusaEval e;
-    double t0 = now_seconds();
-    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
     print_medusa_eval(&e, m.n_heads, eval_only ? heads_path : "step 0", now_seconds() - t0);
     if (eval_only) {
         rc = 0;
@@ -1943,10 +2057,7 @@ int main_medusa(int argc, char **argv, int eval_only) {
     fprintf(stderr, "recipe: %d steps of %d windows of %d tokens from the training split, the "
             "target frozen, Adam lr %g, seed %llu; writes %s at the end\n", mo.iters, mo.batch,
             g.config.block_size, (double)MEDUSA_LR, (unsigned long long)mo.seed, out);
-    if (train_medusa(&m, &g, &corpus, &mo) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the heads' gradient and Adam's moments");
-        goto done;
-    }
+    if (train_medusa(&m, &g, &corpus, &mo, err, sizeof(err)) != 0) goto done;
     if (save_medusa(&m, &g, out, err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", out);
     t0 = now_seconds();
@@ -2098,10 +2209,12 @@ void target_softmax_rows(GPT *g, const int *tokens, int T, float *p) {
         tempered_softmax(p + (size_t)t * V, logits + (size_t)t * V, V, 1.0f);
 }
 
-// Writes exit e, trained on target, to path atomically, in beyond.c's exit format.
+// Writes exit e, trained on target, to path atomically, in beyond.c's exit format, if every
+// float is finite.
 int save_exit_head(const ExitHead *e, const GPT *target, const char *path, char *err,
                    size_t errlen) {
     size_t P = 2 * (size_t)e->C + (size_t)e->C * e->V + e->V, n = EXIT_HEADER + 4 * P + 8;
+    if (check_finite(e->ln_weight, P, "exit head", path, err, errlen) != 0) return -1;
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     if (buf) { // filled only if the allocation worked
         // header, the floats (one allocation, in the file's order), checksum
@@ -2219,12 +2332,17 @@ typedef struct {
 
 // Trains x's exit on the training split, the target frozen: each step B random windows of
 // S tokens (drawn as get_batch draws them), the distillation loss averaged over the B*S
-// positions, one Adam step. Progress on stderr. 0, or -1 out of memory.
-int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o) {
+// positions, one Adam step. Progress on stderr. 0, or -1 with err set (out of memory, or a
+// loss that is not a finite number).
+int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o,
+                    char *err, size_t errlen) {
     int S = target->config.block_size, B = o->batch; // B windows of S tokens a step
     size_t starts = corpus->n_train - (size_t)S; // torch.randint(len - block_size)
     AdamW opt = {EXIT_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(x->P), alloc_floats(x->P), 0};
     int ok = opt.m && opt.v; // no moments, no training: -1
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the exit's Adam moments (%.1f MB)",
+                  8.0 * x->P / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0; // for the progress lines
@@ -2232,12 +2350,19 @@ int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const Exi
         memset(x->grad, 0, x->P * sizeof(float));
         exit_trainer_transpose(x); // the head's weight as the backward reads it
         // each window: the residual after block L, the full target's rows, the exit's loss
+        double loss = 0.0; // this step's, summed over its B*S rows
         for (int b = 0; b < B; b++) {
             const int *w = corpus->tokens + rng_u64(&rng) % starts;
             exit_target_residual(target, w, S, x->head.layer, x->r); // the exit's input
             target_softmax_rows(target, w, S, x->p); // its soft targets
-            recent += exit_loss_grad(x, S, 1.0f / ((float)B * S));
+            loss += exit_loss_grad(x, S, 1.0f / ((float)B * S));
         }
+        // NaN or inf (the target's rows) would reach every float of the exit at the update
+        if (!isfinite(loss)) {
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         adamw_update(&opt, x->head.ln_weight, x->grad, x->P); // weight decay 0: plain Adam
         // progress every 100 steps: the mean loss against the target, speed, time left
         if ((it + 1) % 100 == 0) {
@@ -2351,22 +2476,29 @@ int main_exit(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
-    print_config(&g, paths[0]); // which target, on stderr
-    // the exit as it starts (or as read), then training, the file, and the trained exit
+    // the exit as it starts (or as read), measured before anything is printed: figures that
+    // are not finite numbers are one line of refusal, never a "val loss nan"
     ExitEval e;
     double t0 = now_seconds();
     exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    if (!isfinite(e.loss[0] + e.soft[0] + e.alpha[0] + e.loss[1] + e.soft[1] + e.alpha[1])) {
+        snprintf(err, sizeof(err), eval_only ? "exit head '%s' gives figures on the validation "
+                 "split that are not finite numbers (its floats or the target's rows overflow); "
+                 "retrain it (make train-exit)" : "target '%s' gives rows on the validation "
+                 "split that are not finite numbers (its logits overflow), so no exit can learn "
+                 "from it; tinyshakespeare/train eval -m TARGET tells", paths[eval_only ? 2 : 0]);
+        goto done;
+    }
+    print_config(&g, paths[0]); // which target, on stderr
     print_exit_eval(&e, x.head.layer, eval_only ? paths[2] : "step 0", now_seconds() - t0);
+    // then training, the file, and the trained exit
     if (!eval_only) {
         fprintf(stderr, "recipe: exit after block %d, LayerNorm + Linear(%d, %d) from the "
                 "target's ln_f and lm_head; %d steps of %d windows of %d tokens, loss the "
                 "cross-entropy against the target's row, Adam lr %g, seed %llu; writes %s at "
                 "the end\n", o.layer, x.head.C, x.head.V, o.iters, o.batch,
                 g.config.block_size, (double)EXIT_LR, (unsigned long long)o.seed, paths[3]);
-        if (train_exit_head(&x, &g, &corpus, &o) != 0) {
-            snprintf(err, sizeof(err), "out of memory for the exit's optimiser");
-            goto done;
-        }
+        if (train_exit_head(&x, &g, &corpus, &o, err, sizeof(err)) != 0) goto done;
         if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
         fprintf(stderr, "wrote %s\n", paths[3]);
         t0 = now_seconds(); // the evaluation's own time
@@ -2950,11 +3082,18 @@ static float *eagle_train_float(const EagleTrainer *et, size_t i, size_t nfuse, 
     return &et->block.params[et->off + i - nfc];
 }
 
-// Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format.
+// Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format, if
+// every float is finite.
 int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
     size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 0; // EAGLE-3's first
     size_t nfc = nfuse + (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
+    // its three parts in the file's order, fuse (EAGLE-3), fc, the block: i counts the
+    // finite floats before the first that is not, as the file numbers them
+    size_t i = finite_prefix(et->fuse, nfuse);
+    if (i == nfuse) i += finite_prefix(et->fc, nfc - nfuse);
+    if (i == nfc) i += finite_prefix(et->block.params + et->off, et->n);
+    if (i < P) return refuse_float("eagle draft", path, i, err, errlen);
     size_t n = EAGLE_HEADER + 4 * P + 8; // header, floats, checksum
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     uint32_t L = (uint32_t)target->config.n_layer, three = et->n_feat == 3;
@@ -3110,6 +3249,15 @@ static void print_eagle_eval(const EagleEval *e, const char *when, double secs, 
     }
 }
 
+// 0 if eagle_eval_split's figures are all finite numbers (a NaN or inf in the target's rows
+// or the draft's floats makes them NaN); -1 if one is not.
+static int eagle_eval_finite(const EagleEval *e) {
+    double sum = e->fsq; // NaN or inf anywhere makes the sum NaN or inf
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
+        sum += e->alpha[k] + e->agree[k] + e->soft[k] + e->loss[k] + e->ferr[k];
+    return isfinite(sum) ? 0 : -1;
+}
+
 // What `tinyshakespeare/train eagle` is asked to do.
 typedef struct {
     int iters;     // Adam steps                                  e.g. 6000
@@ -3120,7 +3268,8 @@ typedef struct {
 } EagleOptions;
 
 // One training step over B random windows of the training split: the loss (returned, summed
-// over the rows), its gradient as a mean over the B*(S-1) rows, one Adam step of each part.
+// over the rows), its gradient as a mean over the B*(S-1) rows, one Adam step of each part
+// (none if the loss is not a finite number).
 static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corpus, Rng *rng,
                                AdamW *opt) {
     int S = et->S;
@@ -3140,6 +3289,9 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
         loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
         eagle_train_backward(et, target, b, scale);
     }
+    // NaN or inf (the target's rows) would reach every float at the update: none is made,
+    // and the caller stops the run
+    if (!isfinite(loss)) return loss;
     adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
     adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
     if (et->n_feat == 3) // EAGLE-3's fuse
@@ -3149,8 +3301,9 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
 
 // Trains et on the training split, the target frozen: each step B random windows of S
 // tokens, Adam (lr EAGLE_LR, no weight decay) on fc and the block. Progress on stderr every
-// 100 steps. 0, or -1 out of memory.
-int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o) {
+// 100 steps. 0, or -1 with err set (out of memory, or a loss that is not a finite number).
+int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o,
+                char *err, size_t errlen) {
     size_t nfc = (size_t)(2 * et->C + 1) * et->C; // fc_weight and fc_bias
     size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 1; // EAGLE-3's fuse
     AdamW opt[3] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
@@ -3159,11 +3312,19 @@ int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const Eagle
                     {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfuse),
                      alloc_floats(nfuse), 0}};
     int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v && opt[2].m && opt[2].v;
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the EAGLE draft's Adam moments (%.1f MB)",
+                  8.0 * (nfc + et->n + nfuse) / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     for (int it = 0; ok && it < o->iters; it++) {
-        recent += eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
+        double loss = eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
+        if (!isfinite(loss)) { // the step made no update; the run stops, writing nothing
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         // progress: the mean loss per row since the last line, speed, time left
         if ((it + 1) % 100 == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
@@ -3367,15 +3528,24 @@ int main_eagle(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
-    print_config(&g, paths[0]);
+    // eagle-eval: the figures, measured before anything is printed: figures that are not
+    // finite numbers are one line of refusal, never an "alpha nan"
     EagleEval e;
     double t0 = now_seconds();
     if (eval_only) {
         eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        if (eagle_eval_finite(&e) != 0) {
+            snprintf(err, sizeof(err), "eagle draft '%s' gives figures on the validation split "
+                     "that are not finite numbers (its floats or the target's rows overflow); "
+                     "retrain it (make train-eagle)", paths[2]);
+            goto done;
+        }
+        print_config(&g, paths[0]);
         print_eagle_eval(&e, paths[2], now_seconds() - t0, et.n_feat);
         rc = 0;
         goto done;
     }
+    print_config(&g, paths[0]);
     // the recipe: what it reads, the loss, the schedule
     if (et.n_feat == 3)
         fprintf(stderr, "recipe: EAGLE-3, fuse (%d -> %d) of the target's rows after blocks "
@@ -3393,10 +3563,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
                 "writes %s at the end\n", 2 * et.C, et.C, (size_t)(2 * et.C + 1) * et.C + et.n,
                 (double)EAGLE_W_CE, (double)EAGLE_W_REG, o.iters, o.batch, et.S,
                 (double)EAGLE_LR, (unsigned long long)o.seed, paths[3]);
-    if (train_eagle(&et, &g, &corpus, &o) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the EAGLE draft's optimiser");
-        goto done;
-    }
+    if (train_eagle(&et, &g, &corpus, &o, err, sizeof(err)) != 0) goto done;
     if (save_eagle_head(&et, &g, paths[3], err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", paths[3]);
     t0 = now_seconds();
