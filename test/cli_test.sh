@@ -206,9 +206,11 @@ ln -s good.bin "$T/link.bin"   # a link to a checkpoint: train and init refuse t
 printf 'a' >"$T/one_byte"
 printf 'To be, or not to be\n' >"$T/short_corpus"  # 20 bytes: too short for --selftest
 printf 'hello#world\nhello world\n' >"$T/hash_corpus"   # '#' at offset 5
+ln "$T/hash_corpus" "$T/hash_hardlink"   # the same file under another name: -o must not name it
 printf 'abcdefghij' >"$T/ten_bytes"   # split 9 + 1: a validation split with no pair to score
 G=$T/good.bin
 cp "$G" "$T/good_copy.bin"   # to show the cases that use G as a directory leave it alone
+ln "$G" "$T/good_hardlink.bin"   # G under another name: train exit and eagle -o must refuse it
 head -c 0 "$G" >"$T/ck_empty"
 head -c 3 "$G" >"$T/ck_3"
 head -c 27 "$G" >"$T/ck_27"
@@ -305,6 +307,8 @@ variant ck_vocab_dup     29 '\012' fixsum
 variant ck_vocab_order   91 '\172\171' fixsum
 variant ck_nan           93 '\000\000\300\177' fixsum
 variant ck_inf  $((CKPT_SIZE - 12)) '\000\000\200\177' fixsum
+# a good vocabulary of 65 characters, but not the corpus's: entry 3, '$' (0x24), made '#'
+variant ck_vocab_hash    31 '\043' fixsum
 
 # A model whose vocabulary is the 10 characters of short_corpus: the real corpus and
 # the default prompt have bytes it lacks. Its size follows from the module list
@@ -381,6 +385,48 @@ head -c 20 "$T/mh.bin" >"$T/mh_header"
 head -c 300 "$T/mh.bin" >"$T/mh_cut"
 { cat "$T/mh.bin"; printf 'x'; } >"$T/mh_plus1"
 
+# Files whose floats are all finite (they load) but whose rows are not: HOT is 3e38 (float32
+# bits e6 b1 61 7f) 4,160 times, as printf escapes, 16 characters a float. hot FILE writes
+# FILE_hot.bin: FILE, a checkpoint, with every float of ln_f_weight and lm_head_weight 3e38
+# (so LayerNorm's rows reach 1e38, the logits overflow to inf and the softmax is NaN), its
+# checksum made right. hot_floats FILE OFFSET COUNT writes FILE_hot the same way: COUNT
+# floats of 3e38 from OFFSET.
+HOT=$(printf '\\346\\261\\141\\177%.0s' {1..4160})
+u32_at() { od -An -tu4 -j "$2" -N 4 "$1" | tr -d ' '; }
+hot() {
+    local n c v out=${1%.bin}_hot.bin
+    n=$(size_of "$1") c=$(u32_at "$1" 16) v=$(u32_at "$1" 24) # n_embd, vocab_size
+    cp "$1" "$out"
+    # from the end: the checksum (8), lm_head_bias (4V), lm_head_weight (4CV), ln_f_bias
+    # (4C), ln_f_weight (4C)
+    patch "$out" $((n - 8 - 4 * v - 4 * c * v)) "${HOT:0:$((16 * c * v))}"
+    patch "$out" $((n - 8 - 4 * v - 4 * c * v - 8 * c)) "${HOT:0:$((16 * c))}"
+    fix_checksum "$out"
+}
+hot_floats() {
+    cp "$1" "${1}_hot"
+    patch "${1}_hot" "$2" "${HOT:0:$((16 * $3))}"
+    fix_checksum "${1}_hot"
+}
+hot "$T/tiny.bin"   # tiny_hot.bin
+hot_floats "$T/mh.bin" 28 128   # mh.bin_hot: every W of its 2 heads
+# For the exit and EAGLE: a 2-block tiny model on the first 100,000 bytes of the corpus, its
+# hot copy, an exit and an EAGLE draft for it (one step each), and their hot copies (every
+# float of the exit, 2C + CV + V; every float of the EAGLE draft's fc, (2C + 1) C)
+head -c 100000 "$CORPUS" >"$T/small_corpus"
+run_train --layers 2 --heads 2 --embd 8 --block 8 --batch 2 --iters 1 -i "$T/small_corpus" -o "$T/tiny2.bin"
+hot "$T/tiny2.bin"   # tiny2_hot.bin
+run_train exit --iters 1 --batch 1 -m "$T/tiny2.bin" -i "$T/small_corpus" -o "$T/x2.bin"
+hot_floats "$T/x2.bin" 28 $((16 + 9 * $(u32_at "$T/tiny2.bin" 24)))   # x2.bin_hot
+run_train eagle --iters 1 --batch 1 -m "$T/tiny2.bin" -i "$T/small_corpus" -o "$T/eg2.bin"
+hot_floats "$T/eg2.bin" 48 136   # eg2.bin_hot
+check "the hot files' sources: a 2-block tiny model, its exit and its EAGLE draft (exit 0 each)" \
+    eval '[[ -s $T/tiny2.bin && -s $T/x2.bin && -s $T/eg2.bin && -s $T/tiny_hot.bin && -s $T/mh.bin_hot ]]'
+# Corpora with a validation split too short for every head or depth: 40 bytes split 36 + 4,
+# 30 bytes split 27 + 3
+printf 'abcdefghij%.0s' 1 2 3 4 >"$T/forty"
+printf 'abcdefghij%.0s' 1 2 3 >"$T/thirty"
+
 # ---------------------------------------------------------------------------
 # The bad-input table
 
@@ -414,8 +460,9 @@ check "train init -o to a missing directory leaves no file and creates no direct
     eval '[[ ! -e $T/no_dir ]] && [[ -z $(find "$T" -name "*.tmp.*") ]]'
 check "a directory given as train init -o or train -o is still an empty directory, with no .state beside it" \
     eval '[[ -d $T/dir && -z $(ls -A "$T/dir") && ! -e $T/dir.state ]]'
-check "refused runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, is unchanged" \
-    eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin"'
+check "refused runs wrote no checkpoint (never.bin), and good.bin, a path's parent in several cases, and hash_corpus, the corpus several -o named, are unchanged" \
+    eval '[[ ! -e $T/never.bin && ! -e $T/never.bin.state ]] && cmp -s "$G" "$T/good_copy.bin" &&
+          cmp -s "$T/hash_corpus" <(printf "hello#world\nhello world\n") && [[ $(stat -c %h "$T/hash_corpus") == 2 ]]'
 
 # Unreadable files: root can read a mode-000 file, so the cases mean nothing there
 # (the FIFO, loop and not-a-directory cases in the table cover root).
@@ -462,7 +509,7 @@ run_error_case "train init -o a good checkpoint, refused for an unknown option a
 run_error_case "train init -o a good checkpoint, refused for a 1-byte corpus" train 1 \
     "has 1 byte; && at least 2" init --seed 8 -o "$T/keep.bin" -i "$T/one_byte"
 FSIZE_KB=100 run_error_case "train init -o a good checkpoint, the write failing at 100 KiB" train 1 \
-    "cannot write checkpoint && File too large" init --seed 8 -o "$T/keep.bin"
+    "cannot write checkpoint && File too large && ulimit -f" init --seed 8 -o "$T/keep.bin"
 unchanged "... and after those four failed inits the good checkpoint is byte-identical, no *.tmp.* left" \
     "$T/keep.bin" "$G"
 
@@ -491,6 +538,36 @@ check "train -o a good pair, the .state write failing at 10 KiB: exit 1, the rea
     eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"cannot write training state"*"File too large"* ]]'
 unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
     "$T/keep_full.bin" "$T/tiny.bin" "$T/keep_full.bin.state" "$T/tiny.bin.state"
+# A teacher whose rows are NaN (tiny_hot.bin, whose floats are all finite): the loss of
+# step 1 is not a finite number, so the run stops before the update it would poison, exit 1,
+# the reason on the last line, and the good pair it aimed at stays byte for byte.
+cp "$T/tiny.bin" "$T/keep_nan.bin"; cp "$T/tiny.bin.state" "$T/keep_nan.bin.state"
+run_train "${TINY[@]}" --iters 3 --teacher "$T/tiny_hot.bin" -o "$T/keep_nan.bin"
+check "train --teacher of NaN rows over a good pair: exit 1, 'step 1: the loss against the teacher is not a finite number ... nothing written' last" \
+    eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"step 1: the loss against the teacher is not a finite number (are the teacher'"'"'s rows NaN?"*"nothing written" ]]'
+unchanged "... and the good checkpoint and .state are byte-identical, no *.tmp.* left" \
+    "$T/keep_nan.bin" "$T/tiny.bin" "$T/keep_nan.bin.state" "$T/tiny.bin.state"
+# The same for the trainers of a frozen target: EAGLE, which measures nothing before it trains
+run_train eagle --iters 2 --batch 1 -m "$T/tiny2_hot.bin" -i "$T/small_corpus" -o "$T/never.bin"
+check "train eagle on a target of NaN rows: exit 1, 'step 1: the loss is not a finite number ... nothing written' last, no file" \
+    eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"step 1: the loss is not a finite number (are the target'"'"'s rows NaN?"*"nothing written" && ! -e $T/never.bin ]]'
+# A depth of EAGLE's evaluation that a window of block_size 4 cannot hold (depth 4 scores
+# row i against the target's row i+4) says it has no position; it never prints 0.0000s
+run_train --layers 1 --heads 2 --embd 8 --block 4 --batch 2 --iters 1 -i "$T/small_corpus" -o "$T/tiny4.bin"
+run_train eagle --iters 1 --batch 1 -m "$T/tiny4.bin" -i "$T/small_corpus" -o "$T/eg4.bin"
+check "train eagle on a model of block_size 4: exit 0, depths 1 to 3 scored after training, 'depth 4: no position', no '(0 positions)'" \
+    eval '[[ $rc == 0 && $(grep -c "^  depth 4: no position (it needs windows of 5 rows" "$T/err") == 1 &&
+             $(grep -cE "^  depth [123]: alpha .* \([1-9][0-9]* positions\)$" "$T/err") == 3 ]] && ! err_has "(0 positions)"'
+# Out of memory (an address-space limit, release build only: ASan reserves terabytes) is one
+# line with the megabytes and what to reduce, before any output: a training pass of 512
+# windows of 512 tokens (13 GB) under a 1 GB limit (on a machine of less than 13 GB of
+# memory the check before allocating refuses it instead, with the same fix)
+if [[ -z ${SPECDEC_BIN:-} ]]; then
+    (ulimit -v 1000000; run_train --block 512 --batch 512 --iters 1 -o "$T/never.bin"; echo "$rc" >"$T/rc")
+    rc=$(cat "$T/rc")
+    check "train of a pass too large for a 1 GB address space: exit 1, one line with its MB and 'use a smaller --batch', nothing else printed" \
+        eval '[[ $rc == 1 && $(wc -l <"$T/err") == 1 ]] && grep -qE "^[a-z/]+: (out of memory for a training pass of 512 windows of 512 tokens \([0-9]+ MB\)|training this model needs [0-9]+ MB).*use a smaller --batch" "$T/err"'
+fi
 
 # ---------------------------------------------------------------------------
 # Things that must work
@@ -888,7 +965,6 @@ check "bench -h exits 0 with usage on stdout and nothing on stderr" \
 # train eval scores a checkpoint as training did: a tiny model trained 3 steps on the
 # first 100,000 bytes of the corpus reports its validation loss when it saves, and eval
 # of the saved file on the same corpus must print that same number.
-head -c 100000 "$CORPUS" >"$T/small_corpus"
 run_train "${TINY[@]}" --iters 3 -i "$T/small_corpus" -o "$T/small.bin"
 train_val=$(sed -n 's/^step *3: val loss \([0-9.]*\) .*/\1/p' "$T/err")
 run_train eval -m "$T/small.bin" -i "$T/small_corpus"
@@ -1143,6 +1219,12 @@ check "SIGINT during training: exit 130, 'interrupted after step $stopped_at', t
     eval '[[ $rc == 130 && -n $stopped_at && -f $T/ctrlc.bin && -f $T/ctrlc.bin.state ]] &&
           err_has "go on with tinyshakespeare/train --resume --iters 1000000 -o $T/ctrlc.bin" &&
           [[ -z $(find "$T" -name "ctrlc.bin.tmp.*") ]]'
+# the notice the signal handler writes starts with the program's name, as the last line
+# (the run's reason to exit 130, error_line's) does: one name for one run
+notice=$(grep -x "[a-z/]*: stopping after this step, with a checkpoint (Ctrl-C again stops at once)" "$T/err")
+last=$(tail -n 1 "$T/err")
+check "... and the signal's notice, '${notice%%:*}: stopping after this step, ...', starts with the name the last line starts with ('${last%%:*}: interrupted ...')" \
+    eval '[[ -n $notice && ${notice%%:*} == "${last%%:*}" && $last == *": interrupted after step "* ]]'
 run_train --resume --iters 1500 -o "$T/ctrlc.bin"
 run_train "${TINYT[@]}" --iters 1500 -o "$T/straight1500.bin"
 check "resumed from that stop to step 1500 == 1500 steps in one run, byte for byte (checkpoint and .state)" \

@@ -29,6 +29,8 @@
  *      steps 2..k),
  *      for every tensor; eagle_eval_row's chains give the unrolled rows bit for bit; its
  *      file's header and floats, read back; a short EAGLE-3 training is deterministic.
+ *   6. Nothing that is not a finite number is learned or saved: on a target whose rows are
+ *      NaN both trainers stop at step 1 before the update; both writers refuse a NaN or inf.
  *
  * broken build: -DBREAK_EXIT_BACKWARD
  * broken build: -DBREAK_EAGLE_BACKWARD
@@ -441,8 +443,9 @@ static void test_deterministic(GPT *g, const Corpus *corpus) {
     ExitTrainer a, b;
     exit_trainer_init(&a, g, 1);
     exit_trainer_init(&b, g, 1);
-    train_exit_head(&a, g, corpus, &o); // the same run twice
-    train_exit_head(&b, g, corpus, &o);
+    char err[512];
+    train_exit_head(&a, g, corpus, &o, err, sizeof(err)); // the same run twice
+    train_exit_head(&b, g, corpus, &o, err, sizeof(err));
     check(!memcmp(a.head.ln_weight, b.head.ln_weight, a.P * sizeof(float)) &&
           memcmp(a.head.head_weight, g->w.lm_head_weight, 4) != 0, "two exit trainings from "
           "the same seed give the same floats, and training moved them");
@@ -685,8 +688,9 @@ static void test_eagle3_deterministic(GPT *g, const Corpus *corpus) {
     eagle_trainer_setup(&a, g, 2, 5, &o.shape);
     eagle_trainer_setup(&b, g, 2, 5, &o.shape);
     float fuse0 = a.fuse[0];
-    train_eagle(&a, g, corpus, &o);
-    train_eagle(&b, g, corpus, &o);
+    char err[512];
+    train_eagle(&a, g, corpus, &o, err, sizeof(err));
+    train_eagle(&b, g, corpus, &o, err, sizeof(err));
     size_t nfuse = (size_t)(3 * a.C + 1) * a.C, nfc = (size_t)(2 * a.C + 1) * a.C;
     check(!memcmp(a.fuse, b.fuse, nfuse * 4) && !memcmp(a.fc, b.fc, nfc * 4) &&
           !memcmp(a.block.params, b.block.params, a.block.n_params * 4) && a.fuse[0] != fuse0,
@@ -696,6 +700,56 @@ static void test_eagle3_deterministic(GPT *g, const Corpus *corpus) {
     eagle_trainer_free(&b);
 }
 
+// Nothing that is not a finite number is learned or saved. On the tiny target with a NaN in
+// its lm_head (so every row is NaN), train_exit_head and train_eagle stop at step 1 before
+// the update, with one line, their floats as they started; save_exit_head and save_eagle_head
+// refuse a NaN and write no file.
+static void test_nonfinite(const char *dir) {
+    Config c = TINY;
+    GPT g;
+    ExitTrainer x;
+    EagleTrainer et;
+    build_gpt(&g, &c);
+    init_gpt_random(&g, 71);
+    g.w.lm_head_weight[0] = NAN;
+    exit_trainer_init(&x, &g, 1);
+    eagle_trainer_init(&et, &g, 2, 72);
+    int tokens[120];
+    Rng r;
+    rng_seed(&r, 73);
+    for (int i = 0; i < 120; i++) tokens[i] = (int)(rng_u64(&r) % 11);
+    Corpus corpus = {NULL, tokens, 120, 108, 12};
+    // the floats each trainer starts from, to see that no update was made
+    float ln0 = x.head.ln_weight[0], fc0 = et.fc[0];
+    char err[512] = "", path[600];
+    ExitOptions xo = {1, 3, 2, 1};
+    int rx = train_exit_head(&x, &g, &corpus, &xo, err, sizeof(err));
+    check(rx == -1 && strstr(err, "step 1: the loss is not a finite number (are the target's "
+          "rows NaN?") && x.head.ln_weight[0] == ln0, "train_exit_head on a target of NaN rows "
+          "stops at step 1 before the update: \"%s\"", err);
+    EagleOptions eo = {3, 2, 1, {1, 2, 0, 1}, 0};
+    int re = train_eagle(&et, &g, &corpus, &eo, err, sizeof(err));
+    check(re == -1 && strstr(err, "step 1: the loss is not a finite number") && et.fc[0] == fc0,
+          "train_eagle on a target of NaN rows stops at step 1 before the update: \"%s\"", err);
+    // the writers, on floats holding a NaN
+    snprintf(path, sizeof(path), "%s/nan_exit.bin", dir);
+    x.head.head_bias[2] = NAN;
+    rx = save_exit_head(&x.head, &g, path, err, sizeof(err));
+    check(rx == -1 && strstr(err, "exit head") && strstr(err, "float 16 is not a finite number")
+          && access(path, F_OK) != 0, "save_exit_head refuses a NaN (the first: head_weight's "
+          "first float, copied from the target's lm_head) and writes no file: \"%s\"", err);
+    snprintf(path, sizeof(path), "%s/nan_eagle.bin", dir);
+    et.block.w.ffwd_down_bias[1] = INFINITY;
+    re = save_eagle_head(&et, &g, path, err, sizeof(err));
+    // fc's (2C + 1) C = 136 floats come first, then the block's; ffwd_down_bias is its last C
+    check(re == -1 && strstr(err, "eagle draft") && strstr(err, "float 977 is not a finite") &&
+          access(path, F_OK) != 0, "save_eagle_head refuses an inf (float 136 + 841, numbered as "
+          "the file numbers them) and writes no file: \"%s\"", err);
+    exit_trainer_free(&x);
+    eagle_trainer_free(&et);
+    free_gpt(&g);
+}
+
 // Sections 2 and 4 on the shipped model, the temporary directory's file checks first.
 static void test_files_and_shipped(void) {
     char dir[] = "/tmp/test_eagle.XXXXXX"; // the files go here, then away
@@ -703,6 +757,7 @@ static void test_files_and_shipped(void) {
         test_exit_file(dir);
         test_eagle_file(dir);
         test_eagle3_file(dir);
+        test_nonfinite(dir);
         char cmd[600];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         if (system(cmd) != 0) printf("could not remove %s\n", dir);

@@ -263,6 +263,116 @@ static void test_distillation(GPT *g, TrainState *ts, const int *inputs, const i
     free_gpt(&teacher);
 }
 
+// The whole file at path (malloc'd), its size in *n; NULL if it cannot be read.
+static unsigned char *slurp(const char *path, size_t *n) {
+    char err[256]; // unused: the callers check NULL
+    return read_file(path, n, "test file", "", err, sizeof(err));
+}
+
+// 1 if the file at path holds exactly the n bytes of want.
+static int same_bytes(const char *path, const unsigned char *want, size_t n) {
+    size_t got_n = 0;
+    unsigned char *got = slurp(path, &got_n);
+    int same = got && got_n == n && memcmp(got, want, n) == 0;
+    free(got);
+    return same;
+}
+
+// Nothing that is not a finite number is ever saved, and a run stops at the first loss that
+// is not one: save_training refuses a NaN parameter and an inf moment with one line and
+// leaves the pair on disk byte for byte; save_checkpoint refuses one and writes nothing; and
+// train(), distilling from a teacher whose rows are NaN, stops at step 1 before the update
+// (the student's parameters are the ones it started with) and writes no file.
+static void test_nonfinite(const char *dir) {
+    Config c = {1, 2, 8, 6, 7, 32};
+    GPT g, teacher;
+    Vocab v;
+    TrainProgress p;
+    char path[600], fresh[600], err[512] = "";
+    build_vocab(&v, (const unsigned char *)"abcdefg", 7);
+    build_gpt(&g, &c);
+    init_gpt_random(&g, 3);
+    build_train_progress(&p, g.n_params, 2, 1);
+    snprintf(path, sizeof(path), "%s/pair.bin", dir);
+    snprintf(fresh, sizeof(fresh), "%s/fresh.bin", dir);
+    // a good pair first, and its bytes
+    int rc = save_training(&g, &v, &p, path, err, sizeof(err));
+    char state[620];
+    snprintf(state, sizeof(state), "%s.state", path);
+    size_t n_ck = 0, n_st = 0;
+    unsigned char *ck = slurp(path, &n_ck), *st = slurp(state, &n_st);
+    if (!check(rc == 0 && ck && st, "save_training writes a good pair (%s)", rc ? err : "ok"))
+        return;
+    // a NaN parameter, then an inf second moment: refused, the pair as it was
+    float keep = g.params[5];
+    g.params[5] = NAN;
+    rc = save_training(&g, &v, &p, path, err, sizeof(err));
+    check(rc == -1 && strstr(err, "checkpoint") && strstr(err, "float 5 is not a finite number") &&
+          !strchr(err, '\n') && same_bytes(path, ck, n_ck) && same_bytes(state, st, n_st),
+          "save_training refuses a NaN parameter in one line (\"%s\"); the pair on disk is "
+          "byte for byte the one before", err);
+    rc = save_checkpoint(&g, &v, fresh, err, sizeof(err));
+    check(rc == -1 && strstr(err, "not a finite number") && access(fresh, F_OK) != 0,
+          "save_checkpoint refuses a NaN parameter and writes no file (\"%s\")", err);
+    g.params[5] = keep;
+    p.opt.v[3] = INFINITY;
+    rc = save_training(&g, &v, &p, path, err, sizeof(err));
+    check(rc == -1 && strstr(err, "training state") && strstr(err, "float 3 is not a finite") &&
+          same_bytes(path, ck, n_ck) && same_bytes(state, st, n_st),
+          "save_training refuses an inf moment of AdamW (\"%s\"); the pair stays", err);
+    p.opt.v[3] = 0.0f;
+    // a teacher whose lm_head holds a NaN: every row of its softmax is NaN
+    build_gpt(&teacher, &c);
+    init_gpt_random(&teacher, 4);
+    teacher.w.lm_head_weight[0] = NAN;
+    int tokens[200];
+    Rng r;
+    rng_seed(&r, 5);
+    for (int i = 0; i < 200; i++) tokens[i] = (int)(rng_u64(&r) % 7);
+    Corpus corpus = {NULL, tokens, 200, 180, 20};
+    TrainOptions to = {3, 2, 500, 100, 1, fresh, 0, &teacher, "the NaN teacher"};
+    TrainState ts;
+    float *before = malloc(g.n_params * sizeof(float));
+    memcpy(before, g.params, g.n_params * sizeof(float));
+    rc = build_train_pass(&ts, &c, 2, 1, err, sizeof(err));
+    if (rc == 0) rc = train(&g, &v, &corpus, &to, &p, &ts, err, sizeof(err));
+    check(rc == -1 && strstr(err, "step 1: the loss against the teacher is not a finite number") &&
+          strstr(err, "the NaN teacher") && strstr(err, "nothing written") &&
+          !memcmp(before, g.params, g.n_params * sizeof(float)) && access(fresh, F_OK) != 0,
+          "train() distilling from NaN rows stops at step 1 before the update (the parameters "
+          "unchanged), writes nothing, and says so: \"%s\"", err);
+    free_train_state(&ts);
+    free(before);
+    free(ck);
+    free(st);
+    free_train_progress(&p);
+    free_gpt(&teacher);
+    free_gpt(&g);
+}
+
+// The messages the trainer gives: a failed write's fix follows its errno, and two
+// vocabularies of one size are told apart by their first differing entry.
+static void test_messages(void) {
+    const char *generic = write_fix(EIO);
+    check(strstr(write_fix(ENOSPC), "free space") && strstr(write_fix(EFBIG), "ulimit -f") &&
+          strstr(write_fix(ENOENT), "create the directory") && strstr(write_fix(EROFS),
+          "read-only") && strcmp(write_fix(ENOSPC), generic) && strcmp(write_fix(EFBIG), generic),
+          "a failed write's fix follows its errno: ENOSPC \"%s\", EFBIG \"%s\", ENOENT \"%s\"",
+          write_fix(ENOSPC), write_fix(EFBIG), write_fix(ENOENT));
+    Vocab a, b, c;
+    char why[128] = "";
+    build_vocab(&a, (const unsigned char *)"\n !$&", 5);
+    build_vocab(&b, (const unsigned char *)"\n !#&", 5);
+    build_vocab(&c, (const unsigned char *)"ab", 2);
+    int same = vocab_difference(&a, "teacher", &a, "corpus", why, sizeof(why));
+    int diff = vocab_difference(&b, "teacher", &a, "corpus", why, sizeof(why));
+    check(same == 0 && diff == -1 && !strcmp(why, "entry 3 is '#' (0x23) in the teacher and '$' "
+          "(0x24) in the corpus"), "two vocabularies of 5 characters: the first entry that "
+          "differs, \"%s\"", why);
+    vocab_difference(&c, "teacher", &a, "corpus", why, sizeof(why));
+    check(!strcmp(why, "2 and 5 characters"), "two of different sizes: \"%s\"", why);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     // a tiny, odd config: every tensor small enough to difference every entry, and no
@@ -310,9 +420,19 @@ int main(void) {
 #ifndef BREAK_LAYERNORM_BACKWARD
     test_adamw();
     test_learns();
+    test_messages();
+    char dir[] = "/tmp/test_train.XXXXXX"; // the files of test_nonfinite, then away
+    if (check(mkdtemp(dir) != NULL, "make a temporary directory")) {
+        test_nonfinite(dir);
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0) printf("could not remove %s\n", dir);
+    }
 #else
     (void)test_adamw; // the broken build checks the gradient check only
     (void)test_learns;
+    (void)test_messages;
+    (void)test_nonfinite;
 #endif
     printf("test_train summary: %d checks passed and %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;

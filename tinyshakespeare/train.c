@@ -652,6 +652,48 @@ static int check_target(const char *path, const char *what, char *err, size_t er
     return -1;
 }
 
+// A file a run reads, for check_not_input: its path (NULL: not given), what it is, its option.
+typedef struct {
+    const char *path; // e.g. "tinyshakespeare/input.txt"
+    const char *role; // e.g. "the corpus"
+    const char *flag; // e.g. "-i"
+} RunInput;
+
+// Refuses an output path that names one of the n files this run reads: publishing the output
+// renames it over that name, so `-o` naming the corpus or the target would replace it and
+// still report success. Compared by device and inode, not by name, so another spelling of
+// the path, a link to the file or a hard link is caught too. what names the output ("-o").
+// 0 if out is none of them; nothing is there yet (stat fails) means no input lives there.
+static int check_not_input(const char *out, const char *what, const RunInput *ins, int n,
+                           char *err, size_t errlen) {
+    struct stat so, si;
+    if (stat(out, &so) != 0) return 0; // nothing there yet: no input lives at that name
+    for (int i = 0; i < n; i++) {
+        // an input that cannot be stat'ed is not this file (its load will say why)
+        if (!ins[i].path || stat(ins[i].path, &si) != 0) continue;
+        if (si.st_dev == so.st_dev && si.st_ino == so.st_ino)
+            return fail_with(err, errlen, "%s '%s' names %s this run reads (%s '%s'): writing "
+                             "there would replace it; give -o another path", what, out,
+                             ins[i].role, ins[i].flag, ins[i].path);
+    }
+    return 0;
+}
+
+// What to do about a write that failed with errno e: a full disk, a file size limit and a
+// missing directory each want something else done.
+static const char *write_fix(int e) {
+    if (e == ENOSPC) return "free space on that filesystem, or give -o a path on another"; // full
+#ifdef EDQUOT
+    if (e == EDQUOT) return "the disk quota is used up: free space, or give -o a path on another";
+#endif
+    if (e == EFBIG) return "a file size limit (ulimit -f) stops it: raise the limit";
+    if (e == EROFS) return "the filesystem is read-only: give -o a path on another";
+    if (e == EACCES || e == EPERM) return "give -o a path in a directory you may write";
+    if (e == ENOENT) return "create the directory first, or give -o another path";
+    if (e == ENOTDIR) return "a part of the path is not a directory: give -o another path";
+    return "check the directory exists and is writable";
+}
+
 // Writes n bytes to a new temporary file beside path (path.tmp.XXXXXX) and flushes
 // them to disk. Returns the temporary file's name (malloc'd), or NULL with err set and
 // nothing left behind. what names the kind of file ("checkpoint", "training state").
@@ -680,8 +722,9 @@ static char *write_temp(const char *path, const unsigned char *buf, size_t n,
     else if (fd >= 0) close(fd);
     if (!ok) {
         // the old file, if any, is untouched; only the temporary one is removed
-        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
-                 "and is writable)", what, path, strerror(saved ? saved : errno));
+        int e = saved ? saved : errno; // the first failure's errno, else fclose's
+        snprintf(err, errlen, "cannot write %s '%s': %s (%s)", what, path, strerror(e),
+                 write_fix(e));
         if (fd >= 0) unlink(tmp);
         free(tmp);
         return NULL;
@@ -692,10 +735,10 @@ static char *write_temp(const char *path, const unsigned char *buf, size_t n,
 // Renames a finished temporary file over path (the atomic step) and frees its name.
 static int publish_temp(char *tmp, const char *path, const char *what, char *err,
                         size_t errlen) {
-    int ok = rename(tmp, path) == 0;
+    int ok = rename(tmp, path) == 0, e = errno; // errno before another call can change it
     if (!ok) {
-        snprintf(err, errlen, "cannot write %s '%s': %s (check the directory exists "
-                 "and is writable)", what, path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s '%s': %s (%s)", what, path, strerror(e),
+                 write_fix(e));
         unlink(tmp);
     }
     free(tmp);
@@ -739,9 +782,34 @@ static unsigned char *serialize_checkpoint(const GPT *g, const Vocab *vocab, siz
     return buf;
 }
 
-// Writes a checkpoint atomically (see write_file_atomic).
+// How many floats at the start of x[0..n) are finite numbers: n when all of them are.
+static size_t finite_prefix(const float *x, size_t n) {
+    size_t i = 0;
+    while (i < n && isfinite(x[i])) i++; // stops at the first NaN or inf
+    return i;
+}
+
+// Fills err with the refusal of a writer whose float i (as the file numbers them) is not a
+// finite number: every loader refuses such a file, so writing it would only replace a good
+// one with one nothing can read. what and path name the file. Returns -1.
+static int refuse_float(const char *what, const char *path, size_t i, char *err,
+                        size_t errlen) {
+    return fail_with(err, errlen, "%s '%s' not written: float %zu is not a finite number (the "
+                     "training diverged, or what it learned from was NaN); the file there, if "
+                     "any, is as it was", what, path, i);
+}
+
+// Refuses to write floats x[0..n) unless all are finite numbers (refuse_float); 0 if they are.
+static int check_finite(const float *x, size_t n, const char *what, const char *path,
+                        char *err, size_t errlen) {
+    size_t i = finite_prefix(x, n);
+    return i == n ? 0 : refuse_float(what, path, i, err, errlen);
+}
+
+// Writes a checkpoint atomically (see write_file_atomic), if its parameters are all finite.
 int save_checkpoint(const GPT *g, const Vocab *vocab, const char *path, char *err, size_t errlen) {
     size_t n = 0;
+    if (check_finite(g->params, g->n_params, "checkpoint", path, err, errlen) != 0) return -1;
     unsigned char *buf = serialize_checkpoint(g, vocab, &n);
     return write_file_atomic(path, buf, n, "checkpoint", err, errlen);
 }
@@ -931,6 +999,7 @@ typedef struct {
     const char *out;   // checkpoint path, rewritten at every evaluation; PATH.state too
     int resume;        // 1: continue from out and out.state
     GPT *teacher;      // --teacher: the model to distil, or NULL: learn the next character
+    const char *teacher_path; // where the teacher was read from, for messages
 } TrainOptions;
 
 // Floating-point operations in one training step, counting a multiply-add as 2: the
@@ -986,6 +1055,11 @@ static int save_training(const GPT *g, const Vocab *vocab, TrainProgress *p,
                          const char *path, char *err, size_t errlen) {
     char state_path[4096];
     if (state_path_of(path, state_path, sizeof(state_path), err, errlen) != 0) return -1;
+    // nothing non-finite on disk: the parameters, and the moments --resume would go on with
+    if (check_finite(g->params, g->n_params, "checkpoint", path, err, errlen) != 0 ||
+        check_finite(p->opt.m, g->n_params, "training state", state_path, err, errlen) != 0 ||
+        check_finite(p->opt.v, g->n_params, "training state", state_path, err, errlen) != 0)
+        return -1;
     size_t n_ckpt, n_state;
     unsigned char *ckpt = serialize_checkpoint(g, vocab, &n_ckpt);
     if (ckpt) p->ckpt_sum = get_u64(ckpt + n_ckpt - 8); // the state names its checkpoint
@@ -1034,10 +1108,14 @@ static volatile sig_atomic_t stop_signals;
 // The handler of both signals: count the first (and say so: write is safe in a
 // handler, stdio is not), die of the second.
 static void on_stop_signal(int sig) {
-    static const char msg[] = "\ntrain: stopping after this step, with a checkpoint "
+    static const char msg[] = ": stopping after this step, with a checkpoint "
                               "(Ctrl-C again stops at once)\n";
     if (stop_signals++ == 0) {
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1); // nothing to do if it fails
+        // after the program's name, as error_line starts the line the run will end with
+        // (strlen is async-signal-safe; the write calls' failures leave nothing to do)
+        ssize_t ignored = write(2, "\n", 1);
+        ignored = write(2, program_name, strlen(program_name));
+        ignored = write(2, msg, sizeof(msg) - 1);
         (void)ignored;
         return;
     }
@@ -1061,40 +1139,82 @@ static int probe_outputs(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+// The megabytes a training run of config c with B windows a step holds, counted as they are
+// allocated: mb[0] the model (its parameters and run state: build_gpt), mb[1] AdamW's two
+// moments and, at each save, the checkpoint and .state laid out in memory (3 floats a
+// parameter), mb[2] the training pass (build_train_state: every block's record for every
+// window, logits and softmax, the gradients and transposed weights, the backward's scratch;
+// the teacher's targets when distilling). In double: a refused config may overflow size_t.
+static void train_run_mb(const Config *c, int B, int distil, double mb[3]) {
+    double S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
+    double acts = 6 * S * C + c->n_head * S * S + S * c->ffn_width; // one block record
+    size_t sizes[N_TENSORS]; // weight_sizes fills it; only the total P counts here
+    double P = (double)weight_sizes(c, sizes);
+    // per window: the residual stream, x_mid, keys and values, ln_f, logits and softmax
+    double window = (L + 1) * S * C + L * (3 * S * C + acts) + S * C + (2 + distil) * S * V;
+    double scratch = S * V + 13 * S * C + S + S * S; // one window's backward at a time
+    mb[0] = 4.0 * (P + (2 + 2 * L) * S * C + S * V + acts) / 1e6; // + x, ln_f, caches, logits
+    mb[1] = 4.0 * (2 + 3) * P / 1e6;
+    mb[2] = 4.0 * (B * window + 2 * P + scratch) / 1e6; // + the gradients, the transposes
+}
+
+// Builds the training pass of B windows for config c (and the teacher's targets when
+// distilling) before anything is printed, so that running out of memory is one line with
+// the size and what to reduce. 0, or -1 with err set and nothing left allocated.
+static int build_train_pass(TrainState *ts, const Config *c, int B, int distil, char *err,
+                            size_t errlen) {
+    double mb[3];
+    train_run_mb(c, B, distil, mb); // for the message: mb[2] is this pass
+    int ok = build_train_state(ts, c, B) == 0;
+    // distilling: the teacher's probabilities for every position of a batch are the targets
+    if (ok && distil) ts->soft = alloc_floats((size_t)B * c->block_size * c->vocab_size);
+    if (ok && (!distil || ts->soft)) return 0;
+    free_train_state(ts); // safe on a half-built one
+    return fail_with(err, errlen, "out of memory for a training pass of %d windows of %d tokens "
+                     "(%.0f MB); use a smaller --batch or --block", B, c->block_size, mb[2]);
+}
+
 // Trains g on the corpus with the lecture's recipe from p->opt.step up to to->iters
-// steps, printing progress on stderr and writing a checkpoint and its training state
-// (atomically) at every evaluation after step 0 and at the end. With to->teacher, every
-// batch's targets are the teacher's distributions (distillation); the evaluations stay
-// next-character losses. 0 on success; 2 when a signal stopped it early, after a whole
-// step and a checkpoint of it (stop_signals).
+// steps, with the training pass ts (build_train_pass), printing progress on stderr and
+// writing a checkpoint and its training state (atomically) at every evaluation after step 0
+// and at the end. With to->teacher, every batch's targets are the teacher's distributions
+// (distillation); the evaluations stay next-character losses. A loss that is not a finite
+// number stops the run before the update it would poison, with nothing written. 0 on
+// success; 2 when a signal stopped it early, after a whole step and a checkpoint of it
+// (stop_signals); -1 with err set.
 int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *to,
-          TrainProgress *p, char *err, size_t errlen) {
+          TrainProgress *p, TrainState *ts, char *err, size_t errlen) {
     int S = g->config.block_size, B = p->batch;
-    TrainState ts;
     int *inputs = malloc((size_t)B * S * sizeof(int)), *targets = malloc((size_t)B * S * sizeof(int));
     int rc = -1;
-    if (build_train_state(&ts, &g->config, B) != 0 || !inputs || !targets) {
-        snprintf(err, errlen, "out of memory for a training pass of %d windows", B);
+    if (!inputs || !targets) {
+        snprintf(err, errlen, "out of memory for a batch of %d windows of %d tokens", B, S);
         goto done;
-    }
-    // distilling: the teacher's probabilities for every position of a batch are the targets
-    if (to->teacher) {
-        ts.soft = alloc_floats((size_t)B * S * g->config.vocab_size);
-        if (!ts.soft) {
-            snprintf(err, errlen, "out of memory for the teacher's targets");
-            goto done;
-        }
     }
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     int recent_n = 0, first = (int)p->opt.step;
+    // what stays on disk if the run must stop: a resumed run's checkpoint, then each one
+    // saved; and where a loss that is not a finite number would come from
+    char kept[4200] = "", cause[4200] = "the model diverged";
+    if (to->resume) snprintf(kept, sizeof(kept), ", the checkpoint of step %d stays in %s",
+                             first, to->out);
+    if (to->teacher) snprintf(cause, sizeof(cause), "are the teacher's rows NaN? "
+                              "tinyshakespeare/train eval -m %s tells", to->teacher_path);
     for (int it = first; it <= to->iters; it++) {
         // evaluate and save every eval_interval steps and after the last one (a resumed
         // run's first step was evaluated and saved before it stopped)
         if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
             double t0 = now_seconds();
             double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
+            if (!isfinite(val)) {
+                fail_with(err, errlen, "step %d: the validation loss is not a finite number "
+                          "(its logits overflow); nothing written%s", it, kept);
+                goto done;
+            }
             // step 0's random weights are never saved: they must not replace a model
             if (it > 0 && save_training(g, vocab, p, to->out, err, errlen) != 0) goto done;
+            if (it > 0) snprintf(kept, sizeof(kept), ", the checkpoint of step %d stays in %s",
+                                 it, to->out);
             fprintf(stderr, "step %5d: val loss %.4f (whole validation split, %.1f s); %s%s\n",
                     it, val, now_seconds() - t0, it > 0 ? "checkpoint written to " :
                     "the random start, not saved", it > 0 ? to->out : "");
@@ -1103,11 +1223,20 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         if (it == to->iters) break;
         // one step: a batch (and the teacher's targets for it), the loss, its gradient, the update
         get_batch(corpus, B, S, &p->rng, inputs, targets);
-        if (to->teacher) teacher_targets(to->teacher, &ts, inputs);
-        recent += train_forward(g, &ts, inputs, targets);
+        if (to->teacher) teacher_targets(to->teacher, ts, inputs);
+        double loss = train_forward(g, ts, inputs, targets);
+        // NaN or inf (a teacher whose rows overflow, a run that diverged) would reach every
+        // parameter through the update: stop before it
+        if (!isfinite(loss)) {
+            fail_with(err, errlen, "step %d: the %s is not a finite number (%s); nothing "
+                      "written%s", it + 1, to->teacher ? "loss against the teacher" : "loss",
+                      cause, kept);
+            goto done;
+        }
+        recent += loss; // the progress line's mean
         recent_n++;
-        train_backward(g, &ts, inputs, targets);
-        adamw_update(&p->opt, g->params, ts.grads, g->n_params);
+        train_backward(g, ts, inputs, targets);
+        adamw_update(&p->opt, g->params, ts->grads, g->n_params);
         // progress: mean train loss since the last line, speed, and time left
         if ((it + 1) % to->log_interval == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / recent_n;
@@ -1134,13 +1263,29 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
     fprintf(stderr, "trained %d steps in %.1f s\n", to->iters - first, now_seconds() - t_start);
     rc = 0;
 done:
-    free_train_state(&ts);
-    free(inputs); free(targets);
+    free(inputs);
+    free(targets);
     return rc;
 }
 
 // ----------------------------------------------------------------------------
 // The command line
+
+// Says how vocabulary a (of the file named an) differs from b (named bn), into out: the
+// sizes when they differ; else the first entry that does, with its byte, since "65 and 65
+// characters" would not say what is wrong. 0 if they are the same vocabulary.
+static int vocab_difference(const Vocab *a, const char *an, const Vocab *b, const char *bn,
+                            char *out, size_t n) {
+    if (a->size != b->size)
+        return fail_with(out, n, "%d and %d characters", a->size, b->size);
+    int i = 0; // the first entry where they part
+    while (i < a->size && a->chars[i] == b->chars[i]) i++;
+    if (i == a->size) return 0; // the same characters in the same order
+    // each byte as a character where it prints, always as its value
+    int ca = a->chars[i], cb = b->chars[i];
+    return fail_with(out, n, "entry %d is '%c' (0x%02x) in the %s and '%c' (0x%02x) in the %s",
+                     i, isgraph(ca) ? ca : '?', ca, an, isgraph(cb) ? cb : '?', cb, bn);
+}
 
 // --resume: loads the checkpoint to->out and its training state to->out.state into g
 // and p, after checking they match each other, the corpus's vocabulary v and the steps
@@ -1149,18 +1294,17 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
                            char *err, size_t errlen) {
     Vocab cv;
     if (load_checkpoint(to->out, g, &cv, err, errlen) != 0) return -1;
-    if (cv.size != v->size || memcmp(cv.chars, v->chars, (size_t)v->size) != 0) {
-        snprintf(err, errlen, "checkpoint '%s' has a vocabulary of %d characters that is not "
-                 "the corpus's %d; resume with the corpus it was trained on (-i)", to->out,
-                 cv.size, v->size);
-        return -1;
-    }
+    char why[128];
+    if (vocab_difference(&cv, "checkpoint", v, "corpus", why, sizeof(why)) != 0)
+        return fail_with(err, errlen, "checkpoint '%s' has another vocabulary than the corpus "
+                         "(%s); resume with the corpus it was trained on (-i)", to->out, why);
     // the checksum pairs the state with this checkpoint: the same model, the same bytes
     size_t n;
     unsigned char *buf = serialize_checkpoint(g, &cv, &n);
     if (!buf || build_train_progress(p, g->n_params, 1, 0) != 0) {
         free(buf);
-        snprintf(err, errlen, "out of memory for the optimiser");
+        snprintf(err, errlen, "out of memory for AdamW's moments (%.0f MB) of checkpoint '%s'",
+                 8.0 * g->n_params / 1e6, to->out);
         return -1;
     }
     uint64_t sum = get_u64(buf + n - 8);
@@ -1179,9 +1323,6 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
                  "--iters N (N > %ld)", to->out, p->opt.step, p->opt.step);
         return -1;
     }
-    print_config(g, to->out);
-    fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
-            "batch sampler restored from %s)\n", p->opt.step, to->iters, p->batch, state_path);
     return 0;
 }
 
@@ -1203,10 +1344,10 @@ static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *
     if (rc != 0)
         snprintf(err, errlen, "teacher checkpoint '%s': %s (--teacher takes a checkpoint "
                  "written by tinyshakespeare/train)", path, why);
-    else if (tv.size != v->size || memcmp(tv.chars, v->chars, (size_t)v->size) != 0)
-        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%d and %d "
-                 "characters): its probabilities are over other characters; give --teacher a "
-                 "model trained on this corpus (-i)", path, tv.size, v->size);
+    else if (vocab_difference(&tv, "teacher", v, "corpus", why, sizeof(why)) != 0)
+        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%s): its "
+                 "probabilities are over other characters; give --teacher a model trained on "
+                 "this corpus (-i)", path, why);
     else if (t->config.block_size != c->block_size)
         snprintf(err, errlen, "teacher '%s' has block_size %d, the student %d: it must read "
                  "the same windows; train the student with --block %d", path,
@@ -1223,7 +1364,8 @@ static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *
 // `tinyshakespeare/train [flags]`: trains a model from a seeded initialisation, or goes
 // on with --resume. Returns the exit status; every bad flag is one line on stderr.
 int main_train(int argc, char **argv) {
-    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0, NULL}; // seed 2: notes/training.md
+    // seed 2: notes/training.md says why
+    TrainOptions to = {5000, 16, 500, 100, 2, TRAIN_OUT, 0, NULL, NULL};
     Config c = DEFAULT_CONFIG;
     const char *corpus_path = DEFAULT_CORPUS, *fixed_flag = NULL, *teacher_path = NULL;
     char err[512];
@@ -1282,6 +1424,16 @@ int main_train(int argc, char **argv) {
                    "the checkpoint and its .state file; drop %s", fixed_flag);
         return 1;
     }
+    // neither output may be a file the run reads (--resume reads -o itself, by design)
+    RunInput ins[2] = {{corpus_path, "the corpus", "-i"},
+                       {teacher_path, "the teacher", "--teacher"}};
+    char state_path[4096]; // -o's .state: the second file a run writes
+    if (state_path_of(to.out, state_path, sizeof(state_path), err, sizeof(err)) != 0 ||
+        check_not_input(to.out, "-o", ins, 2, err, sizeof(err)) != 0 ||
+        check_not_input(state_path, "-o's training state", ins, 2, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
     // the corpus gives the vocabulary; then the config must hold together
     Vocab v;
     Corpus corpus;
@@ -1296,10 +1448,11 @@ int main_train(int argc, char **argv) {
         return 1;
     }
     int rc = 1;
+    TrainState ts;
+    memset(&ts, 0, sizeof(ts)); // zeroed, so the free at done: is safe whatever failed
     if (to.resume) {
-        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0 ||
-            probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
-        goto run;
+        if (resume_training(&g, &v, &p, &to, err, sizeof(err)) != 0) goto done;
+        goto ready; // the config, the model and the optimiser come from the two files
     }
     c.vocab_size = v.size;
     c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
@@ -1308,36 +1461,58 @@ int main_train(int argc, char **argv) {
     if (teacher_path) {
         if (load_teacher(teacher_path, &c, &v, &teacher, err, sizeof(err)) != 0) goto done;
         to.teacher = &teacher;
+        to.teacher_path = teacher_path; // for the refusal of a loss that is not finite
     }
     if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
                  "Tiny Shakespeare (make data)", corpus_path, c.block_size);
         goto done;
     }
-    if (build_gpt(&g, &c) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the model");
+    // a run larger than this machine's memory is refused before any of it is allocated:
+    // the pages are all written, so it would end in the kernel's OOM killer or in swap
+    double mb[3], ram_mb = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE) / 1e6;
+    train_run_mb(&c, to.batch, to.teacher != NULL, mb);
+    if (ram_mb > 0 && mb[0] + mb[1] + mb[2] > ram_mb) {
+        snprintf(err, sizeof(err), "training this model needs %.0f MB (the model %.0f, AdamW and "
+                 "saving %.0f, a pass of %d windows %.0f), more than this machine's %.0f MB of "
+                 "memory; use a smaller %s", mb[0] + mb[1] + mb[2], mb[0], mb[1], to.batch,
+                 mb[2], ram_mb, mb[2] > mb[0] + mb[1] ? "--batch, --block, --layers or --embd" :
+                 "--layers, --embd or --block");
         goto done;
     }
-    // PyTorch's default initialisation, from the seed; both output paths are checked
-    // before anything is printed, so that a bad -o is one line of error (nothing is
-    // written until step 500, the end, or a Ctrl-C: step 0's random weights never are)
+    if (build_gpt(&g, &c) != 0) {
+        snprintf(err, sizeof(err), "out of memory for the model: %zu parameters and a run "
+                 "state, %.0f MB; use a smaller --layers, --embd or --block", g.n_params, mb[0]);
+        goto done;
+    }
+    // PyTorch's default initialisation, from the seed
     init_gpt_random(&g, to.seed);
     if (build_train_progress(&p, g.n_params, to.batch, to.seed) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the optimiser");
+        snprintf(err, sizeof(err), "out of memory for AdamW's moments (%.0f MB); use a smaller "
+                 "--layers or --embd", 8.0 * g.n_params / 1e6);
         goto done;
     }
     p.distilled = to.teacher != NULL; // the .state says so, and --resume refuses it
-    if (probe_outputs(to.out, err, sizeof(err)) != 0) goto done;
-    print_config(&g, "training from a random initialisation");
-    fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
-            "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
-            c.block_size, (unsigned long long)to.seed);
+ready:
+    // both output paths and the memory of a training pass are checked before anything is
+    // printed, so that a bad -o or a pass too large is one line of error (nothing is
+    // written until step 500, the end, or a Ctrl-C: step 0's random weights never are)
+    if (probe_outputs(to.out, err, sizeof(err)) != 0 ||
+        build_train_pass(&ts, &g.config, p.batch, to.teacher != NULL, err, sizeof(err)) != 0)
+        goto done;
+    print_config(&g, to.resume ? to.out : "training from a random initialisation");
+    if (to.resume)
+        fprintf(stderr, "resuming at step %ld of %d, %d windows per step (optimiser moments and "
+                "batch sampler restored from %s)\n", p.opt.step, to.iters, p.batch, state_path);
+    else
+        fprintf(stderr, "recipe: %d steps of %d windows of %d tokens, AdamW lr 1e-3 betas "
+                "0.9/0.999 eps 1e-8 weight decay 0.01, seed %llu\n", to.iters, to.batch,
+                c.block_size, (unsigned long long)to.seed);
     if (to.teacher)
         fprintf(stderr, "distilling: the loss is the cross-entropy against the softmax "
                 "(temperature 1) of teacher %s (%d layers, %zu parameters); val loss stays "
                 "the next character's\n", teacher_path, teacher.config.n_layer,
                 teacher.n_params);
-run:; // (a declaration cannot follow a label in C11)
     // say what will be replaced, and how a run can be stopped without losing it
     struct stat st;
     fprintf(stderr, "writes %s and %s.state every %d steps, at the end and on Ctrl-C%s\n",
@@ -1349,7 +1524,7 @@ run:; // (a declaration cannot follow a label in C11)
     sa.sa_handler = on_stop_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    int trc = train(&g, &v, &corpus, &to, &p, err, sizeof(err));
+    int trc = train(&g, &v, &corpus, &to, &p, &ts, err, sizeof(err));
     if (trc == 2 && to.teacher) { // stopped by a signal; a distillation cannot be resumed
         snprintf(err, sizeof(err), "interrupted after step %ld of %d; the checkpoint is in %s, "
                  "but --resume cannot go on with a distillation: run the command again",
@@ -1371,6 +1546,7 @@ run:; // (a declaration cannot follow a label in C11)
     err[0] = '\0';
 done:
     if (rc != 0) error_line("%s", err);
+    free_train_state(&ts);
     free_train_progress(&p);
     free_gpt(&g);
     free_gpt(&teacher);
@@ -1424,17 +1600,32 @@ int main_eval(int argc, char **argv) {
         free_corpus(&corpus);
         return 1;
     }
-    print_config(&g, model_path);
-    // validation first: it is the number that matters, and it is ten times shorter
+    // validation first: it is the number that matters, and it is ten times shorter; a loss
+    // that is not a finite number (logits that overflow, in a file whose every float is
+    // finite) is one line of refusal, before anything is printed
     double t0 = now_seconds();
     double val = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
-    fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val, now_seconds() - t0);
-    t0 = now_seconds();
-    double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
-    fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train, now_seconds() - t0);
+    int rc = isfinite(val) ? 0 : 1;
+    if (rc)
+        error_line("model '%s': its loss on the validation split is not a finite number (its "
+                   "logits overflow: a weight too large); retrain it", model_path);
+    if (!rc) {
+        print_config(&g, model_path);
+        fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val,
+                now_seconds() - t0);
+        t0 = now_seconds();
+        double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
+        rc = isfinite(tr) ? 0 : 1; // the same refusal, after the validation split's line
+        if (rc)
+            error_line("model '%s': its loss on the training split is not a finite number "
+                       "(its logits overflow: a weight too large); retrain it", model_path);
+        else
+            fprintf(stderr, "train loss %.4f  (%zu tokens, %.1f s)\n", tr, corpus.n_train,
+                    now_seconds() - t0);
+    }
     free_gpt(&g);
     free_corpus(&corpus);
-    return 0;
+    return rc;
 }
 
 // `tinyshakespeare/train init [--seed S] [-o PATH] [-i corpus]`: writes the seeded random
@@ -1463,8 +1654,13 @@ int main_init(int argc, char **argv) {
         error_line("init needs -o PATH, the checkpoint to write");
         return 1;
     }
-    // the corpus gives the vocabulary, as for training
+    // the corpus gives the vocabulary, as for training; the output must not replace it
     char err[512];
+    RunInput corpus_in = {corpus_path, "the corpus", "-i"};
+    if (check_not_input(out, "-o", &corpus_in, 1, err, sizeof(err)) != 0) {
+        error_line("%s", err);
+        return 1;
+    }
     Vocab v;
     Corpus corpus;
     GPT g;
@@ -1561,10 +1757,12 @@ double medusa_loss_grad(const MedusaHeads *m, const GPT *target, const float *h,
     return loss;
 }
 
-// Writes heads m, trained on target, to path atomically, in load_medusa's format.
+// Writes heads m, trained on target, to path atomically, in load_medusa's format, if every
+// float is finite.
 int save_medusa(const MedusaHeads *m, const GPT *target, const char *path, char *err,
                 size_t errlen) {
     size_t P = (size_t)m->n_heads * (m->C + 1) * m->C, n = MEDUSA_HEADER + 4 * P + 8;
+    if (check_finite(m->w, P, "medusa heads", path, err, errlen) != 0) return -1;
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     if (buf) {
         // header, the floats (every W, then every b), checksum
@@ -1654,6 +1852,14 @@ static void print_medusa_eval(const MedusaEval *e, int n_heads, const char *when
                 e->n_target[k]);
 }
 
+// 0 if eval_medusa's figures for n_heads heads are all finite numbers (a NaN or inf in
+// the target's rows or the heads' floats makes them NaN); -1 if one is not.
+static int medusa_eval_finite(const MedusaEval *e, int n_heads) {
+    double sum = 0.0; // NaN or inf anywhere makes the sum NaN or inf
+    for (int k = 0; k < n_heads; k++) sum += e->loss[k] + e->top1[k] + e->alpha[k] + e->agree[k];
+    return isfinite(sum) ? 0 : -1;
+}
+
 // What `tinyshakespeare/train medusa` is asked to do.
 typedef struct {
     int n_heads;   // N, the heads                          e.g. 4
@@ -1662,22 +1868,36 @@ typedef struct {
     uint64_t seed; // the batch sampler's generator         e.g. 2
 } MedusaOptions;
 
+// Fills err with the refusal of a trainer of the frozen target whose loss at step `step` is
+// not a finite number, found before the update that would carry it into every float; -1.
+static int target_loss_nonfinite(char *err, size_t errlen, int step) {
+    return fail_with(err, errlen, "step %d: the loss is not a finite number (are the target's "
+                     "rows NaN? tinyshakespeare/train eval -m TARGET tells); nothing written",
+                     step);
+}
+
 // Trains m's heads on the training split, the target frozen. Each step: B random windows
 // of S tokens (starts drawn as get_batch draws them), each run through specdec.c's forward
 // from an empty cache; at every position j, head k's cross-entropy against token j+2+k
 // counts when that token lies inside the split. The loss is summed over heads and averaged
-// over the B*S positions; then one Adam step. Progress on stderr. 0, or -1 out of memory.
-int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const MedusaOptions *o) {
+// over the B*S positions; then one Adam step. Progress on stderr. 0, or -1 with err set
+// (out of memory, or a loss that is not a finite number).
+int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const MedusaOptions *o,
+                 char *err, size_t errlen) {
     int S = target->config.block_size, C = m->C, B = o->batch;
     size_t P = (size_t)m->n_heads * (C + 1) * C, starts = corpus->n_train - (size_t)S;
     float *grad = alloc_floats(P);
     AdamW opt = {MEDUSA_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(P), alloc_floats(P), 0};
     int ok = grad && opt.m && opt.v;
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the heads' gradient and Adam's moments "
+                  "(%.1f MB); give fewer --heads", 12.0 * P / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     for (int it = 0; ok && it < o->iters; it++) {
         memset(grad, 0, P * sizeof(float));
+        double loss = 0.0; // this step's, summed over every head and position
         for (int b = 0; b < B; b++) {
             size_t start = (size_t)(rng_u64(&rng) % starts); // torch.randint(len - block_size)
             target->state.cache_len = 0;
@@ -1687,10 +1907,16 @@ int train_medusa(MedusaHeads *m, GPT *target, const Corpus *corpus, const Medusa
                 for (int k = 0; k < m->n_heads; k++) {
                     size_t y = start + (size_t)j + 2 + (size_t)k; // the token head k guesses
                     if (y >= corpus->n_train) continue;
-                    recent += medusa_loss_grad(m, target, target->state.ln_f + (size_t)j * C,
-                                               k, corpus->tokens[y], 1.0f / ((float)B * S), grad);
+                    loss += medusa_loss_grad(m, target, target->state.ln_f + (size_t)j * C,
+                                             k, corpus->tokens[y], 1.0f / ((float)B * S), grad);
                 }
         }
+        // NaN or inf (the target's rows) would reach every float of the heads at the update
+        if (!isfinite(loss)) {
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         adamw_update(&opt, m->w, grad, P); // weight decay 0: plain Adam
         // progress every 100 steps: the mean summed loss, speed and time left
         if ((it + 1) % 100 == 0) {
@@ -1763,18 +1989,39 @@ int main_medusa(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&m, 0, sizeof(m));
     int rc = 1;
+    // the heads must not be written over the target or the corpus the run reads
+    RunInput ins[2] = {{model_path, "the target", "-m"}, {corpus_path, "the corpus", "-i"}};
+    if (!eval_only && check_not_input(out, "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (load_checkpoint(model_path, &g, &v, err, sizeof(err)) != 0) goto done;
     if (eval_only && load_medusa(heads_path, &g, &m, err, sizeof(err)) != 0) goto done;
     if (!eval_only && build_medusa(&m, &g, mo.n_heads) != 0) {
-        snprintf(err, sizeof(err), "out of memory for %d heads", mo.n_heads);
+        snprintf(err, sizeof(err), "out of memory for %d heads (%.1f MB); give fewer --heads",
+                 mo.n_heads, 4.0 * mo.n_heads * (g.config.n_embd + 1) * g.config.n_embd / 1e6);
         goto done;
     }
     if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) goto done;
-    // a training window needs S tokens and a guessed token after them; validation a pair
-    if (corpus.n_train <= (size_t)g.config.block_size + 2 || corpus.n_val < 2) {
+    // a training window needs S tokens and a guessed token after them
+    int S = g.config.block_size, H = m.n_heads;
+    if (corpus.n_train <= (size_t)S + 2) {
         snprintf(err, sizeof(err), "corpus '%s' is too short for Medusa heads on a model of "
-                 "block_size %d; use Tiny Shakespeare (make data)", corpus_path,
-                 g.config.block_size);
+                 "block_size %d; use Tiny Shakespeare (make data)", corpus_path, S);
+        goto done;
+    }
+    // every head must have a position to score, or its figures would read 0 over nothing:
+    // at position j of a window head k guesses token j+2+k, and the target's row for it is
+    // j+1+k, in the same window; so the last head needs H+2 tokens and H+1 rows a window
+    if (corpus.n_val < (size_t)H + 2) {
+        snprintf(err, sizeof(err), "corpus '%s': its validation split of %zu tokens gives head "
+                 "%d no position to score (%d heads need %d); use a longer corpus (make data)",
+                 corpus_path, corpus.n_val, corpus.n_val < 3 ? 0 : (int)corpus.n_val - 2, H,
+                 H + 2);
+        goto done;
+    }
+    if (S < H + 1) {
+        snprintf(err, sizeof(err), "model '%s' has block_size %d: head %d's token lies past the "
+                 "window the target verifies, so it has no position to compare; %s %d", model_path,
+                 S, S - 1, eval_only ? "these heads need a block_size of" : "give --heads at most",
+                 eval_only ? H + 1 : S - 1);
         goto done;
     }
     // the output is checked before any work: a bad -o is one line, not a lost run
@@ -1783,14 +2030,25 @@ int main_medusa(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
+    // the heads as they start (or as read), measured before anything is printed: figures
+    // that are not finite numbers are one line of refusal, never a "val loss nan"
+    MedusaEval e;
+    double t0 = now_seconds();
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    if (medusa_eval_finite(&e, H) != 0) {
+        snprintf(err, sizeof(err), eval_only ? "heads '%s' give figures on the validation split "
+                 "that are not finite numbers (their floats or the target's rows overflow); "
+                 "retrain them (make train-medusa)" : "target '%s' gives rows on the validation "
+                 "split that are not finite numbers (its logits overflow), so no head can learn "
+                 "from it; tinyshakespeare/train eval -m TARGET tells", eval_only ? heads_path :
+                 model_path);
+        goto done;
+    }
     print_config(&g, model_path);
     fprintf(stderr, "medusa: %d heads, each lm_head(h + SiLU(W h + b)) with W %dx%d and b %d "
             "and the target's frozen lm_head; %zu parameters%s%s\n", m.n_heads, m.C, m.C, m.C,
             (size_t)m.n_heads * (m.C + 1) * m.C, eval_only ? " from " : ", all zero at the start",
             eval_only ? heads_path : "");
-    MedusaEval e;
-    double t0 = now_seconds();
-    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
     print_medusa_eval(&e, m.n_heads, eval_only ? heads_path : "step 0", now_seconds() - t0);
     if (eval_only) {
         rc = 0;
@@ -1799,10 +2057,7 @@ int main_medusa(int argc, char **argv, int eval_only) {
     fprintf(stderr, "recipe: %d steps of %d windows of %d tokens from the training split, the "
             "target frozen, Adam lr %g, seed %llu; writes %s at the end\n", mo.iters, mo.batch,
             g.config.block_size, (double)MEDUSA_LR, (unsigned long long)mo.seed, out);
-    if (train_medusa(&m, &g, &corpus, &mo) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the heads' gradient and Adam's moments");
-        goto done;
-    }
+    if (train_medusa(&m, &g, &corpus, &mo, err, sizeof(err)) != 0) goto done;
     if (save_medusa(&m, &g, out, err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", out);
     t0 = now_seconds();
@@ -1954,10 +2209,12 @@ void target_softmax_rows(GPT *g, const int *tokens, int T, float *p) {
         tempered_softmax(p + (size_t)t * V, logits + (size_t)t * V, V, 1.0f);
 }
 
-// Writes exit e, trained on target, to path atomically, in beyond.c's exit format.
+// Writes exit e, trained on target, to path atomically, in beyond.c's exit format, if every
+// float is finite.
 int save_exit_head(const ExitHead *e, const GPT *target, const char *path, char *err,
                    size_t errlen) {
     size_t P = 2 * (size_t)e->C + (size_t)e->C * e->V + e->V, n = EXIT_HEADER + 4 * P + 8;
+    if (check_finite(e->ln_weight, P, "exit head", path, err, errlen) != 0) return -1;
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     if (buf) { // filled only if the allocation worked
         // header, the floats (one allocation, in the file's order), checksum
@@ -2075,12 +2332,17 @@ typedef struct {
 
 // Trains x's exit on the training split, the target frozen: each step B random windows of
 // S tokens (drawn as get_batch draws them), the distillation loss averaged over the B*S
-// positions, one Adam step. Progress on stderr. 0, or -1 out of memory.
-int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o) {
+// positions, one Adam step. Progress on stderr. 0, or -1 with err set (out of memory, or a
+// loss that is not a finite number).
+int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const ExitOptions *o,
+                    char *err, size_t errlen) {
     int S = target->config.block_size, B = o->batch; // B windows of S tokens a step
     size_t starts = corpus->n_train - (size_t)S; // torch.randint(len - block_size)
     AdamW opt = {EXIT_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(x->P), alloc_floats(x->P), 0};
     int ok = opt.m && opt.v; // no moments, no training: -1
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the exit's Adam moments (%.1f MB)",
+                  8.0 * x->P / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0; // for the progress lines
@@ -2088,12 +2350,19 @@ int train_exit_head(ExitTrainer *x, GPT *target, const Corpus *corpus, const Exi
         memset(x->grad, 0, x->P * sizeof(float));
         exit_trainer_transpose(x); // the head's weight as the backward reads it
         // each window: the residual after block L, the full target's rows, the exit's loss
+        double loss = 0.0; // this step's, summed over its B*S rows
         for (int b = 0; b < B; b++) {
             const int *w = corpus->tokens + rng_u64(&rng) % starts;
             exit_target_residual(target, w, S, x->head.layer, x->r); // the exit's input
             target_softmax_rows(target, w, S, x->p); // its soft targets
-            recent += exit_loss_grad(x, S, 1.0f / ((float)B * S));
+            loss += exit_loss_grad(x, S, 1.0f / ((float)B * S));
         }
+        // NaN or inf (the target's rows) would reach every float of the exit at the update
+        if (!isfinite(loss)) {
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         adamw_update(&opt, x->head.ln_weight, x->grad, x->P); // weight decay 0: plain Adam
         // progress every 100 steps: the mean loss against the target, speed, time left
         if ((it + 1) % 100 == 0) {
@@ -2190,9 +2459,14 @@ int main_exit(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&x, 0, sizeof(x));
     int rc = 1;
+    // the file written must be neither the target nor the corpus the run reads
+    RunInput ins[2] = {{paths[0], "the target", "-m"}, {paths[1], "the corpus", "-i"}};
+    if (!eval_only && check_not_input(paths[3], "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (exit_inputs(&g, &corpus, paths, o.layer, err, sizeof(err)) != 0) goto done;
     if (exit_trainer_init(&x, &g, o.layer) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the exit head");
+        snprintf(err, sizeof(err), "out of memory for the exit head and a window's rows (%.1f "
+                 "MB)", 4.0 * (3 * x.P + 5.0 * g.config.block_size * (g.config.n_embd +
+                 g.config.vocab_size)) / 1e6);
         goto done;
     }
     if (eval_only && read_exit_head(&x, &g, paths[2], err, sizeof(err)) != 0) goto done;
@@ -2202,22 +2476,29 @@ int main_exit(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
-    print_config(&g, paths[0]); // which target, on stderr
-    // the exit as it starts (or as read), then training, the file, and the trained exit
+    // the exit as it starts (or as read), measured before anything is printed: figures that
+    // are not finite numbers are one line of refusal, never a "val loss nan"
     ExitEval e;
     double t0 = now_seconds();
     exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    if (!isfinite(e.loss[0] + e.soft[0] + e.alpha[0] + e.loss[1] + e.soft[1] + e.alpha[1])) {
+        snprintf(err, sizeof(err), eval_only ? "exit head '%s' gives figures on the validation "
+                 "split that are not finite numbers (its floats or the target's rows overflow); "
+                 "retrain it (make train-exit)" : "target '%s' gives rows on the validation "
+                 "split that are not finite numbers (its logits overflow), so no exit can learn "
+                 "from it; tinyshakespeare/train eval -m TARGET tells", paths[eval_only ? 2 : 0]);
+        goto done;
+    }
+    print_config(&g, paths[0]); // which target, on stderr
     print_exit_eval(&e, x.head.layer, eval_only ? paths[2] : "step 0", now_seconds() - t0);
+    // then training, the file, and the trained exit
     if (!eval_only) {
         fprintf(stderr, "recipe: exit after block %d, LayerNorm + Linear(%d, %d) from the "
                 "target's ln_f and lm_head; %d steps of %d windows of %d tokens, loss the "
                 "cross-entropy against the target's row, Adam lr %g, seed %llu; writes %s at "
                 "the end\n", o.layer, x.head.C, x.head.V, o.iters, o.batch,
                 g.config.block_size, (double)EXIT_LR, (unsigned long long)o.seed, paths[3]);
-        if (train_exit_head(&x, &g, &corpus, &o) != 0) {
-            snprintf(err, sizeof(err), "out of memory for the exit's optimiser");
-            goto done;
-        }
+        if (train_exit_head(&x, &g, &corpus, &o, err, sizeof(err)) != 0) goto done;
         if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
         fprintf(stderr, "wrote %s\n", paths[3]);
         t0 = now_seconds(); // the evaluation's own time
@@ -2801,11 +3082,18 @@ static float *eagle_train_float(const EagleTrainer *et, size_t i, size_t nfuse, 
     return &et->block.params[et->off + i - nfc];
 }
 
-// Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format.
+// Writes et's draft, trained on target, to path atomically in beyond.c's EAGLE format, if
+// every float is finite.
 int save_eagle_head(const EagleTrainer *et, const GPT *target, const char *path, char *err,
                     size_t errlen) {
     size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 0; // EAGLE-3's first
     size_t nfc = nfuse + (size_t)(2 * et->C + 1) * et->C, P = nfc + et->n;
+    // its three parts in the file's order, fuse (EAGLE-3), fc, the block: i counts the
+    // finite floats before the first that is not, as the file numbers them
+    size_t i = finite_prefix(et->fuse, nfuse);
+    if (i == nfuse) i += finite_prefix(et->fc, nfc - nfuse);
+    if (i == nfc) i += finite_prefix(et->block.params + et->off, et->n);
+    if (i < P) return refuse_float("eagle draft", path, i, err, errlen);
     size_t n = EAGLE_HEADER + 4 * P + 8; // header, floats, checksum
     unsigned char *buf = malloc(n); // NULL: write_file_atomic says out of memory
     uint32_t L = (uint32_t)target->config.n_layer, three = et->n_feat == 3;
@@ -2949,10 +3237,25 @@ void eagle_eval_split(EagleTrainer *et, GPT *target, const int *tokens, size_t n
 static void print_eagle_eval(const EagleEval *e, const char *when, double secs, int n_feat) {
     fprintf(stderr, "%s: %s on the whole validation split (%.1f s); mean f^2 of the target's "
             "features %.4f\n", when, n_feat == 3 ? "EAGLE-3" : "EAGLE", secs, e->fsq);
-    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++) {
+        if (!e->n[k]) { // eagle_inputs saw to the corpus: only a short window leaves none
+            fprintf(stderr, "  depth %d: no position (it needs windows of %d rows: a larger "
+                    "block_size)\n", k + 1, k + 2);
+            continue;
+        }
         fprintf(stderr, "  depth %d: alpha %.4f, greedy agreement %.4f, loss against the target "
                 "%.4f, val loss %.4f, feature error (h - f)^2 %.4f (%zu positions)\n", k + 1,
                 e->alpha[k], e->agree[k], e->soft[k], e->loss[k], e->ferr[k], e->n[k]);
+    }
+}
+
+// 0 if eagle_eval_split's figures are all finite numbers (a NaN or inf in the target's rows
+// or the draft's floats makes them NaN); -1 if one is not.
+static int eagle_eval_finite(const EagleEval *e) {
+    double sum = e->fsq; // NaN or inf anywhere makes the sum NaN or inf
+    for (int k = 0; k < EAGLE_EVAL_DEPTH; k++)
+        sum += e->alpha[k] + e->agree[k] + e->soft[k] + e->loss[k] + e->ferr[k];
+    return isfinite(sum) ? 0 : -1;
 }
 
 // What `tinyshakespeare/train eagle` is asked to do.
@@ -2965,7 +3268,8 @@ typedef struct {
 } EagleOptions;
 
 // One training step over B random windows of the training split: the loss (returned, summed
-// over the rows), its gradient as a mean over the B*(S-1) rows, one Adam step of each part.
+// over the rows), its gradient as a mean over the B*(S-1) rows, one Adam step of each part
+// (none if the loss is not a finite number).
 static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corpus, Rng *rng,
                                AdamW *opt) {
     int S = et->S;
@@ -2985,6 +3289,9 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
         loss += eagle_train_forward(et, target, w, S, b); // the draft, kept for the backward
         eagle_train_backward(et, target, b, scale);
     }
+    // NaN or inf (the target's rows) would reach every float at the update: none is made,
+    // and the caller stops the run
+    if (!isfinite(loss)) return loss;
     adamw_update(&opt[0], et->fc, et->fc_grad, nfc); // fc
     adamw_update(&opt[1], et->block.params + et->off, et->ts.grads + et->off, et->n);
     if (et->n_feat == 3) // EAGLE-3's fuse
@@ -2994,8 +3301,9 @@ static double eagle_train_step(EagleTrainer *et, GPT *target, const Corpus *corp
 
 // Trains et on the training split, the target frozen: each step B random windows of S
 // tokens, Adam (lr EAGLE_LR, no weight decay) on fc and the block. Progress on stderr every
-// 100 steps. 0, or -1 out of memory.
-int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o) {
+// 100 steps. 0, or -1 with err set (out of memory, or a loss that is not a finite number).
+int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const EagleOptions *o,
+                char *err, size_t errlen) {
     size_t nfc = (size_t)(2 * et->C + 1) * et->C; // fc_weight and fc_bias
     size_t nfuse = et->n_feat == 3 ? (size_t)(3 * et->C + 1) * et->C : 1; // EAGLE-3's fuse
     AdamW opt[3] = {{EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfc), alloc_floats(nfc), 0},
@@ -3004,11 +3312,19 @@ int train_eagle(EagleTrainer *et, GPT *target, const Corpus *corpus, const Eagle
                     {EAGLE_LR, 0.9f, 0.999f, 1e-8f, 0.0f, alloc_floats(nfuse),
                      alloc_floats(nfuse), 0}};
     int ok = opt[0].m && opt[0].v && opt[1].m && opt[1].v && opt[2].m && opt[2].v;
+    if (!ok)
+        fail_with(err, errlen, "out of memory for the EAGLE draft's Adam moments (%.1f MB)",
+                  8.0 * (nfc + et->n + nfuse) / 1e6);
     Rng rng;
     rng_seed(&rng, o->seed);
     double t_start = now_seconds(), t_log = t_start, recent = 0.0;
     for (int it = 0; ok && it < o->iters; it++) {
-        recent += eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
+        double loss = eagle_train_step(et, target, corpus, &rng, opt); // summed over rows
+        if (!isfinite(loss)) { // the step made no update; the run stops, writing nothing
+            ok = target_loss_nonfinite(err, errlen, it + 1) == 0;
+            break;
+        }
+        recent += loss;
         // progress: the mean loss per row since the last line, speed, time left
         if ((it + 1) % 100 == 0) {
             double now = now_seconds(), ms = 1e3 * (now - t_log) / 100.0;
@@ -3120,10 +3436,19 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
         return fail_with(err, errlen, "model '%s' has ffn_width %d, not 4 x n_embd: the "
                          "trainer's block backward needs the lecture's MLP; give -m a model "
                          "train wrote", paths[0], g->config.ffn_width);
-    if (corpus->n_train <= (size_t)g->config.block_size || corpus->n_val < 3)
+    int S = g->config.block_size;
+    if (corpus->n_train <= (size_t)S)
         return fail_with(err, errlen, "corpus '%s' is too short for EAGLE on a model of "
-                         "block_size %d; use Tiny Shakespeare (make data)", paths[1],
-                         g->config.block_size);
+                         "block_size %d; use Tiny Shakespeare (make data)", paths[1], S);
+    // depth d scores row i of a window against the target's row i+d, so it needs windows of
+    // d+1 rows with a next token: every depth a window of S rows holds must get a position,
+    // or its figures would read 0 over nothing (the deeper ones print as having none)
+    int depths = S - 1 < EAGLE_EVAL_DEPTH ? S - 1 : EAGLE_EVAL_DEPTH;
+    if (corpus->n_val < (size_t)depths + 2)
+        return fail_with(err, errlen, "corpus '%s': its validation split of %zu tokens gives "
+                         "depth %d no position to score (depths 1 to %d need %d); use a longer "
+                         "corpus (make data)", paths[1], corpus->n_val, (int)corpus->n_val - 1,
+                         depths, depths + 2);
     return 0;
 }
 
@@ -3181,11 +3506,19 @@ int main_eagle(int argc, char **argv, int eval_only) {
     memset(&corpus, 0, sizeof(corpus));
     memset(&et, 0, sizeof(et));
     int rc = 1;
+    // the file written must be neither the target nor the corpus the run reads
+    RunInput ins[2] = {{paths[0], "the target", "-m"}, {paths[1], "the corpus", "-i"}};
+    if (!eval_only && check_not_input(paths[3], "-o", ins, 2, err, sizeof(err)) != 0) goto done;
     if (eagle_inputs(&g, &corpus, paths, err, sizeof(err)) != 0) goto done;
     const char *shape_of = eval_only ? paths[2] : NULL; // eagle-eval: the file's own shape
     if (eagle_train_shape(&o.shape, &g, shape_of, err, sizeof(err)) != 0) goto done;
     if (eagle_trainer_setup(&et, &g, o.batch, o.seed, &o.shape) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the EAGLE draft of %d windows", o.batch);
+        // the block's model and pass (as train_run_mb counts them), and the target's rows
+        double mb[3], C = g.config.n_embd, V = g.config.vocab_size;
+        train_run_mb(&et.bc, o.batch, 0, mb);
+        snprintf(err, sizeof(err), "out of memory for the EAGLE draft and a pass of %d windows "
+                 "(%.0f MB); use a smaller --batch", o.batch, mb[0] + mb[2] + 4.0 * o.batch *
+                 (et.S * (C + V) + et.rows * (3 * C + V)) / 1e6);
         goto done;
     }
     if (eval_only && read_eagle_head(&et, &g, paths[2], err, sizeof(err)) != 0) goto done;
@@ -3195,15 +3528,24 @@ int main_eagle(int argc, char **argv, int eval_only) {
     if (!eval_only && !probe) goto done;
     if (probe) unlink(probe);
     free(probe);
-    print_config(&g, paths[0]);
+    // eagle-eval: the figures, measured before anything is printed: figures that are not
+    // finite numbers are one line of refusal, never an "alpha nan"
     EagleEval e;
     double t0 = now_seconds();
     if (eval_only) {
         eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        if (eagle_eval_finite(&e) != 0) {
+            snprintf(err, sizeof(err), "eagle draft '%s' gives figures on the validation split "
+                     "that are not finite numbers (its floats or the target's rows overflow); "
+                     "retrain it (make train-eagle)", paths[2]);
+            goto done;
+        }
+        print_config(&g, paths[0]);
         print_eagle_eval(&e, paths[2], now_seconds() - t0, et.n_feat);
         rc = 0;
         goto done;
     }
+    print_config(&g, paths[0]);
     // the recipe: what it reads, the loss, the schedule
     if (et.n_feat == 3)
         fprintf(stderr, "recipe: EAGLE-3, fuse (%d -> %d) of the target's rows after blocks "
@@ -3221,10 +3563,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
                 "writes %s at the end\n", 2 * et.C, et.C, (size_t)(2 * et.C + 1) * et.C + et.n,
                 (double)EAGLE_W_CE, (double)EAGLE_W_REG, o.iters, o.batch, et.S,
                 (double)EAGLE_LR, (unsigned long long)o.seed, paths[3]);
-    if (train_eagle(&et, &g, &corpus, &o) != 0) {
-        snprintf(err, sizeof(err), "out of memory for the EAGLE draft's optimiser");
-        goto done;
-    }
+    if (train_eagle(&et, &g, &corpus, &o, err, sizeof(err)) != 0) goto done;
     if (save_eagle_head(&et, &g, paths[3], err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", paths[3]);
     t0 = now_seconds();
