@@ -122,8 +122,9 @@ static int is_word(const char *s, char **argv, int argc) {
     return 0;
 }
 
-// What an accepted command line promises of the options ./specdec and ./beyond share.
-static void check_core_options(const Options *o, char **argv, int argc) {
+// What an accepted command line promises of the options ./specdec and ./beyond share
+// (tree: ./beyond was given --tree, whose depth stands for K, which then stays 0).
+static void check_core_options(const Options *o, char **argv, int argc, int tree) {
     // every path and the prompt: the default or a word of argv, never a copy or a temporary
     if (o->model_path && !is_word(o->model_path, argv, argc)) fail("-m does not point into argv", NULL);
     if (strcmp(o->corpus_path, DEFAULT_CORPUS) && !is_word(o->corpus_path, argv, argc))
@@ -132,7 +133,7 @@ static void check_core_options(const Options *o, char **argv, int argc) {
         fail("-p does not point into argv", NULL);
     // the documented ranges
     if (o->max_new_tokens < 1 || o->max_new_tokens > MAX_NEW_TOKENS) fail("-n out of range accepted", NULL);
-    if (o->K < 1 || o->K > 4096) fail("-k out of range accepted", NULL);
+    if ((o->K < 1 && !(tree && o->K == 0)) || o->K > 4096) fail("-k out of range accepted", NULL);
     if (!isfinite(o->temperature) || o->temperature < 0.0f || o->temperature > 1e6f ||
         (o->temperature > 0.0f && o->temperature < FLT_MIN))
         fail("-t out of range accepted", NULL);
@@ -155,7 +156,7 @@ static void fuzz_parse_args(int argc, char **argv) {
         if (rc != -1) fail("parse_args returned neither 0 nor -1", NULL);
         check_message(err, sizeof(err));
     } else {
-        check_core_options(&o, argv, argc);
+        check_core_options(&o, argv, argc, 0);
         check_prompt(&v, o.prompt); // main's next step for a generation run
     }
     // ./beyond: every option of ./specdec, and its own
@@ -167,7 +168,7 @@ static void fuzz_parse_args(int argc, char **argv) {
         check_message(err, sizeof(err));
         return;
     }
-    check_core_options(&b.core, argv, argc);
+    check_core_options(&b.core, argv, argc, b.tree != NULL);
     if (strcmp(b.draft, "bigram") && !is_word(b.draft, argv, argc))
         fail("--draft does not point into argv", NULL);
     if (b.tree && !is_word(b.tree, argv, argc)) fail("--tree does not point into argv", NULL);
