@@ -156,15 +156,23 @@ unit_names=()
 unit_starts=()
 n_shown=0
 
+# cpu_seconds FILE: the user + system seconds in the output of `times` in FILE (lines
+# like "0m1.250s 0m0.031s"), to one decimal.
+cpu_seconds() {
+    awk '{ for (i = 1; i <= NF; i++) { split($i, f, /[ms]/); t += 60 * f[1] + f[2] } }
+         END { printf "%.1f", t }' "$1"
+}
+
 # Progress, printed as it happens (the full logs follow in order, and a slow unit
 # would otherwise hold back every line after it): one line when a unit starts, one
 # when it ends, with its counts and the running totals.
 noted=()
+cpu_total=0
 so_far_pass=0
 so_far_fail=0
 n_noted=0
 note_progress() {
-    local id np nf
+    local id np nf cpu
     for ((id = 0; id < ${#unit_names[@]}; id++)); do
         [[ -n ${noted[id]:-} || ! -f $work/$id.rc ]] && continue
         noted[id]=1
@@ -173,7 +181,9 @@ note_progress() {
         so_far_pass=$((so_far_pass + np))
         so_far_fail=$((so_far_fail + nf))
         n_noted=$((n_noted + 1))
-        echo "[$((SECONDS - t_start)) s] done: ${unit_names[id]} in $((SECONDS - unit_starts[id])) s," \
+        cpu=$(cpu_seconds "$work/$id.times")
+        cpu_total=$(awk -v a="$cpu_total" -v b="$cpu" 'BEGIN { printf "%.1f", a + b }')
+        echo "[$((SECONDS - t_start)) s] done: ${unit_names[id]} in $((SECONDS - unit_starts[id])) s ($cpu s of CPU)," \
              "$np passed, $nf failed; so far $so_far_pass passed, $so_far_fail failed" \
              "(units done: $n_noted of ${#unit_names[@]} started)"
     done
@@ -219,7 +229,10 @@ unit() {
     unit_names+=("$name")
     unit_starts+=("$SECONDS")
     echo "[$((SECONDS - t_start)) s] start: $name"
-    ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
+    # `times` in the unit's subshell: the CPU time of everything the unit ran (its second
+    # line, the children's user and system time), which a loaded machine does not inflate
+    ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; times >"$work/$id.times"
+      mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
 }
 
 echo "running up to $JOBS test units at once"
@@ -330,7 +343,7 @@ echo
 if ((${#failed_names[@]} > 0)); then
     echo "failing: ${failed_names[*]}"
 fi
-echo "(test time: $((SECONDS - t_start)) s with up to $JOBS units at once)"
+echo "(test time: $((SECONDS - t_start)) s with up to $JOBS units at once; $cpu_total s of CPU in the units)"
 echo "$passed passed, $failed failed"
 if ((failed > 0 || passed == 0)); then
     exit 1
