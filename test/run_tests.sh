@@ -130,15 +130,17 @@ trap stop_all INT TERM
 # three minutes on two idle cores (notes/testing.md has each unit's CPU time and why it is
 # where it is). It leaves to the full tier the sanitizer builds and passes, the planted bugs
 # other than the samplers, the units of what beyond.c adds beyond the tree's rule
-# (test_beyond, test_drafts, test_eagle), of the trainer (test_train, test_medusa), and of
-# the tools around the code (fuzzing, valgrind, gdb_test, Ctrl-C).
+# (test_beyond, test_drafts, test_eagle), of the trainer (test_train, test_medusa), the
+# in-process non-finite checks (test_nonfinite; nonfinite_test runs their command line),
+# and the tests of the tools around the code (fuzzing, valgrind, gdb_test, Ctrl-C).
 random_model=$BUILD/random1337.bin # the self-test's random model, written below
 QUICK_UNITS=(
     # the docs' quoted outputs, quoted source and gdb sessions (gdb_test.sh among them), and
     # the README's figures
     test/docs_test.sh test/quotes_test.sh test/readme_test.sh
-    # the bad-input rows and what must work (release builds; test_*.sh's TEST_TIER hooks)
-    test/cli_test.sh
+    # the bad-input rows and what must work, every option honoured or refused, a checkpoint
+    # that overflows (release builds; cli_test and modes_test have TEST_TIER hooks)
+    test/cli_test.sh test/modes_test.sh test/nonfinite_test.sh
     # the reading budget and what a clone holds: a second each
     test/style_test.sh test/repo_test.sh
     # greedy equivalence of every draft and shape, on a random and on the trained model
