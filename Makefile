@@ -4,7 +4,7 @@
 #   make          build ./specdec (the lesson), ./beyond (what the papers add) and the tools
 #   make run      build ./specdec, fetch the corpus if needed, then run the demo
 #   make test     build everything and run the quick tier of the tests: every proof a reader
-#                 relies on, release builds only (test/run_tests.sh; about 2.5 minutes)
+#                 relies on, release builds only (test/run_tests.sh; under 3 minutes)
 #   make check    build everything and run the whole suite, as .ci/run does: the quick tier and
 #                 the sanitizer builds, the planted bugs, fuzzing, valgrind (about 10 minutes)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
