@@ -3,14 +3,19 @@
 #
 #   make          build ./specdec (the lesson), ./beyond (what the papers add) and the tools
 #   make run      build ./specdec, fetch the corpus if needed, then run the demo
-#   make test     build everything and run the test suite (test/run_tests.sh)
+#   make test     build everything and run the quick tier of the tests: every proof a reader
+#                 relies on, release builds only (test/run_tests.sh; under 3 minutes)
+#   make check    build everything and run the whole suite, as .ci/run does: the quick tier and
+#                 the sanitizer builds, the planted bugs, fuzzing, valgrind (about 10 minutes)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
 #   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
 #   make train-medusa retrain tinyshakespeare/medusa.bin, Medusa heads on the frozen model.bin
 #   make train-exit   retrain tinyshakespeare/exit.bin, the early exit after block 1 of model.bin
 #   make train-eagle  retrain tinyshakespeare/eagle.bin, the EAGLE-3 draft on model.bin's rows
-#   make bench    the speed of both decoders, and where speculation pays (test/bench.c,
-#                 notes/speed.md; writes notes/speed.svg)
+#   make bench    the speed of both decoders on the shipped model and padded to 34 MB
+#                 (test/bench.c, notes/speed.md; about 2 minutes)
+#   make bench-full  the same, and the sweep on to 136 MB, where speculation pays; writes
+#                 notes/speed.svg (about 8 minutes)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
 #   make early-exit  alpha of the target's own early exits as drafts, beside the GPT draft
 #                 (test/early_exit.c, notes/speed.md)
@@ -42,7 +47,7 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench explain early-exit drafts-table
+.PHONY: all debug data run test check train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench bench-full explain early-exit drafts-table
 
 # The tools beside the lesson: each includes specdec.c or beyond.c whole.
 TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
@@ -190,16 +195,35 @@ train-eagle: tinyshakespeare/train data
 	@echo "make train-eagle: retrains the EAGLE-3 draft and replaces tinyshakespeare/eagle.bin, the shipped one, at the end (git checkout tinyshakespeare/eagle.bin restores it)"
 	tinyshakespeare/train eagle --eagle3 --taps 1,2 --steps 3 --iters 6000 -m tinyshakespeare/model.bin -o tinyshakespeare/eagle.bin
 
-# Build release and debug binaries, fetch the corpus, run the test suite.
-test: all debug data
-	CC="$(CC)" bash test/run_tests.sh
+# `make test` or `make check` alone builds its prerequisites on every core: each is one
+# compile of a few seconds (11 s instead of 22 on two cores, a newcomer's wait). The tests
+# get no jobserver of make's (MAKEFLAGS= below): run_tests.sh runs its own TEST_JOBS.
+ifeq ($(words $(MAKECMDGOALS)),1)
+ifneq ($(filter test check,$(MAKECMDGOALS)),)
+MAKEFLAGS += -j$(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+endif
+endif
 
-# Measure speed: c(T), the K sweep beside both speedup models, --draft-p-min, then the same
-# model padded with zeros from 0.84 to 136 MB of weights against this machine's bandwidth
-# limit, with the crossover and its chart in notes/speed.svg (notes/speed.md); each headline
-# figure beside its ./beyond command, which the bench runs too (so it needs ./beyond).
+# Build release and debug binaries, fetch the corpus, run the quick tier of the tests (the
+# units test/run_tests.sh lists in QUICK_UNITS; notes/testing.md says which and why).
+test: all debug data
+	CC="$(CC)" TEST_TIER=quick MAKEFLAGS= bash test/run_tests.sh
+
+# The same builds, then every test: the full tier (.ci/run runs this).
+check: all debug data
+	CC="$(CC)" TEST_TIER=full MAKEFLAGS= bash test/run_tests.sh
+
+# Measure speed: c(T), the K sweep beside both speedup models, --draft-p-min, trees, then the
+# same model padded with zeros from 0.84 to 34.1 MB of weights against this machine's
+# bandwidth limit (notes/speed.md); each headline figure beside its ./beyond command, which
+# the bench runs too (so it needs ./beyond).
 bench: beyond test/bench data
-	test/bench --svg notes/speed.svg
+	test/bench
+
+# The same, with the sweep on to 136 MB (the GPT draft's crossover, the targets, the trees'
+# wall time there) and its chart written to notes/speed.svg.
+bench-full: beyond test/bench data
+	test/bench --full --svg notes/speed.svg
 
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
 explain: test/explain

@@ -15,10 +15,10 @@
  *   4. --draft-p-min against the best fixed K;
  *   5. trees against chains: tokens per verify pass at the same node count, and wall time;
  *   6. the size sweep at t = 1: the same model with its MLP padded by zeros (widen_ffn)
- *      to 8.76, 34.1 and 136 MB of weights, where the weights stop fitting the caches: the
- *      streaming bandwidth, c(T) per size, each draft's best K (and at 136 MB the GPT draft
- *      with --draft-p-min) against plain decoding and the bandwidth limit, the crossover, a
- *      text chart and an SVG;
+ *      to 8.76 and 34.1 MB of weights (with --full on to 136 MB, where the weights stop
+ *      fitting the caches): the streaming bandwidth, c(T) per size, each draft's best K (and
+ *      at 136 MB the GPT draft with --draft-p-min) against plain decoding and the bandwidth
+ *      limit, the crossover, a text chart and an SVG;
  *   7. the headline figures, each beside the ./beyond command that makes it, the check
  *      that the accounting lands within 10% of every measured cell, and the issue's
  *      targets at 136 MB.
@@ -48,12 +48,14 @@
  * bench's own beside it. Every t = 0 run checks that the speculative text is plain
  * decoding's, byte for byte (exit 1 if not).
  *
- *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick]
+ *   test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick | --full]
  *     --csv       every cell as CSV on stdout (the report stays on stderr)
- *     --svg       the size sweep's chart as an SVG file (make bench: notes/speed.svg)
+ *     --svg       the size sweep's chart as an SVG file (make bench-full: notes/speed.svg)
  *     --commands  runs each headline's ./beyond command N times on the loaded model
  *                 (0..5, default 5); 0: no commands, the bench times every cell itself
  *     --quick     the same report on fewer tokens, rounds and sizes (the tests), no commands
+ *     --full      the size sweep on to 136 MB, and the trees' wall time there (make
+ *                 bench-full): minutes of runs a second or more each, so not by default
  * notes/speed.md reads the numbers.
  */
 #ifndef TESTING
@@ -1112,7 +1114,8 @@ static const WidthPlan SWEEP_PLAN[] = {
     {4096, 1, {1, 2, 3, 4}, {2, 4, 6, 8}, 0, 3},
     {16384, 0, {2, 3, 0, 0}, {6, 8, 0, 0}, 0, 3},
     {65536, 0, {3, 4, 0, 0}, {6, 8, 0, 0}, 1, 3}};
-static int SWEEP_N_WIDTHS = 3;  // --quick: the first
+#define N_WIDTHS 3
+static int SWEEP_N_WIDTHS = 2;  // to 34.1 MB; --full: all N_WIDTHS (136 MB); --quick: the first
 static size_t STREAM_MB = 512;  // the bandwidth probe's buffer, 16x the L3
 static int SWEEP_CURVE = 65536; // c(T)'s calls per timing: SWEEP_CURVE / H, at least 1
 // --draft-p-min at 136 MB: the (K, P) pairs tried; a wasted guess costs less there than on
@@ -1475,6 +1478,11 @@ static int run_sweep(const GPT *g, Draft *drafts, int n_drafts,
     sweep_best(rows, n, drafts, n_drafts);
     sweep_chart(rows, n, drafts, n_drafts);
     sweep_crossover(rows, n, drafts, n_drafts);
+    // the widths left out: where the GPT draft's crossover has been (136 MB), and the targets
+    if (SWEEP_N_WIDTHS < N_WIDTHS)
+        fprintf(stderr, "(the sweep stopped at %.1f MB; test/bench --full, make bench-full, "
+                "goes on to 136 MB, where the GPT draft has paid in every run so far)\n",
+                rows[n - 1].mb);
     if (svg_path && write_svg(svg_path, rows, n, drafts, n_drafts, err, errlen) != 0) return -1;
     if (svg_path) fprintf(stderr, "chart written to %s\n", svg_path);
     return 0;
@@ -1622,7 +1630,8 @@ static double tokens_per_pass(GPT *g, Draft *d, float t, const char *shape, int 
 
 // The tree section: for each model-free and model draft, at t = 0 and 1, the chain of K = 4
 // and 8 against every tree of as many nodes in a short list; then wall time at this size
-// (in this process, alternated with plain decoding) and at 136 MB (the command, 3 runs).
+// (in this process, alternated with plain decoding) and, with --full, at 136 MB (the
+// command, 3 runs).
 static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
     static const char *const SHAPES[2][4] = {{"2,1", "4", "1,3", NULL},
                                               {"2,1,1,1", "4,1", "2,3", "8"}};
@@ -1682,7 +1691,7 @@ static void bench_trees(GPT *g, Draft *drafts, int n_drafts, const Vocab *v) {
             "%.2fx (%.2f-%.2f) of plain decoding, medians of %d alternated runs\n",
             median_of(tree_r, n), min_of(tree_r, n), max_of(tree_r, n), median_of(chain_r, n),
             min_of(chain_r, n), max_of(chain_r, n), n);
-    if (COMMAND_RUNS == 0) return; // --quick: no commands
+    if (COMMAND_RUNS == 0 || SWEEP_N_WIDTHS < N_WIDTHS) return; // 136 MB: --full only
     char cmd[700];
     snprintf(cmd, sizeof(cmd), "./beyond%s --compare --tree 3,2,1,1 --draft gpt -t 1 -n %d "
              "--ffn-width 65536", CMD_PATHS, TOKENS);
@@ -1800,29 +1809,36 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 // The command line
 
 #ifdef BENCH_MAIN
-// test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--quick]: see run_bench.
+// test/bench [-m PATH] [-i PATH] [--csv] [--svg PATH] [--commands N] [--quick | --full]: see
+// run_bench.
 int main(int argc, char **argv) {
     program_name = "bench"; // its messages' first word
     Options o;
     default_options(&o); // -m and -i below; the rest as ./specdec's defaults
-    int csv = 0;
+    int csv = 0, quick = 0, full = 0;
     const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: test/bench [-m " DEFAULT_MODEL "] [-i corpus] [--csv] [--svg PATH] "
-                   "[--commands N] [--quick]\n  c(T), then K = 1..8 at t = 0 and 1 for the bigram, "
-                   "GPT and lookup drafts and the\n  ceiling beside the accounting and the papers' formula, "
-                   "--draft-p-min, then the model padded to 136 MB\n  against the bandwidth "
-                   "limit; medians of alternated runs (see test/bench.c);\n  --commands N runs "
-                   "each headline's ./beyond command N times beside it\n  (default 5; 0: none, "
-                   "as --quick)\n");
+                   "[--commands N] [--quick | --full]\n  c(T), then K = 1..8 at t = 0 and 1 for "
+                   "the bigram, GPT and lookup drafts and the\n  ceiling beside the accounting "
+                   "and the papers' formula, --draft-p-min, trees, then the model\n  padded to "
+                   "34 MB (--full: 136 MB) against the bandwidth limit; medians of alternated\n  "
+                   "runs (see test/bench.c); --commands N runs each headline's ./beyond command "
+                   "N\n  times beside it (default 5; 0: none, as --quick)\n");
             return close_stdout();
         }
         if (!strcmp(a, "--csv")) { csv = 1; continue; }
 
+        if (!strcmp(a, "--full")) { // the longer sweep, to 136 MB (make bench-full)
+            full = 1;
+            SWEEP_N_WIDTHS = N_WIDTHS;
+            continue;
+        }
         if (!strcmp(a, "--quick")) {
             // the same code on less: what the tests run
+            quick = 1;
             TOKENS = 200;
             SELECT_SMALL = 1;
             MAX_RERUNS = 0;
@@ -1837,8 +1853,8 @@ int main(int argc, char **argv) {
         // what is left must be -m PATH or -i PATH, the model and corpus as ./specdec takes
         // them, --svg PATH or --commands N
         if (strcmp(a, "-m") && strcmp(a, "-i") && strcmp(a, "--svg") && strcmp(a, "--commands")) {
-            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --svg, --commands "
-                       "and --quick)", a);
+            error_line("unknown bench option '%s' (bench takes -m, -i, --csv, --svg, --commands, "
+                       "--quick and --full)", a);
             return 1;
         }
         if (i + 1 >= argc) {
@@ -1856,6 +1872,12 @@ int main(int argc, char **argv) {
             continue;
         }
         *(!strcmp(a, "--svg") ? &svg : a[1] == 'm' ? &o.model_path : &o.corpus_path) = val;
+    }
+    // --quick sets fewer widths than the default, --full more: both at once is no one plan
+    if (quick && full) {
+        error_line("--quick and --full exclude each other (--quick: what the tests run; "
+                   "--full: the sweep to 136 MB)");
+        return 1;
     }
     char err[512];
     // the chart's path is checked before minutes of measuring: can its .tmp be created?

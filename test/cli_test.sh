@@ -41,10 +41,17 @@
 # Runs left to the release pass: ./specdec --selftest and ./beyond --selftest (run_tests.sh
 # runs the sanitizer builds' itself), test/bench --quick (over 4 minutes sanitized), and a
 # few long decodes (--ffn-width 65536, the trainer's double Ctrl-C).
+#
+# The quick tier (TEST_TIER=quick, make test) runs every row and every check but three runs,
+# left to the full tier (make check): test/bench --quick, twice (about 11 s of CPU each: a
+# test of the bench, not of what it measures), and the 300-token greedy decode at 136 MB
+# (about 12 s; the self-tests and test_beyond prove --ffn-width's text at smaller widths).
 
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
+FULL=1 # 0 in the quick tier: see above
+[[ ${TEST_TIER:-full} == quick ]] && FULL=0
 BIN=${SPECDEC_BIN:-./specdec}   # run_tests.sh also passes a sanitizer build
 BEYOND=${BEYOND_BIN:-./beyond}  # and of beyond.c
 CC=${CC:-gcc}
@@ -959,8 +966,8 @@ check "train medusa-eval of the tiny model's heads: exit 0, nothing on stdout, a
     eval '[[ $rc == 0 && ! -s $T/out && -s $T/mh_trained_lines ]] && err_has "alpha" &&
           [[ $(grep "^  head" "$T/err") == "$(cat "$T/mh_trained_lines")" ]]'
 run_bench -h
-check "bench -h exits 0 with usage on stdout and nothing on stderr" \
-    eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: test/bench" && out_has "--quick"'
+check "bench -h exits 0 with usage on stdout and nothing on stderr, naming --quick and --full" \
+    eval '[[ $rc == 0 && ! -s $T/err ]] && out_has "usage: test/bench" && out_has "--quick" && out_has "--full"'
 
 # train eval scores a checkpoint as training did: a tiny model trained 3 steps on the
 # first 100,000 bytes of the corpus reports its validation loss when it saves, and eval
@@ -985,7 +992,8 @@ check "explain: for A, B, C, D the exact P(emit) is p (0.0500, 0.1000, 0.6000, 0
 
 # The benchmark, --quick: the full report on fewer tokens, repeats and sizes, about 11 s of CPU
 # here, so 120 s. Release build only: sanitized, even --quick takes over 4 minutes.
-if [[ -z ${SPECDEC_BIN:-} ]]; then
+((FULL)) || echo "note: the quick tier leaves test/bench --quick (twice) and the decode at 136 MB to make check"
+if [[ -z ${SPECDEC_BIN:-} ]] && ((FULL)); then
     start=$SECONDS
     LIMIT=120 run_bench --quick --csv --svg "$T/sweep.svg"
     echo "note: test/bench --quick --csv took $((SECONDS - start)) s (limit 120 s)"
@@ -1047,7 +1055,7 @@ fi
 
 # --ffn-width 65536: the shipped model padded to 136 MB of weights writes the same text as
 # plain decoding, and as the unpadded model (about 10 s of decoding, under 60).
-if [[ -z ${SPECDEC_BIN:-} ]]; then
+if [[ -z ${SPECDEC_BIN:-} ]] && ((FULL)); then
     runb --compare -t 0 --ffn-width 65536 -n 300
     half=$(( $(size_of "$T/out") / 2 ))
     check "./beyond --compare -t 0 --ffn-width 65536 -n 300: exit 0, the two texts on stdout identical, 'byte-identical' on stderr" \
@@ -1173,7 +1181,7 @@ check "./specdec -h with stdout unwritable: exit 1 and one line" \
 full_run "$BEYOND" -h
 check "./beyond -h with stdout unwritable: exit 1 and one line" \
     eval '[[ $rc == 1 && $(wc -l <"$T/err") == 1 ]] && err_has "cannot write to stdout: File too large"'
-if [[ -z ${SPECDEC_BIN:-} ]]; then
+if [[ -z ${SPECDEC_BIN:-} ]] && ((FULL)); then
     LIMIT=120 full_run "$BENCH" --quick --csv
     check "test/bench --quick --csv with stdout unwritable: exit 1, the reason last on stderr" \
         eval '[[ $rc == 1 && $(tail -n 1 "$T/err") == *"cannot write to stdout: File too large"* ]]'

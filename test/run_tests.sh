@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Test aggregator for specdec. Normally run as `make test`, which builds ./specdec,
-# ./beyond and the tools beside them (and ./specdec_debug, to prove it builds) and fetches
-# the corpus first.
+# Test aggregator for specdec. Normally run as `make test` (the quick tier) or `make check`
+# (the full tier, which .ci/run runs), each of which builds ./specdec, ./beyond and the tools
+# beside them (and ./specdec_debug and ./beyond_debug, which gdb runs) and fetches the corpus
+# first.
 #
 # What it runs, always from the repository root:
 #   1. every test/test_*.c, compiled into test/build/ (or $TEST_BUILD): <name> with the release
@@ -20,9 +21,12 @@
 #      of specdec.c), and both on the shipped trained model tinyshakespeare/model.bin;
 #   3. every test/*_test.sh, run with bash, against ./specdec and ./beyond and again
 #      against the sanitizer builds (through SPECDEC_BIN and BEYOND_BIN).
+# The full tier runs all of it. The quick tier (TEST_TIER=quick, `make test`) runs the units
+# QUICK_UNITS names below, release builds only: see there, and notes/testing.md, for which
+# and why.
 # Each of these units (a compile and its run) is independent, so up to
-# TEST_JOBS of them run at once; the output of each is shown whole, in the
-# order above, as soon as it and the units before it have finished.
+# TEST_JOBS of them run at once, slowest first (see below); the output of each is shown
+# whole, in the order they started, as soon as it and the units before it have finished.
 #
 # Protocol: a test prints one line per check starting with "PASS " or
 # "FAIL "; every other line is commentary. A program that exits non-zero
@@ -40,6 +44,8 @@
 #                 needs the timeout command, 0 disables)
 #   TEST_JOBS     units run at once (default: the number of CPUs)
 #   TEST_BUILD    where test programs are built (default test/build)
+#   TEST_TIER     quick or full (default full): which units run; TESTS_FILTER then picks
+#                 among them
 #
 # Ctrl-C (SIGINT) or SIGTERM stops the whole run: every test program it started,
 # however deep (each unit runs under `timeout`, in a process group of its own, where
@@ -58,6 +64,11 @@ BUILD=${TEST_BUILD:-test/build}
 TIMEOUT=${TEST_TIMEOUT:-1800}
 JOBS=${TEST_JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)}
 [[ $JOBS =~ ^[1-9][0-9]*$ ]] || JOBS=1
+TIER=${TEST_TIER:-full}
+if [[ $TIER != quick && $TIER != full ]]; then
+    echo "run_tests.sh: TEST_TIER='$TIER' is not a tier; use TEST_TIER=quick (make test) or TEST_TIER=full (make check)" >&2
+    exit 2
+fi
 RELEASE_FLAGS=(-std=c11 -O3 -march=native -Wall -Wextra -ffp-contract=off)  # as the Makefile builds specdec
 # -O2 -march=native: sanitizer builds run the forward pass 20-50x slower than release,
 # and at -O1 without FMA instructions (fmaf becomes a libm call) twice slower again
@@ -115,9 +126,55 @@ stop_all() {
 }
 trap stop_all INT TERM
 
-# selected NAME: true if NAME passes TESTS_FILTER.
+# The quick tier: the proofs a reader of the code relies on, on release builds, in under
+# three minutes on two idle cores (notes/testing.md has each unit's CPU time and why it is
+# where it is). It leaves to the full tier the sanitizer builds and passes, the planted bugs
+# other than the samplers, the units of what beyond.c adds beyond the tree's rule
+# (test_beyond, test_drafts, test_eagle), of the trainer (test_train, test_medusa), the
+# in-process non-finite checks (test_nonfinite; nonfinite_test runs their command line),
+# and the tests of the tools around the code (fuzzing, valgrind, gdb_test, Ctrl-C).
+random_model=$BUILD/random1337.bin # the self-test's random model, written below
+QUICK_UNITS=(
+    # the docs' quoted outputs, quoted source and gdb sessions (gdb_test.sh among them), and
+    # the README's figures
+    test/docs_test.sh test/quotes_test.sh test/readme_test.sh
+    # the bad-input rows and what must work, every option honoured or refused, a checkpoint
+    # that overflows (release builds; cli_test and modes_test have TEST_TIER hooks)
+    test/cli_test.sh test/modes_test.sh test/nonfinite_test.sh
+    # the reading budget and what a clone holds: a second each
+    test/style_test.sh test/repo_test.sh
+    # greedy equivalence of every draft and shape, on a random and on the trained model
+    "./specdec --selftest -m $random_model" "./specdec --selftest -m tinyshakespeare/model.bin"
+    "./beyond --selftest -m $random_model" "./beyond --selftest -m tinyshakespeare/model.bin"
+    # exactness: the enumeration, the chi-squares (a fifth of the runs in this tier), greedy
+    # runs, the copies of the loops, each round's rows and caches
+    "$BUILD/test_exact"
+    # the broken samplers that the enumeration and the chi-squares must catch: a wrong
+    # residual, a wrong ratio, a q row that is not the one drawn from (three ways)
+    "$BUILD/test_exact_broken_RESIDUAL" "$BUILD/test_exact_broken_RATIO"
+    "$BUILD/test_exact_broken_DRAFT_Q" "$BUILD/test_exact_broken_FILTER_DRAFT"
+    "$BUILD/test_exact_broken_UNFILTERED_Q"
+    # trees: the node rule enumerated, the masked pass, greedy trees, the chi-squares, and
+    # the node rule's broken sampler
+    "$BUILD/test_tree" "$BUILD/test_tree_broken_TREE_Q"
+    # the lesson's own units: the model against a double-precision reference, the cache,
+    # sampling, greedy equivalence, the files
+    "$BUILD/test_specdec"
+)
+
+# in_tier NAME: true if the tier runs unit NAME (the full tier runs every unit).
+in_tier() {
+    local u
+    [[ $TIER == full ]] && return 0
+    for u in "${QUICK_UNITS[@]}"; do
+        [[ $1 == "$u" ]] && return 0
+    done
+    return 1
+}
+
+# selected NAME: true if the tier runs NAME and it passes TESTS_FILTER.
 selected() {
-    [[ -z $FILTER || $1 == *"$FILTER"* ]]
+    in_tier "$1" && [[ -z $FILTER || $1 == *"$FILTER"* ]]
 }
 
 # fail NAME MESSAGE: record one failure that is not from a test's own output.
@@ -156,15 +213,23 @@ unit_names=()
 unit_starts=()
 n_shown=0
 
+# cpu_seconds FILE: the user + system seconds in the output of `times` in FILE (lines
+# like "0m1.250s 0m0.031s"), to one decimal.
+cpu_seconds() {
+    awk '{ for (i = 1; i <= NF; i++) { split($i, f, /[ms]/); t += 60 * f[1] + f[2] } }
+         END { printf "%.1f", t }' "$1"
+}
+
 # Progress, printed as it happens (the full logs follow in order, and a slow unit
 # would otherwise hold back every line after it): one line when a unit starts, one
 # when it ends, with its counts and the running totals.
 noted=()
+cpu_total=0
 so_far_pass=0
 so_far_fail=0
 n_noted=0
 note_progress() {
-    local id np nf
+    local id np nf cpu
     for ((id = 0; id < ${#unit_names[@]}; id++)); do
         [[ -n ${noted[id]:-} || ! -f $work/$id.rc ]] && continue
         noted[id]=1
@@ -173,7 +238,9 @@ note_progress() {
         so_far_pass=$((so_far_pass + np))
         so_far_fail=$((so_far_fail + nf))
         n_noted=$((n_noted + 1))
-        echo "[$((SECONDS - t_start)) s] done: ${unit_names[id]} in $((SECONDS - unit_starts[id])) s," \
+        cpu=$(cpu_seconds "$work/$id.times")
+        cpu_total=$(awk -v a="$cpu_total" -v b="$cpu" 'BEGIN { printf "%.1f", a + b }')
+        echo "[$((SECONDS - t_start)) s] done: ${unit_names[id]} in $((SECONDS - unit_starts[id])) s ($cpu s of CPU)," \
              "$np passed, $nf failed; so far $so_far_pass passed, $so_far_fail failed" \
              "(units done: $n_noted of ${#unit_names[@]} started)"
     done
@@ -219,10 +286,13 @@ unit() {
     unit_names+=("$name")
     unit_starts+=("$SECONDS")
     echo "[$((SECONDS - t_start)) s] start: $name"
-    ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
+    # `times` in the unit's subshell: the CPU time of everything the unit ran (its second
+    # line, the children's user and system time), which a loaded machine does not inflate
+    ( "$@" >"$work/$id.log" 2>&1; echo $? >"$work/$id.rc.tmp"; times >"$work/$id.times"
+      mv "$work/$id.rc.tmp" "$work/$id.rc" ) &
 }
 
-echo "running up to $JOBS test units at once"
+echo "running the $TIER tier, up to $JOBS test units at once"
 
 # The sanitizer builds of specdec.c and beyond.c, made first: the self-tests and the CLI
 # tests below run them. (-O2 like the test programs; -O0, as in `make debug`, is for gdb.)
@@ -230,7 +300,6 @@ san_bin=$BUILD/specdec_san
 beyond_san=$BUILD/beyond_san
 mkdir -p "$BUILD" || exit 1
 need_san=0 # only when a selected unit runs it
-random_model=$BUILD/random1337.bin # the self-test's random model, written below
 selected "$san_bin --selftest -m $random_model" && need_san=1
 for script in test/*_test.sh; do selected "$script (sanitizers)" && need_san=1; done
 if ((need_san)); then
@@ -244,16 +313,30 @@ if ((need_san)); then
     done
 fi
 
-# 1. C unit tests: the sanitizer builds are the slowest units, so they start first.
+# The self-tests' random model, a seeded checkpoint from the trainer's init (docs_test reads
+# it too).
+if ! tinyshakespeare/train init --seed 1337 -o "$random_model" 2>/dev/null; then
+    fail "$random_model" "tinyshakespeare/train init --seed 1337 -o $random_model failed (run make first)"
+fi
+
+# The units start slowest first, so that the last ones to finish are short: the sanitizer
+# builds of the C tests (1), the shell tests (3; docs_test and cli_test take longest), the
+# self-tests (2), then the release and broken builds of the C tests (1).
 for src in test/test_*.c; do
     bin=$BUILD/$(basename "$src" .c)
     selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}"
 done
+# 3. Shell-script tests, against the release builds and again against the
+# sanitizer builds (SPECDEC_BIN, BEYOND_BIN), so every bad input also runs under ASan/UBSan.
+for script in test/*_test.sh; do
+    selected "$script" && unit "$script" run_timed bash "$script"
+    if selected "$script (sanitizers)" && [[ -x $san_bin && -x $beyond_san ]]; then
+        unit "$script (sanitizers)" run_timed env SPECDEC_BIN="$san_bin" BEYOND_BIN="$beyond_san" \
+            bash "$script"
+    fi
+done
 # 2. The program's built-in self-test, release and sanitizer builds, random and
-# trained models; the random one is a seeded checkpoint from the trainer's init.
-if ! tinyshakespeare/train init --seed 1337 -o "$random_model" 2>/dev/null; then
-    fail "$random_model" "tinyshakespeare/train init --seed 1337 -o $random_model failed (run make first)"
-fi
+# trained models.
 for name in "$san_bin --selftest -m $random_model" "./specdec --selftest -m $random_model" \
             "./specdec --selftest -m tinyshakespeare/model.bin" \
             "./beyond --selftest -m $random_model" "./beyond --selftest -m tinyshakespeare/model.bin"; do
@@ -307,16 +390,6 @@ for src in test/test_*.c; do
     done
 done
 
-# 3. Shell-script tests, against the release builds and again against the
-# sanitizer builds (SPECDEC_BIN, BEYOND_BIN), so every bad input also runs under ASan/UBSan.
-for script in test/*_test.sh; do
-    selected "$script" && unit "$script" run_timed bash "$script"
-    if selected "$script (sanitizers)" && [[ -x $san_bin && -x $beyond_san ]]; then
-        unit "$script (sanitizers)" run_timed env SPECDEC_BIN="$san_bin" BEYOND_BIN="$beyond_san" \
-            bash "$script"
-    fi
-done
-
 while (($(jobs -rp | wc -l) > 0)); do
     sleep 0.2
     note_progress
@@ -330,7 +403,7 @@ echo
 if ((${#failed_names[@]} > 0)); then
     echo "failing: ${failed_names[*]}"
 fi
-echo "(test time: $((SECONDS - t_start)) s with up to $JOBS units at once)"
+echo "(the $TIER tier: $((SECONDS - t_start)) s with up to $JOBS units at once; $cpu_total s of CPU in the units)"
 echo "$passed passed, $failed failed"
 if ((failed > 0 || passed == 0)); then
     exit 1
