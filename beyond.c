@@ -1092,7 +1092,7 @@ static int cascade_round(Draft *d, Tokens in, int made, int want, const Sampler 
     for (int i = 0; i <= k; i++)
         served_probs(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, s);
     int n = accept_reject(b, k, 1, rng); // 3. exact samples of the GPT draft
-    n = n < want - made ? n : want - made; // a bonus past the chain's end is dropped
+    n = n < want - made ? n : want - made; // a bonus is past the chain's end: dropped
     for (int i = 0; i < n; i++) { // token i came from the GPT draft's row i of this pass
         d->chain[made + i] = b->accepted[i];
         memcpy(d->chain_q + (size_t)(made + i) * V, b->target_probs + (size_t)i * V,
@@ -1106,12 +1106,12 @@ static int cascade_round(Draft *d, Tokens in, int made, int want, const Sampler 
 // The round's chain, in inner rounds, into d->chain: the first child of each node of the
 // tree's trunk, from the root down to its first node of several children, that one included
 // (a chain is all trunk), as the room and the tokens wanted allow. Each level below has
-// several rows, which take a masked pass of the GPT draft anyway, as --draft gpt's do. The
-// GPT draft's cache then holds current_token and the chain but its last, at cache_len + depth.
+// several rows, which take a masked pass of the GPT draft anyway, as --draft gpt's do. Then
+// the GPT draft's cache_len is cache_len + chain_n: current_token and chain[0 .. chain_n-2].
 static void cascade_chain(Draft *d, TreeBuffers *tb, const Tokens *text, const Sampler *s,
                           Rng *rng) {
     int want = 1; // the trunk's nodes: those of one child, then the first of several
-    while (want < tb->shape.depth && tb->shape.width[want - 1] == 1) want++;
+    while (want < tb->shape.depth && tb->shape.width[want - 1] == 1) want++; // one child: on down
     want = want < tb->limit ? want : tb->limit;
     want = want < tb->room - 1 ? want : tb->room - 1;
     int lag = draft_lag(&d->model, tb->cache_len); // the catch-up rides in the first pass
@@ -1125,16 +1125,16 @@ static void cascade_chain(Draft *d, TreeBuffers *tb, const Tokens *text, const S
     d->chain_n = made;
 }
 
-// The root's level makes the chain (cascade_chain). Each level of the trunk is one row, the
-// chain's node at depth j: its q is the row the inner round drew from, that sample is its
-// first child, and its keys and values are where the inner round left them, at slot
-// cache_len + j, the tree's slot for row j (in the trunk, row and depth agree). Each level
-// below the trunk is drafted as --draft gpt drafts it: one masked pass over its rows.
+// The root's level makes the chain (cascade_chain). Each level of the trunk is one row, row
+// j at depth j (every level above it has one node): its q is chain_q[j], the row the inner
+// round drew chain[j], its first child, from; its keys and values are where the inner round
+// left them, at slot cache_len + j, the tree's slot for row j. Each level below the trunk,
+// the first at lo == chain_n, is drafted as --draft gpt drafts it: one masked pass.
 static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, const Sampler *s,
                          Rng *rng) {
     int V = tb->V, hi = tb->rows, j = tb->depth[lo];
     if (lo == 0) cascade_chain(d, tb, text, s, rng);
-    if (j >= d->chain_n) { // past the chain: its cache holds rows 0 .. lo-1, by row
+    if (j >= d->chain_n) { // below the trunk: its cache holds rows 0 .. lo-1, by row
         GPT *mid = &d->model;
         mask_rows(tb, lo, hi, 0, mid->config.block_size, tb->cache_len);
         const float *logits = tree_forward(mid, tb->token + lo, hi - lo, tb->positions, tb->sees);
@@ -1145,7 +1145,7 @@ static void cascade_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo, 
         memcpy(tb->own + (size_t)lo * V, d->chain_own + (size_t)j * V, (size_t)V * sizeof(float));
         tb->chosen[lo] = d->chain[j];
     }
-    tb->draft_ran = hi; // rows 0 .. hi-1 sit in its cache, by row, as the gpt draft's
+    tb->draft_ran = hi; // rows 0 .. hi-1 sit in its cache, by row (in the trunk, and more)
 }
 
 // --- Every draft, named once: --draft, -h, the self-test and the checks read this table ---
