@@ -2486,10 +2486,10 @@ int main(int argc, char **argv) {
     print_config(&ld.core.g, ld.source);
     rc = o.core.run_selftest ? beyond_selftest(&ld.core.g, drafts, n_drafts, &ld.core.corpus) != 0
                              : run_beyond(&o, &ld, &drafts[0], err, sizeof(err));
-    if (rc == 1 && !o.core.run_selftest && !err[0]) // unless it said why: for want of memory
-        snprintf(err, sizeof(err), "out of memory for %d tokens", o.core.max_new_tokens);
-done:
-    // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
+    if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
+        snprintf(err, sizeof(err), o.core.run_selftest ? "the self-test failed: its FAIL lines "
+                 "are on stdout" : "out of memory for %d tokens", o.core.max_new_tokens);
+done: // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < N_DRAFTS; i++) free_draft(&drafts[i]);
     free(ld.core.prompt);

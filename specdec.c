@@ -1660,8 +1660,7 @@ void usage(FILE *f, const char *program) {
         "  --compare   also run plain decoding with the same seed; compare passes and time\n"
         "  --plain     plain autoregressive decoding only\n"
         "  --no-prompt print only the generated text, not the prompt before it\n"
-        "  --selftest  greedy equivalence checks, one PASS/FAIL line each (the sampling\n"
-        "              checks are in test/: make test)\n"
+        "  --selftest  greedy equivalence checks, one PASS/FAIL line each (sampling: make test)\n"
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
@@ -1733,9 +1732,8 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     errno = 0;
     double v = strtod(val, &end);
     const char *d = val + (*val == '-'); // its digits: "0.5", ".5", "-0"
-    if (!isdigit((unsigned char)d[*d == '.']) || strspn(val, "0123456789.eE+-") != strlen(val) || *end || errno ||
-        !(v >= opt->lo && v <= opt->hi)
-        || (v != 0.0 && fabs(v) < FLT_MIN))
+    if (!isdigit((unsigned char)d[*d == '.']) || strspn(val, "0123456789.eE+-") != strlen(val) ||
+        *end || errno || !(v >= opt->lo && v <= opt->hi) || (v != 0.0 && fabs(v) < FLT_MIN))
         return -1;
     *(float *)opt->field = v == 0.0 ? 0.0f : (float)v; // -0 is 0 too, and prints as 0
     return 0;
@@ -1990,10 +1988,11 @@ int main(int argc, char **argv) {
     print_config(&ld.g, ld.path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
                         : run_generation(&o, &ld, &draft, err, sizeof(err));
-    if (rc == 1 && !o.run_selftest && !err[0]) // unless it said why: for want of memory
-        snprintf(err, sizeof(err), "out of memory for %d tokens", o.max_new_tokens);
+    if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
+        snprintf(err, sizeof(err), o.run_selftest ? "the self-test failed: its FAIL lines are on "
+                 "stdout" : "out of memory for %d tokens", o.max_new_tokens);
 done:
-    // rc 1: err holds the reason (a failed self-test printed its own); rc 2: stdout failed
+    // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     free_bigram_draft(&draft);
     free(ld.prompt);

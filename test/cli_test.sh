@@ -330,6 +330,22 @@ check "train init on a 20-byte corpus writes a 10-character model (vocab_size 10
              $(hex_bytes -j 28 -N 10 "$T/v10.bin" | tr -d "\n") == "$v10_want" &&
              ${#v10_want} == 20 && $(size_of "$T/v10.bin") == "$V10_SIZE" ]]'
 
+# A self-test that fails says so on stderr too, in one line (its FAIL lines are on stdout):
+# a model of the 10 characters of "To be, or not to be\n" cannot run ./specdec's prompt
+# "ROMEO:\n". ./beyond's self-test skips the drafts such a model cannot hold.
+if [[ -z ${SPECDEC_BIN:-} ]]; then # release builds: a whole self-test each
+    for i in 1 2 3 4 5 6 7 8 9 10; do printf 'To be, or not to be\n'; done >"$T/ten_chars"
+    run_train init --seed 7 -i "$T/ten_chars" -o "$T/ten_chars.bin"
+    run_in "$BIN" --selftest -m "$T/ten_chars.bin" -i "$T/ten_chars"
+    check "./specdec --selftest on a model that cannot run its prompts: exit 1, FAIL lines, and one line on stderr saying so" \
+        eval '[[ $rc == 1 ]] && grep -q "^FAIL greedy" "$T/out" && err_has "the self-test failed: its FAIL lines are on stdout"'
+    # ./beyond's self-test takes its prompts from the corpus: it runs on this model (its gpt
+    # and cascade cases skipped: draft.bin has another vocabulary)
+    run_in "$BEYOND" --selftest -m "$T/ten_chars.bin" -i "$T/ten_chars"
+    check "./beyond --selftest on the same model: exit 0, gpt and cascade skipped, each with its reason" \
+        eval '[[ $rc == 0 ]] && grep -q "^SKIP gpt: draft .* has another vocabulary" "$T/out" && grep -q "^SKIP cascade: " "$T/out"'
+fi
+
 # A model whose window is 4 tokens: the default -k 4 does not fit it.
 run_train --layers 1 --heads 1 --embd 8 --block 4 --batch 2 --iters 2 -o "$T/block4.bin"
 check "train of a model with a 4-token window (exit 0)" eval '[[ $rc == 0 && -f $T/block4.bin ]]'
