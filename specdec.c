@@ -1269,7 +1269,7 @@ typedef struct {
 #define MAX_FILE_BYTES (1ULL << 31)
 
 // Formats a message into out (n bytes) whole, then shortens in its middle each quoted value
-// ('VALUE', no space in it) longer than 64 bytes: a long path or --tree never pushes the
+// ('VALUE', no space in it) longer than 64 bytes: a long path or value never pushes the
 // reason and the fix off the end. Only what is still too long after that is cut.
 void format_whole(char *out, size_t n, const char *fmt, va_list ap) {
     va_list again; // the arguments, once to measure and once to write
