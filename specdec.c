@@ -1780,7 +1780,7 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
 int check_idle(const OptionSpec *options, long given, int action, char *err, size_t errlen) {
     const char *why = action == IN_SELFTEST ? "--selftest, which runs its own prompts, "
                       "lengths, drafts, temperatures and seeds" : "--plain, which drafts nothing "
-                      "(the corpus is the bigram's)";
+                      "(no draft, and so no bigram table from -i)";
     for (size_t j = 0; options[j].flag; j++)
         if ((given >> j & 1) && (options[j].idle_in & action))
             return fail_with(err, errlen, "%s has no effect with %s; drop %s", options[j].flag,
