@@ -192,7 +192,7 @@ typedef struct TreeBuffers {
                       //           sibling, norm(max(p - Q, 0)) of the one before
     double *Q_work;   // (V)       the Q that child was drawn from: q without its earlier siblings
     int *path;        // (D+1)     rows of the accepted path: path[0] = 0, then one per depth
-    int *accepted;    // (D+1)     tokens the round emits: the path's guesses, then one more
+    int *emitted;     // (D+1)     tokens the round emits: the path's guesses, then one more
                       //           (none when the path already gives every token wanted)
     int *all_tokens;  // (S)       a pass's input: the restart's tokens, then its rows
     int *positions;   // (S)       each of those tokens' position: cache_len + depth for a row
@@ -282,7 +282,7 @@ int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
     size_t N = (size_t)tb->max_rows, D = (size_t)shape->depth + 1;
     // a table per type, not a line per buffer (as specdec.c's alloc_each): (N+1), (D+1), (S)
     int **ints[] = {&tb->token, &tb->parent, &tb->depth, &tb->first_child, &tb->n_children,
-                    &tb->chosen, &tb->path, &tb->accepted, &tb->all_tokens, &tb->positions};
+                    &tb->chosen, &tb->path, &tb->emitted, &tb->all_tokens, &tb->positions};
     size_t n_int[] = {N, N, N, N, N, N, D, D, (size_t)S, (size_t)S};
     double **doubles[] = {&tb->chance, &tb->u, &tb->p_work, &tb->Q_work}; // (N+1), (V)
     size_t n_double[] = {N, N, (size_t)V, (size_t)V};
@@ -299,7 +299,7 @@ int build_tree_buffers(TreeBuffers *tb, const TreeShape *shape, int V, int S) {
 void free_tree_buffers(TreeBuffers *tb) {
     void *owned[] = {tb->token, tb->parent, tb->depth, tb->first_child, tb->n_children, tb->chosen,
                      tb->q, tb->own, tb->p, tb->chance, tb->u, tb->verdict, tb->p_work, tb->Q_work,
-                     tb->path, tb->accepted, tb->all_tokens, tb->positions, tb->sees};
+                     tb->path, tb->emitted, tb->all_tokens, tb->positions, tb->sees};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(tb, 0, sizeof(*tb));
 }
@@ -1094,7 +1094,7 @@ static int cascade_round(Draft *d, Tokens in, int made, int want, const Sampler 
     int n = accept_reject(b, k, 1, rng); // 3. exact samples of the GPT draft
     n = n < want - made ? n : want - made; // a bonus is past the chain's end: dropped
     for (int i = 0; i < n; i++) { // token i came from the GPT draft's row i of this pass
-        d->chain[made + i] = b->accepted[i];
+        d->chain[made + i] = b->emitted[i];
         memcpy(d->chain_q + (size_t)(made + i) * V, b->target_probs + (size_t)i * V,
                (size_t)V * sizeof(float));
         tempered_softmax(d->chain_own + (size_t)(made + i) * V, logits + (size_t)i * V, V, 1.0f);
@@ -1364,7 +1364,7 @@ static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
 // Phase 3 for a tree: walks down from current_token, judging each node's children, until a
 // node's children all fail (a draw from its leftover p ends the round) or a leaf passes
 // (a bonus from its p, unless the path already gives every token still wanted). Writes the
-// tokens to tb->accepted and the path to tb->path; returns how many tokens: 1 .. depth+1.
+// tokens to tb->emitted and the path to tb->path; returns how many tokens: 1 .. depth+1.
 static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
     int r = 0, m = 0; // the node reached, and the guesses accepted on the way
     tb->path[0] = 0;
@@ -1373,16 +1373,16 @@ static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
         int token = -1; // set by judge_children when every child fails
         int c = judge_children(tb, r, rng, &token);
         if (c < 0) { // every child failed: the leftover draw is the round's last token
-            tb->accepted[m] = token;
+            tb->emitted[m] = token;
             return m + 1;
         }
-        tb->accepted[m++] = tb->token[c];
+        tb->emitted[m++] = tb->token[c];
         tb->path[m] = c;
         tb->passed = m;
         r = c;
     }
     if (m == tb->limit) return m; // the last round: no bonus past the tokens wanted
-    tb->accepted[m] = sample_from(tb->p + (size_t)r * tb->V, tb->V, rng_uniform(rng));
+    tb->emitted[m] = sample_from(tb->p + (size_t)r * tb->V, tb->V, rng_uniform(rng));
     return m + 1; // a leaf passed (or the root had no child): its p came with the pass
 }
 
@@ -1731,7 +1731,7 @@ static int restart_cache(GPT *g, Draft *d) {
 // One round: the four phases with a tree (a chain is a tree of width 1; plain decoding, a
 // tree of no levels, drafts nothing, and its pass is a step). The context rule is folded
 // (restart_cache); the tree is cut to the slots left. Returns how many tokens it emits, in
-// tb->accepted; or -1, emitting none, at a row that is not finite (o->st says where).
+// tb->emitted; or -1, emitting none, at a row that is not finite (o->st says where).
 static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text, const RunOptions *o) {
     // 0. CONTEXT: a full cache restarts, and the pass reruns the window
     tb->restarted = g->state.cache_len == g->config.block_size;
@@ -1790,7 +1790,7 @@ int tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
         Tokens text = {seq, n_seq}; // the text so far: current_token last
         int n = tree_round(g, d, tb, &text, o);
         if (n < 0) break; // a row that is not finite: the counters are closed below
-        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        memcpy(seq + n_seq, tb->emitted, (size_t)n * sizeof(int));
         show_colored(o, seq, n_seq, tb->passed, FROM_ACCEPTED); // the path's guesses
         int drew = tb->n_children[tb->path[tb->passed]] > 0; // a leftover draw, else a bonus
         TokenSource src = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;

@@ -375,8 +375,9 @@ typedef struct {
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
     float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised
-    int *accepted;       // (K+1)     tokens the round emits: accepted drafts, then a resample
-                         //           or a bonus
+    int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
+                         //           or a bonus (the blog's list `accepted`; its length is
+                         //           the blog's num_accepted)
     float *prefill_probs; // (V)      the prefill's row, which the first token is sampled from
     int rejected_at;     //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
@@ -431,7 +432,7 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 // k candidates in b, left to right. Candidate i is accepted when u_i < min(1, p_i(c_i) / q_i(c_i)).
 // The first rejection is replaced by a draw from norm(max(0, p_i - q_i)) and ends the round. If
 // all k pass and allow_bonus is set, one bonus token is drawn from p_k (k = 0 needs allow_bonus:
-// it is then one plain step from p_0). Writes the emitted tokens to b->accepted; returns how many,
+// it is then one plain step from p_0). Writes the emitted tokens to b->emitted; returns how many,
 // 1 .. k+1 (1 .. k if no bonus is allowed).
 // Why one position emits exactly p: a guess x, drawn from q, passes with chance min(1, p(x)/q(x)),
 // so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x). A rejection, of
@@ -441,7 +442,7 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
     int V = b->V;
     int *candidates = b->candidates;
-    int *accepted = b->accepted;
+    int *emitted = b->emitted; // the blog's `accepted`: the resample or bonus goes here too
     const float *draft_probs = b->draft_probs;   // (K, V)
     const float *target_probs = b->target_probs; // (K+1, V)
     double *u = b->u; // (K) the uniform that decides each candidate
@@ -452,19 +453,19 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
         double p = target_probs[(size_t)i * V + token]; // the target's chance of the same token
         u[i] = rng_uniform(rng); // kept in u, so the trace can print it
         if (u[i] < fmin(1.0, p / q)) {
-            accepted[i] = token; // the target agrees often enough: keep the draft's token
+            emitted[i] = token; // the target agrees often enough: keep the draft's token
             continue;
         }
         b->rejected_at = i; // rejected: redraw this position from the mass q under-covered
         double u_resample = rng_uniform(rng); // the resample's own uniform
-        accepted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
+        emitted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
                                       V, b->residual, u_resample);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
     if (!allow_bonus) // the last round: a bonus would overshoot max_new_tokens
         return k;
     // every candidate passed: p_k came free with the verify pass, so take one more token
-    accepted[k] = sample_from(target_probs + (size_t)k * V, V, rng_uniform(rng));
+    emitted[k] = sample_from(target_probs + (size_t)k * V, V, rng_uniform(rng));
     return k + 1;
 }
 
@@ -623,11 +624,11 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         count_round(o->st, b, k, num_accepted);
         if (o->trace)
             trace_round(o, b, k, num_accepted, cache_len);
-        show_tokens(o, b->accepted, num_accepted);
+        show_tokens(o, b->emitted, num_accepted);
         // update state: the blog's generated.extend(accepted) and current_token = accepted[-1]
-        memcpy(generated + n_generated, b->accepted, (size_t)num_accepted * sizeof(int));
+        memcpy(generated + n_generated, b->emitted, (size_t)num_accepted * sizeof(int));
         n_generated += num_accepted;
-        current_token = b->accepted[num_accepted - 1];
+        current_token = b->emitted[num_accepted - 1];
     }
     finish_stats(o->st, n_generated, t0);
     return 0;
@@ -1012,14 +1013,14 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->candidates = calloc((size_t)K, sizeof(int));
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
     b->u = calloc((size_t)K, sizeof(double));
-    b->accepted = calloc((size_t)K + 1, sizeof(int));
-    return ok && b->candidates && b->all_tokens && b->u && b->accepted ? 0 : -1;
+    b->emitted = calloc((size_t)K + 1, sizeof(int));
+    return ok && b->candidates && b->all_tokens && b->u && b->emitted ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
-                     b->residual, b->accepted, b->prefill_probs};
+                     b->residual, b->emitted, b->prefill_probs};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
@@ -1147,7 +1148,7 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
     int left = k - b->rejected_at - 1; // drafted after a rejected one
-    visible_char(vis, decode(o->vocab, b->accepted[num_accepted - 1]));
+    visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     if (b->rejected_at >= 0)
         fprintf(stderr, "    resample from norm(max(0, p-q)) -> %s; discard the "
                 "remaining %d candidate%s\n", vis, left, left == 1 ? "" : "s");
@@ -1185,7 +1186,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
-        unsigned char ch = decode(o->vocab, b->accepted[i]);
+        unsigned char ch = decode(o->vocab, b->emitted[i]);
         if (ch == '\n') fputs("\\n", stderr);
         else if (ch == '"' || ch == '\\') fprintf(stderr, "\\%c", ch);
         else if (isprint(ch)) fputc(ch, stderr);
@@ -1195,7 +1196,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
             num_accepted == 1 ? "" : "s");
     int verified = cache_len + k + 1; // the verify pass added k+1 positions
     int keep = cache_len + num_accepted; // trim_kv_cache's keep
-    visible_char(vis, decode(o->vocab, b->accepted[num_accepted - 1]));
+    visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d, dropped %d); %s is the "
             "new current_token\n", verified, keep, num_accepted - 1, verified - keep, vis);
 }

@@ -972,7 +972,7 @@ static void watched_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *pr
             w->untempered_sum += expected_acceptance(tb->p, bigram_get_probs(&d->bigram, current), V);
             w->n++;
         }
-        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        memcpy(seq + n_seq, tb->emitted, (size_t)n * sizeof(int));
         n_seq += n;
     }
     finish_stats(&o->st->core, n_seq - first, t0);

@@ -26,7 +26,7 @@
 #
 # The first form leaves you at the (gdb) prompt at the end of round 1, in
 # speculative_generate, with the program still alive. Its locals have the blog's names:
-# `p b->accepted[0]@num_accepted` (the round's tokens), `p current_token`, `p cache_len`,
+# `p b->emitted[0]@num_accepted` (the round's tokens), `p current_token`, `p cache_len`,
 # `p generated[0]@n_generated` (the blog's list; the round's update, generated.extend(accepted)
 # and current_token = accepted[-1], has not run yet); then `continue` (stops at round 2's
 # draft_tokens), or `delete` and `continue` to run to the end. test/gdb_test.sh runs the second form and checks its numbers against
@@ -206,8 +206,8 @@ end
 # rejection) or the bonus token (when all k passed).
 set $i = 0
 while $i < $walk_n
-  printf "WALK accept emit accepted[%d]=%d char=", $i, b->accepted[$i]
-  walk_char b->accepted[$i]
+  printf "WALK accept emit accepted[%d]=%d char=", $i, b->emitted[$i]
+  walk_char b->emitted[$i]
   printf "\n"
   set $i = $i + 1
 end

@@ -20,7 +20,7 @@
 
 // What the round just run did, for the hook: the guesses it drafted (k), the cache's
 // length before its verify pass (current_token's slot), whether a full cache was refilled
-// first (refill_cache), and how many tokens it emitted (b->accepted).
+// first (refill_cache), and how many tokens it emitted (b->emitted).
 typedef struct {
     int k, cache_len, refilled, num_accepted;
 } CoreRound;
@@ -64,7 +64,7 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         trim_kv_cache(target_model, num_accepted, cache_len);
         count_round(o->st, b, k, num_accepted);
         if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
-        memcpy(seq + n_seq, b->accepted, (size_t)num_accepted * sizeof(int));
+        memcpy(seq + n_seq, b->emitted, (size_t)num_accepted * sizeof(int));
         show_tokens(o, seq + n_seq, num_accepted);
         n_seq += num_accepted;
         current_token = seq[n_seq - 1];
@@ -102,7 +102,7 @@ static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *
         tb->limit = o->max_new_tokens - (n_seq - first);
         Tokens text = {seq, n_seq};
         int n = tree_round(g, d, tb, &text, o);
-        memcpy(seq + n_seq, tb->accepted, (size_t)n * sizeof(int));
+        memcpy(seq + n_seq, tb->emitted, (size_t)n * sizeof(int));
         show_colored(o, seq, n_seq, tb->passed, FROM_ACCEPTED);
         int drew = tb->n_children[tb->path[tb->passed]] > 0;
         TokenSource src = drew ? FROM_RESAMPLED : tb->rows > 1 ? FROM_BONUS : FROM_TARGET;

@@ -1165,7 +1165,7 @@ static void test_round_context(Fixture *fx) {
         for (int i = 0; i < n && w <= S; i++) {
             fresh.state.cache_len = 0;
             int next = ref_argmax(forward(&fresh, win, w) + (size_t)(w - 1) * V, V);
-            right += tb.accepted[i] == next;
+            right += tb.emitted[i] == next;
             win[w++] = next;
         }
         long kinds = 0;
@@ -1228,7 +1228,7 @@ static void test_lookup_round(Fixture *fx) {
     rng_seed(&r, 5);
     RunOptions o = {.max_new_tokens = 10, .sampler = {0.0f, 0, 0.0f}, .rng = &r, .st = &st};
     int out = tree_round(&g, &lk, &tb, &(Tokens){seq, n}, &o);
-    check(out == 1 && tb.rows == 1 && tb.room == 5 && !tb.restarted && tb.accepted[0] == want &&
+    check(out == 1 && tb.rows == 1 && tb.room == 5 && !tb.restarted && tb.emitted[0] == want &&
           g.state.cache_len == n && st.empty_rounds == 1 && st.core.rounds == 1 &&
           st.core.drafted == 0 && st.core.judged == 0 && st.core.bonus == 0 &&
           st.core.resampled == 0 && st.pass[PASS_STEP].passes == 1 &&
@@ -1237,7 +1237,7 @@ static void test_lookup_round(Fixture *fx) {
           "a lookup round with no match (\"abcdefg\", t=0, room for %d rows) is a plain step: "
           "%d token (want 1), %d guesses, token %d == plain decoding's argmax %d, cache_len %d "
           "(want %d); counted as %ld empty round of %ld, %ld drafted, %ld judged, %ld bonus, "
-          "%ld one-token step of %ld target passes", tb.room, out, tb.rows - 1, tb.accepted[0],
+          "%ld one-token step of %ld target passes", tb.room, out, tb.rows - 1, tb.emitted[0],
           want, g.state.cache_len, n, st.empty_rounds, st.core.rounds, st.core.drafted,
           st.core.judged, st.core.bonus, st.pass[PASS_STEP].passes, st.core.target_passes);
     free_tree_buffers(&tb);

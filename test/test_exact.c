@@ -393,7 +393,7 @@ static void run_core_round(Enum *e, Outcome *o, Rng *r) {
     o->n = accept_reject(&e->b, k, k < e->remaining, r);
     o->rejected_at = e->b.rejected_at;
     memcpy(o->cand, e->b.candidates, (size_t)k * sizeof(int));
-    memcpy(o->out, e->b.accepted, (size_t)o->n * sizeof(int));
+    memcpy(o->out, e->b.emitted, (size_t)o->n * sizeof(int));
 }
 
 // The chain: draft_tree on a chain of k with the case's Sampler (tb->top at t = 0 or for
@@ -421,7 +421,7 @@ static void run_chain_round(Enum *e, Outcome *o, Rng *r) {
     o->rejected_at = o->n > tb->passed && tb->n_children[tb->path[tb->passed]] > 0 ? tb->passed
                                                                                    : -1;
     for (int i = 0; i < k; i++) o->cand[i] = tb->token[1 + i];
-    memcpy(o->out, tb->accepted, (size_t)o->n * sizeof(int));
+    memcpy(o->out, tb->emitted, (size_t)o->n * sizeof(int));
 }
 
 static void run_round(Enum *e, Outcome *o) {
@@ -799,7 +799,7 @@ static void draw_first_tokens(const BigramDraft *d, int current, const float *p,
     for (long i = 0; i < n; i++) {
         draft_tokens(d, current, 1, t, &r, &b);
         int m = accept_reject(&b, 1, 0, &r);
-        counts[b.accepted[0]] += m == 1;
+        counts[b.emitted[0]] += m == 1;
         *accepted += b.rejected_at < 0;
     }
     free_spec_buffers(&b);
@@ -824,7 +824,7 @@ static void draw_first_tokens_chain(Draft *d, int current, const float *p, const
         for (int row = 0; row < tb.rows; row++)
             memcpy(tb.p + (size_t)row * V, p, (size_t)V * sizeof(float));
         int m = accept_reject_tree(&tb, &r);
-        counts[tb.accepted[0]] += m == 1;
+        counts[tb.emitted[0]] += m == 1;
         *accepted += tb.passed;
     }
     free_tree_buffers(&tb);
@@ -1254,9 +1254,9 @@ static void test_forced_edges(void) {
     float p[V] = {0.1f, 0.4f, 0.2f, 0.3f, 0.0f}, q[V] = {0.3f, 0.2f, 0.2f, 0.1f, 0.2f};
     int n1 = forced_accept(&b, V, 0, q, p, 0.0, 0.0, 0), r1 = b.rejected_at;
     int n2 = forced_accept(&b, V, 0, q, p, U_BELOW_1, 0.0, 0), r2 = b.rejected_at,
-        t2 = b.accepted[0];
-    int n3 = forced_accept(&b, V, 0, q, p, U_BELOW_1, U_BELOW_1, 0), t3 = b.accepted[0];
-    int n4 = forced_accept(&b, V, 4, q, p, 0.0, 0.0, 0), r4 = b.rejected_at, t4 = b.accepted[0];
+        t2 = b.emitted[0];
+    int n3 = forced_accept(&b, V, 0, q, p, U_BELOW_1, U_BELOW_1, 0), t3 = b.emitted[0];
+    int n4 = forced_accept(&b, V, 4, q, p, 0.0, 0.0, 0), r4 = b.rejected_at, t4 = b.emitted[0];
     check(n1 == 1 && r1 == -1 && n2 == 1 && r2 == 0 && t2 == 1 && n3 == 1 && t3 == 3 &&
           n4 == 1 && r4 == 0 && t4 == 1,
           "forced u: p/q = 1/3 accepts at u = 0 (rejected_at %d), rejects at u = 1-2^-53 "
@@ -1264,8 +1264,8 @@ static void test_forced_edges(void) {
           "u = 1-2^-53 (want 1, 3); p(c) = 0 rejects even at u = 0 (rejected_at %d, then %d)",
           r1, r2, t2, t3, r4, t4);
     // the bonus at the ends of [0, 1): the first and last tokens with mass
-    int nb0 = forced_accept(&b, V, 1, q, p, 0.0, 0.0, 1), b0 = b.accepted[1];
-    int nb1 = forced_accept(&b, V, 1, q, p, 0.0, U_BELOW_1, 1), b1 = b.accepted[1];
+    int nb0 = forced_accept(&b, V, 1, q, p, 0.0, 0.0, 1), b0 = b.emitted[1];
+    int nb1 = forced_accept(&b, V, 1, q, p, 0.0, U_BELOW_1, 1), b1 = b.emitted[1];
     check(nb0 == 2 && nb1 == 2 && b0 == 0 && b1 == 3, "forced u: the bonus after an accepted "
           "candidate is token %d at u = 0 and %d at u = 1-2^-53 (want 0 and 3: 4 has p = 0)",
           b0, b1);
@@ -1273,9 +1273,9 @@ static void test_forced_edges(void) {
     float qz[2] = {0.5f, 0.5f}, pz[2] = {0.5f, 0.5f - 0x1p-24f};
     SpecBuffers b2;
     build_spec_buffers(&b2, 1, 2);
-    int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.accepted[0],
+    int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.emitted[0],
         rz = b2.rejected_at;
-    int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.accepted[0];
+    int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.emitted[0];
     int finite = b2.residual[0] == 0.0f && b2.residual[1] == 0.0f;
     check(nz0 == 1 && rz == 0 && z0 == 0 && nz1 == 1 && z1 == 1 && finite,
           "a residual that sums to zero (p <= q everywhere): the rejection (rejected_at %d) "
@@ -1475,7 +1475,7 @@ static void test_self_draft(Fixture *fx) {
             trim_kv_cache(g, n, before);
             all_in += n == K + 1 && b.rejected_at < 0;
             emitted += n;
-            current = b.accepted[n - 1];
+            current = b.emitted[n - 1];
             rounds++;
         }
         check(rounds > 0 && all_in == rounds && rows_equal == rounds,
@@ -1886,7 +1886,7 @@ static uint64_t first_above(AcceptFn accept, SpecBuffers *b, int x, int want) {
         rng_seed(&r, 0); // a planted bug may draw more than the two forced values
         rng_force(&r, forced, 2);
         accept(b, 1, 0, &r);
-        if ((x ? b->accepted[0] : b->rejected_at + 1) > want) hi = mid; // rejected: -1, or 0
+        if ((x ? b->emitted[0] : b->rejected_at + 1) > want) hi = mid; // rejected: -1, or 0
         else lo = mid + 1;
     }
     return lo;
@@ -1914,7 +1914,7 @@ static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context
     double emit[256] = {0}, grid = 9007199254740992.0, u[1]; // emit[x]: the chance x comes out
     int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
     SpecBuffers b = {.K = 1, .V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
-                     .u = u, .residual = residual, .accepted = out};
+                     .u = u, .residual = residual, .emitted = out};
     g->state.cache_len = 0;
     tempered_softmax(p, forward(g, context, n) + (size_t)(n - 1) * V, V, 1.0f);
     bigram_probs(q, d, context[n - 1], 1.0f);

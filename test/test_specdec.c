@@ -766,14 +766,14 @@ static void test_untrimmed_control(Fixture *fx) {
         if (variant == 0) trim_kv_cache(g, n, before);
         if (variant == 2) trim_kv_cache(g, n + 1, before);
         int kv = g->state.cache_len;
-        memcpy(got, forward(g, &b.accepted[n - 1], 1), (size_t)V * sizeof(float));
+        memcpy(got, forward(g, &b.emitted[n - 1], 1), (size_t)V * sizeof(float));
         double diff = max_abs_diff(ref, got, (size_t)V);
         int same = memcmp(ref, got, (size_t)V * sizeof(float)) == 0;
-        int setup = n == 1 && b.rejected_at == 0 && b.accepted[0] == g0;
+        int setup = n == 1 && b.rejected_at == 0 && b.emitted[0] == g0;
         if (variant == 0)
             check(setup && same, "control: rejected first guess (n=%d, rejected_at %d, resampled "
                   "%d, greedy %d), trimmed cache (cache_len %d) gives the never-drafted logits "
-                  "(max diff %.2g)", n, b.rejected_at, b.accepted[0], g0, kv, diff);
+                  "(max diff %.2g)", n, b.rejected_at, b.emitted[0], g0, kv, diff);
         else
             check(setup && !same, "negative control: %s gives different logits (max diff "
                   "%.3g; cache_len %d, should be %d)", what[variant], diff, kv, before + n);
@@ -1079,18 +1079,18 @@ static void test_accept_reject(void) {
     int bad = 0, n = 0;
     for (uint64_t s = 0; s < 100; s++) {
         n = run_accept(&b, K, 1, s);
-        bad += !(n == K + 1 && b.rejected_at == -1 && b.accepted[0] == 1 && b.accepted[1] == 3 &&
-                 b.accepted[2] == 0 && b.accepted[3] == 4);
+        bad += !(n == K + 1 && b.rejected_at == -1 && b.emitted[0] == 1 && b.emitted[1] == 3 &&
+                 b.emitted[2] == 0 && b.emitted[3] == 4);
     }
     check(bad == 0, "accept_reject, p one-hot at each candidate: all accepted + bonus 4 for 100 "
           "seeds (%d wrong; last: n=%d, rejected_at %d, emitted %d %d %d %d)", bad, n,
-          b.rejected_at, b.accepted[0], b.accepted[1], b.accepted[2], b.accepted[3]);
+          b.rejected_at, b.emitted[0], b.emitted[1], b.emitted[2], b.emitted[3]);
     // (b) the same without a bonus
     bad = 0;
     for (uint64_t s = 0; s < 100; s++) {
         n = run_accept(&b, K, 0, s);
-        bad += !(n == K && b.rejected_at == -1 && b.accepted[0] == 1 && b.accepted[1] == 3 &&
-                 b.accepted[2] == 0);
+        bad += !(n == K && b.rejected_at == -1 && b.emitted[0] == 1 && b.emitted[1] == 3 &&
+                 b.emitted[2] == 0);
     }
     check(bad == 0, "accept_reject, allow_bonus=0 and all accepted: returns k=%d for 100 seeds "
           "(%d wrong; last n=%d)", K, bad, n);
@@ -1099,12 +1099,12 @@ static void test_accept_reject(void) {
     bad = 0;
     for (uint64_t s = 0; s < 100; s++) {
         n = run_accept(&b, K, 1, s);
-        bad += !(n == 2 && b.rejected_at == 1 && b.accepted[0] == 1 && b.accepted[1] == 2 &&
+        bad += !(n == 2 && b.rejected_at == 1 && b.emitted[0] == 1 && b.emitted[1] == 2 &&
                  b.residual[2] == 1.0f - 0.2f && b.residual[3] == 0.0f);
     }
     check(bad == 0, "accept_reject, p(c1)=0: c0 accepted, c1 rejected and resampled as p's "
           "argmax 2 for 100 seeds (%d wrong; last n=%d, rejected_at %d, emitted %d %d)", bad, n,
-          b.rejected_at, b.accepted[0], b.accepted[1]);
+          b.rejected_at, b.emitted[0], b.emitted[1]);
     // (d) p == q, all entries > 0: min(1, p/q) = 1, so every candidate passes
     Rng r;
     rng_seed(&r, 5);
@@ -1142,7 +1142,7 @@ static void test_accept_reject(void) {
     double u1[1];
     float resid[V];
     SpecBuffers bf = {.K = 1, .V = V, .candidates = &c2, .draft_probs = qf, .target_probs = pf,
-                      .u = u1, .residual = resid, .accepted = acc}; // one guess, on these rows
+                      .u = u1, .residual = resid, .emitted = acc}; // one guess, on these rows
     for (uint64_t s = 0; s < 1000; s++) {
         Rng rs;
         rng_seed(&rs, s);
@@ -1161,7 +1161,7 @@ static void test_accept_reject(void) {
     for (int t = 0; t < TRIALS; t++) {
         int c = sample_from(qg, V, rng_uniform(&rg));
         SpecBuffers bg = {.K = 1, .V = V, .candidates = &c, .draft_probs = qg, .target_probs = pg,
-                          .u = u1, .residual = resid, .accepted = acc};
+                          .u = u1, .residual = resid, .emitted = acc};
         accept_reject(&bg, 1, 0, &rg);
         hits[acc[0]]++;
         accepted += bg.rejected_at < 0;
@@ -1353,7 +1353,7 @@ static int driver_speculative(GPT *g, const BigramDraft *d, SpecBuffers *b, cons
             if (m == k + 1) lc->bonus++;
             else lc->no_bonus_full++;
         }
-        memcpy(seq + n_seq, b->accepted, (size_t)m * sizeof(int));
+        memcpy(seq + n_seq, b->emitted, (size_t)m * sizeof(int));
         n_seq += m;
     }
     return n_seq;
@@ -1543,7 +1543,7 @@ static void test_alpha_formulas(void) {
     double u[K], sum = 0.0, sum2 = 0.0;
     float res[V];
     SpecBuffers bk = {.K = K, .V = V, .candidates = cand, .draft_probs = qk, .target_probs = pk,
-                      .u = u, .residual = res, .accepted = out}; // a round's buffers, on these
+                      .u = u, .residual = res, .emitted = out}; // a round's buffers, on these
     Rng r;
     rng_seed(&r, 4321);
     for (int t = 0; t < ROUNDS; t++) {

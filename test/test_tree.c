@@ -410,7 +410,7 @@ static void cache_after_rounds(Fixture *fx, Draft *d, const char *catches) {
         int n = tree_round(g, d, &tb, &(Tokens){seq, n_seq}, &o);
         moved += tb.passed > 0 && tb.path[tb.passed] != tb.passed; // a path off the first rows
         lasts += n == tb.passed; // a last round: every token wanted passed, no bonus
-        memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
+        memcpy(seq + n_seq, tb.emitted, (size_t)n * sizeof(int));
         n_seq += n;
         rounds++;
         int start = n_seq - 1 - g->state.cache_len; // the window: the target holds all before current
@@ -517,7 +517,7 @@ static void test_medusa_row(Fixture *fx) {
     while (n_seq < (SANITIZED ? 80 : 400)) {
         tb.limit = 1000;
         int n = tree_round(g, &fx->medusa, &tb, &(Tokens){seq, n_seq}, &o);
-        memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
+        memcpy(seq + n_seq, tb.emitted, (size_t)n * sizeof(int));
         n_seq += n;
         float logits[256];
         matmul(logits, medusa->hidden, (Linear){g->w.lm_head_weight, g->w.lm_head_bias, C, V}, 1);
@@ -827,7 +827,7 @@ static void test_greedy_width(Fixture *fx) {
             for (int end = n_seq + 40; n_seq < end;) {
                 tb.limit = 1000;
                 int n = tree_round(g, drafts[di], &tb, &(Tokens){seq, n_seq}, &o);
-                memcpy(seq + n_seq, tb.accepted, (size_t)n * sizeof(int));
+                memcpy(seq + n_seq, tb.emitted, (size_t)n * sizeof(int));
                 n_seq += n;
                 rounds++;
                 guesses += tb.rows - 1;
