@@ -158,13 +158,8 @@ typedef struct Vocab Vocab;
 // Random numbers and sampling
 
 // A small PRNG of our own (xorshift64*), so a seed gives the same text everywhere.
-// forced lets a test or a debugger session choose the uniform draws: while n_forced > 0,
-// rng_uniform returns forced[0], forced[1], ... instead of generating them, so any branch
-// of a round (this draft token, that acceptance, this resample) can be made to happen.
 typedef struct {
-    uint64_t state;       //              the generator's 64 bits; never 0
-    const double *forced; // (n_forced)   uniforms in [0, 1) to return next, or NULL
-    int n_forced;         //              how many of them are left
+    uint64_t state; // the generator's 64 bits; never 0
 } Rng;
 
 // Seeds the generator; splitmix64 spreads nearby seeds (1, 2, 3) far apart.
@@ -174,15 +169,6 @@ void rng_seed(Rng *r, uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     z ^= z >> 31;
     r->state = z ? z : 0x2545F4914F6CDD1DULL; // xorshift must never hold 0
-    r->forced = NULL; // nothing forced: every draw is generated
-    r->n_forced = 0;
-}
-
-// Makes the next n uniform draws return u[0] .. u[n-1]; the generator's state does not
-// move while they are used up, so afterwards it continues where it was.
-void rng_force(Rng *r, const double *u, int n) {
-    r->forced = u; // u must outlive the n draws: it is not copied
-    r->n_forced = n;
 }
 
 // The next 64 random bits: three shifts and a multiply (xorshift64*).
@@ -198,10 +184,6 @@ uint64_t rng_u64(Rng *r) {
 // A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0. Every
 // value is a multiple of 2^-53, so a branch's probability is a count of such values.
 double rng_uniform(Rng *r) {
-    if (r->n_forced > 0) { // a forced value comes first (rng_force)
-        r->n_forced--;
-        return *r->forced++;
-    }
     // the top 53 bits, exactly a double's mantissa, times 2^-53
     return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
 }

@@ -14,7 +14,9 @@
 #      " * mutant-beyond BREAK_X: EDIT" it is a sed EDIT of one line of beyond.c, which the
 #      build includes instead of beyond.c (-DBEYOND_C=copy, and -DSPECDEC_C=the real
 #      specdec.c by its absolute path). An EDIT that no longer changes exactly one line
-#      is a FAIL (the mutant is stale);
+#      is a FAIL (the mutant is stale). A line " * splice: EDIT" makes every build of that test
+#      include a copy of specdec.c with that one-line sed EDIT (test_exact's forced uniforms);
+#      its mutants then edit that copy;
 #   2. the programs' built-in self-tests: ./specdec --selftest and ./beyond --selftest on a
 #      seeded random model (test/build/random1337.bin, which tinyshakespeare/train init
 #      --seed 1337 writes), ./specdec's also with test/build/specdec_san (a sanitizer build
@@ -326,9 +328,30 @@ fi
 # The units start slowest first, so that the last ones to finish are short: the sanitizer
 # builds of the C tests (1), the shell tests (3; docs_test and cli_test take longest), the
 # self-tests (2), then the release and broken builds of the C tests (1).
+# spliced_specdec SRC: a test whose header has a line " * splice: EDIT" (test_exact, whose
+# forced uniforms need a hook that specdec.c's reader must not meet) includes, in every build,
+# a copy of specdec.c with that sed EDIT applied; it must change exactly one line. Prints the
+# copy's absolute path, nothing for a test without a splice; returns 1 when the EDIT is stale.
+spliced_specdec() {
+    local src=$1 edit copy
+    edit=$(sed -n 's|^ \* splice: ||p' "$src")
+    [[ -n $edit ]] || return 0
+    copy=$BUILD/specdec_$(basename "$src" .c)_spliced.c
+    [[ $copy == /* ]] || copy=$PWD/$copy
+    # written aside, then renamed: a build already reading the copy keeps its whole file
+    sed "$edit" specdec.c >"$copy.tmp" && mv "$copy.tmp" "$copy"
+    [[ $(diff specdec.c "$copy" | grep -c '^>') == 1 ]] || return 1
+    echo "$copy"
+}
 for src in test/test_*.c; do
     bin=$BUILD/$(basename "$src" .c)
-    selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}"
+    splice=() # -DSPECDEC_C=the spliced copy, for a test with a splice
+    if ! copy=$(spliced_specdec "$src"); then
+        fail "$bin" "the splice of $src no longer changes exactly one line of specdec.c"
+        continue
+    fi
+    [[ -n $copy ]] && splice=("-DSPECDEC_C=\"$copy\"")
+    selected "${bin}_san" && unit "${bin}_san" compile_and_run "$src" "${bin}_san" "${SAN_FLAGS[@]}" "${splice[@]}"
 done
 # 3. Shell-script tests, against the release builds and again against the
 # sanitizer builds (SPECDEC_BIN, BEYOND_BIN), so every bad input also runs under ASan/UBSan.
@@ -362,7 +385,11 @@ for name in "$san_bin --selftest -m $random_model" \
 done
 for src in test/test_*.c; do
     bin=$BUILD/$(basename "$src" .c)
-    selected "$bin" && unit "$bin" compile_and_run "$src" "$bin" "${RELEASE_FLAGS[@]}"
+    copy=$(spliced_specdec "$src") || continue # a stale splice: failed above
+    base=specdec.c # what a specdec mutant edits: the real file, or the spliced copy
+    splice=()
+    [[ -n $copy ]] && base=$copy && splice=("-DSPECDEC_C=\"$copy\"")
+    selected "$bin" && unit "$bin" compile_and_run "$src" "$bin" "${RELEASE_FLAGS[@]}" "${splice[@]}"
     # each "broken build: -DBREAK_X" line in a test's header builds it once more with
     # that flag, which breaks specdec.c on purpose: the test then passes only if it fails
     for flag in $(sed -n 's|^ \* broken build: \(-DBREAK_[A-Za-z0-9_]*\)$|\1|p' "$src"); do
@@ -371,7 +398,8 @@ for src in test/test_*.c; do
         # a " * mutant BREAK_X: EDIT" line: the build includes a copy of specdec.c with that
         # sed edit applied, which must change exactly one line (else the mutant is stale);
         # " * mutant-beyond BREAK_X: EDIT" edits a copy of beyond.c the same way, which then
-        # includes the real specdec.c by its absolute path
+        # includes the real specdec.c by its absolute path (a test with a splice: the spliced copy,
+        # which a specdec mutant edits too)
         extra=()
         for file in specdec beyond; do
             kind=mutant
@@ -379,8 +407,10 @@ for src in test/test_*.c; do
             edit=$(sed -n "s|^ \\* $kind ${flag#-D}: ||p" "$src")
             [[ -n $edit ]] || continue
             mutant=$BUILD/${file}_${flag#-DBREAK_}.c
-            sed "$edit" $file.c >"$mutant"
-            if [[ $(diff $file.c "$mutant" | grep -c '^>') != 1 ]]; then
+            orig=$file.c
+            [[ $file == specdec ]] && orig=$base
+            sed "$edit" "$orig" >"$mutant"
+            if [[ $(diff "$orig" "$mutant" | grep -c '^>') != 1 ]]; then
                 fail "$broken" "the mutant edit of ${flag#-D} no longer changes exactly one line of $file.c: $edit"
                 extra=(stale)
                 break
@@ -389,9 +419,12 @@ for src in test/test_*.c; do
             [[ $file == beyond ]] && macro=BEYOND_C
             [[ $mutant == /* ]] || mutant=$PWD/$mutant # TEST_BUILD may be absolute
             extra+=("-D$macro=\"$mutant\"")
-            [[ $file == beyond ]] && extra+=("-DSPECDEC_C=\"$PWD/specdec.c\"")
+            [[ $file == beyond && $base == specdec.c ]] && extra+=("-DSPECDEC_C=\"$PWD/specdec.c\"")
+            [[ $file == beyond && $base != specdec.c ]] && extra+=("-DSPECDEC_C=\"$base\"") # spliced
         done
         [[ ${extra[0]:-} == stale ]] && continue
+        # a build with no copy of specdec.c of its own includes the spliced one, if any
+        [[ " ${extra[*]} " == *-DSPECDEC_C=* ]] || extra+=("${splice[@]}")
         unit "$broken" compile_and_run "$src" "$broken" "${RELEASE_FLAGS[@]}" "$flag" "${extra[@]}"
     done
 done

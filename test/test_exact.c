@@ -95,6 +95,12 @@
  *      accept_reject: below 1e-9 of p in the correct build, above it in BREAK_RESIDUAL's and
  *      BREAK_RATIO's. (./specdec --selftest ran this check until it moved here.)
  *
+ * Forced draws: specdec.c's generator has no test hooks, so every build of this test includes a
+ * copy of specdec.c (test/run_tests.sh makes it) whose rng_uniform first returns the uniforms
+ * that rng_force below queued for that generator, then generates again. The splice is this
+ * one-line sed, which must change exactly one line (else it is stale and the build FAILs):
+ * splice: s|^    return (double)(rng_u64(r) >> 11)|    return forced_left(r) ? forced_next() : (double)(rng_u64(r) >> 11)|
+ *
  * Broken builds: each plants one bug as a one-line sed of the file that now holds the
  * behaviour (test/run_tests.sh applies it to a copy, which this file includes through
  * SPECDEC_C or BEYOND_C); the tests that must see it then FAIL, and print PASS "expected
@@ -169,6 +175,22 @@
  * broken build must fail, as that broken build does, and so is shown to still see its bug.
  */
 #define TESTING
+// The forced uniforms of one generator (the splice above reads them): while forced_n > 0,
+// the generator forced_rng returns forced_u[0], forced_u[1], ... and its state does not move.
+static const void *forced_rng;
+static const double *forced_u;
+static int forced_n;
+static int forced_left(const void *r) { return r == forced_rng && forced_n > 0; }
+static double forced_next(void) {
+    forced_n--;
+    return *forced_u++;
+}
+// Makes the next n draws of generator r return u[0] .. u[n-1] (u must outlive them).
+static void rng_force(const void *r, const double *u, int n) {
+    forced_rng = r;
+    forced_u = u;
+    forced_n = n;
+}
 #ifndef BEYOND_C
 #define BEYOND_C "../beyond.c" // a broken build includes an edited copy (test/run_tests.sh)
 #endif
@@ -433,7 +455,7 @@ static void run_round(Enum *e, Outcome *o) {
     memset(o, 0, sizeof(*o));
     if (e->c->chain) run_chain_round(e, o, &r);
     else run_core_round(e, o, &r);
-    o->consumed = m - r.n_forced;
+    o->consumed = m - forced_n;
     o->overrun = r.state != state;
     e->runs++;
 }
