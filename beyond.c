@@ -393,6 +393,7 @@ static void masked_blocks(GPT *g, int l0, int l1, int T, int pos0, const unsigne
         g->state.block.key_cache = g->state.key_cache + l * layer; // this layer's cache
         g->state.block.value_cache = g->state.value_cache + l * layer;
         tree_block_forward(g, l, &g->state.block, T, pos0, sees);
+        memcpy(g->state.x, g->state.x_out, (size_t)T * g->config.n_embd * sizeof(float)); // x_in
     }
 }
 
@@ -1456,7 +1457,8 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     int nodes = tb->rows - 1;
     PassKind kind = tb->restarted ? (nodes > 0 ? PASS_FOLDED : PASS_REFILL)
                                   : nodes > 0 ? PASS_VERIFY : PASS_STEP;
-    count_pass(&st->core);
+    count_pass(&st->core, kind == PASS_STEP     ? &st->core.steps
+                          : kind == PASS_REFILL ? &st->core.refills : &st->core.verifies);
     tally_pass(st, kind, tb->rerun + tb->rows, verify_seconds);
     if (d) st->draft_seconds += draft_seconds; // plain decoding drafts nothing
     st->draft_passes += tb->draft_passes; // a model draft's passes: one a level it grew
@@ -1614,7 +1616,7 @@ static void print_time_table(const RunStats *s, int speculative) {
 // a tree's own lines, acceptance by depth, and where the time went.
 void print_run_stats(const char *title, const RunStats *s, int speculative, int K) {
     const Stats *c = &s->core;
-    print_stats(title, c, speculative && !s->tree, K);
+    print_stats(title, c, speculative && !s->tree);
     if (speculative && s->tree) { // the chain's formula does not hold: the counts alone
         fprintf(stderr, "  rounds                  %ld   (%.2f guesses a round)\n", c->rounds,
                 ratio(c->drafted, c->rounds));

@@ -108,8 +108,8 @@ static const char *TENSOR_NAMES[N_TENSORS] = {
     "ln_f_weight", "ln_f_bias", "lm_head_weight", "lm_head_bias"};
 
 // What one transformer block computes for the T tokens of a pass, one buffer per role.
-// Inference shares ONE set among all layers, and there x_in, x_mid and x_out are the same
-// array (RunState.x, the residual stream, updated in place).
+// Inference shares ONE set among all layers: x_in is RunState.x, the residual stream, and
+// forward copies x_out back into it for the next block (the trainer keeps a set per layer).
 typedef struct {
     float *x_in;    // (S, C)      residual stream entering the block
     float *ln1;     // (S, C)      ln1(x_in): the input of query, key and value
@@ -128,7 +128,9 @@ typedef struct {
 
 // Activations of one inference pass of up to S tokens, and the KV cache: the blog's past_kvs.
 typedef struct {
-    float *x;           // (S, C)      residual stream of the T tokens in flight
+    float *x;           // (S, C)      residual stream of the T tokens in flight: a block's x_in
+    float *x_mid;       // (S, C)      a block's x_mid and x_out (BlockActs), in buffers of their
+    float *x_out;       // (S, C)      own, so that a debugger shows each role by its name
     BlockActs block;    //             one block's buffers, reused by every layer
     float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
     float *logits;      // (S, V)      output: one row per token of the pass
@@ -356,7 +358,8 @@ typedef struct {
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
-    float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised
+    float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised: a
+                         //           float COPY for a debugger; the draw takes p - q in double
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus (the blog's list `accepted`; its length is
                          //           the blog's num_accepted)
@@ -485,7 +488,29 @@ typedef struct {
     int n;
 } Tokens;
 
-typedef struct Stats Stats; // a generation's counters (passes, rounds, acceptance): after the model
+// Counters of one generation: what the stats print, and what --compare sets side by side.
+typedef struct {
+    long rounds;        // speculative rounds: one verify pass each
+    long drafted;       // candidates drafted: the sum of k
+    long judged;        // candidates accept_reject decided on: accepted + rejected
+    long accepted;      // candidates accepted
+    double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
+    long resampled;     // rounds that ended in a rejection and a residual draw
+    long bonus;         // rounds where all k passed and a bonus token was drawn
+    long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
+    long target_passes; // every forward pass of the target, of the four kinds below:
+    long prefills;      //   the prompt's pass: one a generation
+    long refills;       //   a full window restarted (make_room): S/2-1 tokens from position 0
+    long verifies;      //   a round's verify pass, k+1 tokens: one a round
+    long steps;         //   plain decoding's one-token passes
+    double verify_seconds; // wall time in verify passes, and in one-token steps: their ratio,
+    double step_seconds;   // per pass, is c(k+1), what a pass of k+1 tokens costs in steps
+    long emitted;       // tokens generated
+    double seconds;     // wall time of the whole generation, prefill to last token
+    long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
+    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
+    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
+} Stats;
 
 // How a generation is run: shared by speculative_generate and generate (plain decoding).
 typedef struct {
@@ -501,7 +526,7 @@ typedef struct {
 
 // Plumbing, after the model: counting, tracing, writing the text; called around the phases.
 double now_seconds(void);
-void count_pass(Stats *st);
+void count_pass(Stats *st, long *kind);
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted);
 void finish_stats(Stats *st, long emitted, double t0);
 int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
@@ -512,21 +537,13 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
-// The context rule, one for both decoders, and where it differs from the lecture. The lecture's
-// generate crops the text to its last S tokens and runs them all again at every step; specdec keeps
-// a KV cache of at most S positions. The prefill runs the prompt's last S tokens from position 0.
-// When the cache is full the window restarts (a refill): the last S/2 tokens, current_token last,
-// run again from position 0, a cost paid once per S/2 tokens, not at every token. Both decoders
-// restart at the same point, so each token is predicted from the same context in both: "exact"
-// means the same text as specdec's own plain decoding (greedy), or the same distribution
-// (sampled), under this rule. The lecture's cropping gives other contexts, and so other text.
-// prefill empties the cache, runs the last `keep` tokens of seq (all, if fewer) from position 0
-// and returns the logits row of the last of them: the blog's logits[0, -1, :].
+// Empties the cache, runs the last `keep` tokens of seq (all, if fewer) from position 0 and
+// returns the logits row of the last of them: the blog's prefill, logits[0, -1, :].
 const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.cache_len = 0; // positions restart at 0
     const float *logits = forward(g, seq + n_seq - n, n);
-    count_pass(st);
+    count_pass(st, &st->prefills);
     return logits + (size_t)(n - 1) * g->config.vocab_size;
 }
 
@@ -542,23 +559,36 @@ int start_sequence(int *seq, const Tokens *prompt) {
     return prompt->n;
 }
 
-// The context rule in a speculative round: a full cache restarts the window where plain
-// decoding refills, from the last S/2 tokens, current_token last. This pass runs the S/2-1
-// before it from position 0 (none for block_size 2 or 3); the verify pass then runs
-// current_token at position S/2-1, as plain decoding's refill does: a pass's rows do not
-// depend on how its tokens are split into passes.
-void refill_cache(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
-    int n = g->config.block_size / 2 - 1; // the tokens before current_token
+// THE WINDOW RULE, one call that both decoders make before each pass on top of the cache;
+// returns the room: how many guesses fit after current_token (k <= room).
+// The blog's loop has no window: its positions grow by up to K+1 a round without end. The
+// lecture's model has S = 32 rows of position embeddings, so there the pass that reaches
+// position 32 would index past the table: the blog's loop runs while prompt and text fit in
+// 32 characters (the lecture's own generate crops the text to its last 32 tokens and reruns
+// them all at every step). Here, once the cache is full, the window restarts: the last S/2
+// tokens, current_token last, run again from position 0. This call runs the S/2-1 before
+// current_token (none for block_size 2 or 3); the next pass runs current_token at position
+// S/2-1, with any guesses after it. The prefill runs the prompt's last S tokens (prefill's
+// keep). Both decoders restart at the same tokens, so every token is predicted from the same
+// context in both: "exact" means exact under this rule.
+int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
+    int S = g->config.block_size;
+    if (g->state.cache_len < S) // room left: the window stays
+        return S - 1 - g->state.cache_len;
+    int n = S / 2 - 1; // the tokens before current_token, which is seq[n_seq - 1]
     g->state.cache_len = 0;
-    if (n > 0) // its logits are not needed
-        prefill(g, seq, n_seq - 1, n, o->st);
+    if (n > 0) // a pass of its own; its logits are not needed
+        forward(g, seq + n_seq - 1 - n, n);
+    if (n > 0)
+        count_pass(o->st, &o->st->refills);
     if (o->trace)
         trace_refill(n);
+    return S - 1 - n; // S/2 for an even S: the room after the restart
 }
 
 // Speculative decoding, the blog's speculative_generate: prefill, then rounds until
 // max_new_tokens tokens exist, each drafting k = min(K, tokens still needed) guesses (fewer
-// where the cache has less room), then verify, accept/reject and trim. seq gets the prompt
+// where the window has less room: make_room), then verify, accept/reject and trim. seq gets the prompt
 // (or the start token), then the generated tokens: room for max(prompt->n, 1) + max_new_tokens.
 // Returns 0; or -1 when it stopped at a row of logits that is not finite (o->st says where).
 int speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
@@ -586,17 +616,19 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
     n_generated++;
     // 2. the speculative loop; current_token is never in the cache
     while (n_generated < max_new_tokens && !output_failed(o)) {
-        if (target_model->state.cache_len == S) // the context rule: a full cache restarts
-            refill_cache(target_model, seq, n_prompt + n_generated, o);
+        int room = make_room(target_model, seq, n_prompt + n_generated, o); // the window rule
         int cache_len = target_model->state.cache_len;
         int remaining = max_new_tokens - n_generated; // >= 1: the loop's condition
         int k = K < remaining ? K : remaining; // as the blog clamps k
-        if (k > S - 1 - cache_len) // the guesses must fit the cache
-            k = S - 1 - cache_len;
+        if (k > room) // the window rule: the guesses must fit (the blog's loop has no window)
+            k = room;
         int allow_bonus = k < remaining; // never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
+        double t_pass = now_seconds(); // the verify pass's time, for --compare's c(k+1)
         verify_candidates(target_model, current_token, k, temperature, b);
+        o->st->verify_seconds += now_seconds() - t_pass;
+        count_pass(o->st, &o->st->verifies);
         int bad = first_nonfinite(b->target_probs, k + 1, V); // the target's rows; q's are finite
         if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
@@ -788,6 +820,7 @@ float *forward(GPT *g, const int *tokens, int T) {
         s->block.key_cache = s->key_cache + l * layer; // this layer's cache
         s->block.value_cache = s->value_cache + l * layer;
         block_forward(c, &g->w, l, &s->block, T, pos0);
+        memcpy(s->x, s->block.x_out, (size_t)T * C * sizeof(float)); // the next block's x_in
     }
     // final LayerNorm and the language-model head
     layernorm(s->ln_f, s->x, g->w.ln_f_weight, g->w.ln_f_bias, T, C);
@@ -823,13 +856,12 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
         n_generated++;
         if (n_generated == o->max_new_tokens) // the last token needs no pass
             break;
-        // feed it back: a refill when the cache is full, else one token on top of the cache
-        if (g->state.cache_len == S) {
-            logits = prefill(g, seq, n_prompt + n_generated, S / 2, o->st);
-            continue;
-        }
+        // feed it back: one token on top of the cache, after the window rule made room
+        make_room(g, seq, n_prompt + n_generated, o);
+        double t_pass = now_seconds(); // a step's time: the unit of --compare's c(k+1)
         logits = forward(g, &generated[n_generated - 1], 1);
-        count_pass(o->st);
+        o->st->step_seconds += now_seconds() - t_pass;
+        count_pass(o->st, &o->st->steps);
     }
     finish_stats(o->st, n_generated, t0);
     return 0;
@@ -890,7 +922,7 @@ static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
 }
 
 // Allocates a block's buffers for up to S tokens, all but the residual arrays, which the
-// caller provides (inference passes one array three times: the residual is updated in place).
+// caller provides (inference: RunState's x, x_mid and x_out; the trainer: a set per layer).
 int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
     size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
     // the caches are views, not owned: forward points them at each layer's
@@ -913,19 +945,21 @@ int build_run_state(RunState *s, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
     // zeroed, so that a cache position never written reads as zero in a debugger; each cache
     // is 4 * 32 * 64 floats, 32 KiB
-    float **bufs[] = {&s->x, &s->ln_f, &s->logits, &s->key_cache, &s->value_cache};
-    size_t n[] = {S * C, S * C, S * V, L * S * C, L * S * C};
+    float **bufs[] = {&s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits, &s->key_cache,
+                      &s->value_cache};
+    size_t n[] = {S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
     int rc = alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
     s->cache_len = 0; // empty: the first pass is a prefill
-    // one residual array serves as x_in, x_mid and x_out of every layer
-    int blk = build_block_acts(&s->block, c, s->x, s->x, s->x);
+    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
+    int blk = build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
     return (rc == 0 && blk == 0) ? 0 : -1;
 }
 
 // Frees what build_run_state allocated.
 void free_run_state(RunState *s) {
     free_block_acts(&s->block);
-    void *owned[] = {s->x, s->ln_f, s->logits, s->key_cache, s->value_cache};
+    void *owned[] = {s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
+                     s->value_cache};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(s, 0, sizeof(*s));
 }
@@ -1010,24 +1044,6 @@ void free_spec_buffers(SpecBuffers *b) {
 // ----------------------------------------------------------------------------
 // Trace and stats (stderr)
 
-// Counters of one generation: what the stats print, and what --compare sets side by side.
-struct Stats {
-    long rounds;        // speculative rounds: one verify pass each
-    long drafted;       // candidates drafted: the sum of k
-    long judged;        // candidates accept_reject decided on: accepted + rejected
-    long accepted;      // candidates accepted
-    double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
-    long resampled;     // rounds that ended in a rejection and a residual draw
-    long bonus;         // rounds where all k passed and a bonus token was drawn
-    long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
-    long target_passes; // every forward pass of the target: prefill, refills, verify, steps
-    long emitted;       // tokens generated
-    double seconds;     // wall time of the whole generation, prefill to last token
-    long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
-    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
-    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
-};
-
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
 double now_seconds(void) {
     struct timespec ts;
@@ -1035,8 +1051,12 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Counts one forward pass of the target: the cost speculation cuts.
-void count_pass(Stats *st) { st->target_passes++; }
+// Counts one forward pass of the target, and its kind (&st->prefills, refills, verifies or
+// steps): the cost speculation cuts.
+void count_pass(Stats *st, long *kind) {
+    st->target_passes++;
+    (*kind)++;
+}
 
 // sum_x min(p(x), q(x)) over a row: the chance that a guess drawn from q passes
 // u < min(1, p/q). Its mean over the judged positions is the papers' alpha.
@@ -1046,8 +1066,8 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Counts a round of k guesses that emitted num_accepted tokens: its verify pass, and what
-// accept/reject decided (b->rejected_at).
+// Counts what accept/reject decided in a round of k guesses that emitted num_accepted tokens
+// (b->rejected_at); the loop counts its verify pass.
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted) {
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
     for (int i = 0; i < judged; i++)
@@ -1060,7 +1080,6 @@ void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted) {
     st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
-    count_pass(st); // the round's one verify pass
 }
 
 // Closes a generation's counters: the tokens it emitted and its wall time since t0.
@@ -1186,39 +1205,45 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
 // a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-// The papers' alpha: the mean of sum min(p, q) over the judged candidates; steadier than
-// accepted / judged, which estimates it by counting outcomes (notes/math.md).
+// The papers' alpha: the mean of sum min(p, q) over the judged candidates, each guess's
+// chance to pass; accepted / judged counts how many did (notes/math.md).
 double stats_alpha(const Stats *s) { return ratio(s->alpha_sum, s->judged); }
 
 // Tokens a verify pass gives at draft length K if each guess passes with chance alpha
-// (Leviathan et al. 2023): 1 + alpha + .. + alpha^K.
-double expected_tokens_per_pass(double alpha, int K) {
+// (Leviathan et al. 2023): 1 + alpha + .. + alpha^K. K may be a mean, and so not whole.
+double expected_tokens_per_pass(double alpha, double K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
 // Prints the counters of one generation, one per line, on stderr.
-void print_stats(const char *title, const Stats *s, int speculative, int K) {
+void print_stats(const char *title, const Stats *s, int speculative) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld\n", title, s->emitted);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
-        double alpha = stats_alpha(s);
+        double alpha = stats_alpha(s), mean_k = ratio(s->drafted, s->rounds);
         fprintf(stderr, "  rounds                  %ld   (%ld ending in a resample, %ld in a "
                 "bonus)\n", s->rounds, s->resampled, s->bonus);
-        fprintf(stderr, "  drafted                 %ld   (%.2f a round)\n", s->drafted,
-                ratio(s->drafted, s->rounds));
-        fprintf(stderr, "  accepted                %ld   acceptance rate %.3f (accepted/drafted)\n",
-                s->accepted, ratio(s->accepted, s->drafted));
+        fprintf(stderr, "  drafted                 %ld   (k = %.2f a round, on average)\n",
+                s->drafted, mean_k);
+        fprintf(stderr, "  accepted                %ld of %ld judged: acceptance rate %.3f (a "
+                "rejection ends its round: the guesses after it are never judged)\n",
+                s->accepted, s->judged, ratio(s->accepted, s->judged));
         fprintf(stderr, "  alpha                   %.3f   (the mean of sum min(p, q) over the "
-                "%ld candidates judged)\n", alpha, s->judged);
-        fprintf(stderr, "  tokens per verify pass  %.3f   ((1 - alpha^(K+1)) / (1 - alpha) at "
-                "K=%d: %.3f)\n", ratio(s->round_tokens, s->rounds), K,
-                expected_tokens_per_pass(alpha, K));
+                "judged: each guess's chance to pass, where the rate counts the passes)\n",
+                alpha);
+        fprintf(stderr, "  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
+                "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)\n",
+                ratio(s->round_tokens, s->verifies), s->round_tokens, s->verifies,
+                expected_tokens_per_pass(alpha, mean_k));
     }
-    fprintf(stderr, "  target passes           %ld\n", s->target_passes);
+    fprintf(stderr, "  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
+            s->target_passes, s->prefills, s->refills, speculative ? s->verifies : s->steps,
+            speculative ? "verify" : "one-token");
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             ratio(s->emitted, s->seconds));
 }
 
-// Prints speculative against plain: target passes and wall time, and whether the texts agree.
+// Prints speculative against plain: target passes and wall time, whether the texts agree,
+// and why time can go the other way: c, the measured cost of a verify pass in one-token steps.
 void print_comparison(const Stats *spec, const Stats *plain, int greedy, int identical) {
     // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
@@ -1226,6 +1251,12 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
             plain->target_passes, ratio(spec->target_passes, plain->target_passes));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
+    // a pass over k+1 tokens costs c(k+1) one-token passes: fewer passes pay only if c is small
+    double c = ratio(ratio(spec->verify_seconds, spec->verifies),
+                     ratio(plain->step_seconds, plain->steps));
+    fprintf(stderr, "  a verify pass of k+1 = %.2f tokens took c = %.2f one-token passes here, "
+            "and gave %.2f tokens: time falls only where tokens per verify pass exceed c\n",
+            1.0 + ratio(spec->drafted, spec->rounds), c, ratio(spec->round_tokens, spec->verifies));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again
         fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "
@@ -1934,8 +1965,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
         if (rc == 0 && stopped) rc = refuse_nonfinite(ld->path, &st[run], err, errlen);
-        if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run,
-                                 o->K);
+        if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
         print_comparison(&st[0], &st[1], o->temperature == 0.0f,

@@ -7,7 +7,7 @@
  * as a one-line sed of specdec.c or beyond.c (the " * mutant" and " * mutant-beyond" header
  * lines, test/run_tests.sh), so every copy below, which calls the phases by name, runs the
  * mutated phases too. (A test may instead #define draft_tokens, verify_candidates,
- * accept_reject, trim_kv_cache or refill_cache to mutants of its own before including this
+ * accept_reject, trim_kv_cache or make_room to mutants of its own before including this
  * file: test_generate calls them by those names.)
  *
  *   test_generate       specdec.c's speculative_generate, copied line for line, with
@@ -20,7 +20,7 @@
 
 // What the round just run did, for the hook: the guesses it drafted (k), the cache's
 // length before its verify pass (current_token's slot), whether a full cache was refilled
-// first (refill_cache), and how many tokens it emitted (b->emitted).
+// first (make_room), and how many tokens it emitted (b->emitted).
 typedef struct {
     int k, cache_len, refilled, num_accepted;
 } CoreRound;
@@ -52,14 +52,17 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
     n_seq++;
     while (n_seq - first < max_new_tokens && !output_failed(o)) {
         int refilled = target_model->state.cache_len == S;
-        if (refilled) refill_cache(target_model, seq, n_seq, o);
+        int room = make_room(target_model, seq, n_seq, o);
         int cache_len = target_model->state.cache_len;
         int remaining = max_new_tokens - (n_seq - first);
         int k = K < remaining ? K : remaining;
-        if (k > S - 1 - cache_len) k = S - 1 - cache_len;
+        if (k > room) k = room;
         int allow_bonus = k < remaining;
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
+        double t_pass = now_seconds();
         verify_candidates(target_model, current_token, k, temperature, b);
+        o->st->verify_seconds += now_seconds() - t_pass;
+        count_pass(o->st, &o->st->verifies);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
         count_round(o->st, b, k, num_accepted);

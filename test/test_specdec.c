@@ -516,6 +516,7 @@ static void test_kv_layout(const Fixture *fx) {
             rs.block.key_cache = rs.key_cache + (size_t)l * S * C;
             rs.block.value_cache = rs.value_cache + (size_t)l * S * C;
             block_forward(&c, &g.w, l, &rs.block, 1, t);
+            memcpy(rs.x, rs.block.x_out, (size_t)C * sizeof(float)); // as forward does
             layernorm(ln, xin + row, g.w.ln1_weight + l * C, g.w.ln1_bias + l * C, 1, C);
             proj_row(want_k + row, ln, g.w.key + l * CC, C);
             proj_row(want_v + row, ln, g.w.value + l * CC, C);
@@ -646,16 +647,17 @@ static void test_prefill(Fixture *fx) {
         // one pass, nothing else: every other counter still 0
         Stats zero;
         memset(&zero, 0, sizeof(zero));
-        long passes = st.target_passes;
+        long passes = st.target_passes, prefills = st.prefills;
         st.target_passes = 0;
+        st.prefills = 0;
         int others = memcmp(&st, &zero, sizeof(st)) != 0;
         st.target_passes = passes;
-        int counted = passes == 1 && !others;
+        int counted = passes == 1 && prefills == 1 && !others;
         check(memcmp(row, want, (size_t)V * sizeof(float)) == 0 && kv == n &&
               cache_differ == 0 && counted, "prefill of %d token%s, keep %d%s, over a cache "
               "holding %d other tokens: cache_len %d (want %d), row == forward's last row of "
               "tokens %d..%d from a clean cache (max diff %.2g), %zu cache floats differ, "
-              "counted as %ld target pass%s (want 1), other counters %s",
+              "counted as %ld target pass%s (want 1, a prefill), other counters %s",
               n_seq, n_seq == 1 ? "" : "s", keep, refill ? " (refill)" : "", S - 3, kv, n,
               n_seq - n, n_seq - 1, max_abs_diff(row, want, (size_t)V), cache_differ,
               passes, passes == 1 ? "" : "es", others ? "CHANGED" : "untouched");
@@ -787,7 +789,7 @@ static void test_untrimmed_control(Fixture *fx) {
 // ----------------------------------------------------------------------------
 // 7b. The refill: a full cache restarts the window in a pass of its own
 
-// What a round that finds the cache full does before it drafts: refill_cache empties the
+// What a round that finds the cache full does before it drafts: make_room empties the
 // target's cache and runs the S/2 - 1 tokens before current_token from position 0, as a
 // pass of its own (one target pass counted; with --trace, a REFILL line); the round's
 // verify pass then runs current_token at position S/2 - 1 and the k guesses. Its rows are
@@ -820,9 +822,9 @@ static void test_refill(Fixture *fx) {
             Stats st;
             memset(&st, 0, sizeof(st));
             DecodeOptions o = {.st = &st, .trace = 0};
-            refill_cache(g, text, n_seq, &o);
+            int room = make_room(g, text, n_seq, &o);
             int after_refill = g->state.cache_len;
-            long passes = st.target_passes;
+            long passes = st.target_passes + 100 * (st.refills != 1) + 1000 * (room != S - S / 2);
             verify_candidates(g, text[n_seq - 1], k, temps[ti], &b);
             int kv = g->state.cache_len, T = S / 2 + k;
             memcpy(kc, g->state.key_cache, LSC * sizeof(float));
@@ -846,14 +848,27 @@ static void test_refill(Fixture *fx) {
                                   rows_differ(vc, g->state.value_cache, L, S, C, 0, T);
             check(full && after_refill == S / 2 - 1 && passes == 1 && input_ok && kv == T &&
                   rows_ok && offset_matters && cache_differ == 0, "refill, t=%.1f, k=%d: "
-                  "refill_cache on a full cache leaves cache_len %d (want %d) after %ld pass "
-                  "(want 1); the verify pass ran [current_token, %d guesses] (%s), cache_len "
+                  "make_room on a full cache leaves cache_len %d (want %d) after %ld pass "
+                  "(want 1, a refill, and room for S/2 guesses); the verify pass ran [current_token, %d guesses] (%s), cache_len "
                   "%d (want %d); target_probs rows 0..%d %s the rows %d..%d of a clean forward "
                   "of the window (max diff %.2g), not its row 0; %zu cache floats differ",
                   temps[ti], k, after_refill, S / 2 - 1, passes, k, input_ok ? "right" : "WRONG",
                   kv, T, k, rows_ok ? "==" : "!=", S / 2 - 1, S / 2 - 1 + k,
                   max_abs_diff(b.target_probs, want, (size_t)(k + 1) * V), cache_differ);
         }
+    // a cache with room: make_room runs nothing and returns the positions after current_token's
+    int rooms_ok = 1;
+    for (int n = 0; n < S; n++) {
+        Stats st;
+        memset(&st, 0, sizeof(st));
+        DecodeOptions o = {.st = &st};
+        reset_cache(g);
+        if (n > 0) forward(g, fx->corpus.tokens + 5000, n);
+        rooms_ok &= make_room(g, text, n_seq, &o) == S - 1 - n && g->state.cache_len == n &&
+                    st.target_passes == 0;
+    }
+    check(rooms_ok, "make_room on a cache of 0 .. S-1 positions runs no pass, keeps it, and "
+          "returns S-1-cache_len: %s", rooms_ok ? "yes" : "NO");
     // the trace of a refill: trace_refill's one line, with the window's numbers
     FILE *tmp = tmpfile();
     char line[512] = "";
@@ -866,7 +881,7 @@ static void test_refill(Fixture *fx) {
             DecodeOptions o = {.st = &st, .trace = 1, .vocab = &fx->vocab};
             reset_cache(g);
             forward(g, fx->corpus.tokens + 5000, S);
-            refill_cache(g, text, n_seq, &o);
+            make_room(g, text, n_seq, &o);
             fflush(stderr);
             dup2(saved, 2);
             close(saved);
@@ -882,7 +897,7 @@ static void test_refill(Fixture *fx) {
     snprintf(want_pass, sizeof(want_pass), "one target pass over the %d before current_token "
              "at positions 0..%d", S / 2 - 1, S / 2 - 2);
     check(contains(line, "REFILL") && contains(line, want_line) && contains(line, want_pass),
-          "refill_cache with --trace prints a REFILL line with \"%s\" and \"%s\": %s",
+          "make_room with --trace prints a REFILL line with \"%s\" and \"%s\": %s",
           want_line, want_pass, contains(line, "REFILL") ? "yes" : "NO");
     free(want);
     free(kc);
@@ -1570,7 +1585,7 @@ typedef struct {
 // Runs print_stats("title", ...) for stderr_of.
 static void print_with(const void *arg) {
     const PrintArgs *a = arg;
-    print_stats("title", a->s, a->speculative, a->K);
+    print_stats("title", a->s, a->speculative);
 }
 
 // What print_stats prints for s (check.h's stderr_of), or NULL.
@@ -1579,10 +1594,10 @@ static char *print_stats_text(const Stats *s, int speculative, int K) {
     return stderr_of(print_with, &args);
 }
 
-// print_stats shows both numbers: the acceptance rate accepted/drafted, and alpha, the
-// mean of sum min(p,q) over the judged candidates, with the tokens per pass alpha predicts;
-// the rounds and how they ended, the target passes and the wall time; plain decoding
-// without the speculative lines. (The acceptance by position and the time table are
+// print_stats shows both numbers: the acceptance rate accepted/judged, and alpha, the
+// mean of sum min(p,q) over the judged candidates, with the tokens per verify pass alpha
+// predicts at the mean k (drafted / rounds); the rounds and how they ended, the target
+// passes by kind and the wall time; plain decoding without the speculative lines. (The acceptance by position and the time table are
 // beyond.c's print_run_stats: test/test_beyond.c.)
 static void test_print_stats(void) {
     Stats s;
@@ -1597,11 +1612,14 @@ static void test_print_stats(void) {
     s.round_tokens = 12;
     s.emitted = 13;
     s.target_passes = 7;
+    s.prefills = 1;
+    s.verifies = 6;
     s.seconds = 10e-3;
     char rate[32], alpha[32], predicted[32];
-    snprintf(rate, sizeof(rate), "%.3f", 6.0 / 20.0);
+    snprintf(rate, sizeof(rate), "%.3f", 6.0 / 8.0);
     snprintf(alpha, sizeof(alpha), "%.3f", 3.2 / 8.0);
-    snprintf(predicted, sizeof(predicted), "%.3f", geometric_sum(0.4, 4));
+    // at the mean k, 20 / 6 guesses a round: 1 + 0.4 + .. + 0.4^k with k not whole
+    snprintf(predicted, sizeof(predicted), "%.3f", (1.0 - pow(0.4, 20.0 / 6.0 + 1.0)) / 0.6);
     char *text = print_stats_text(&s, 1, 4);
     // the line that starts with "alpha" (after the indent)
     const char *line = NULL;
@@ -1613,8 +1631,8 @@ static void test_print_stats(void) {
     }
     check(text && contains(text, "acceptance rate") && contains(text, rate) && line &&
           contains(alpha_line, alpha) && contains(text, predicted),
-          "print_stats (6 accepted of 20 drafted, 8 judged, alpha_sum 3.2, K=4) prints the "
-          "acceptance rate %s, an alpha line with %s (\"%s\") and the predicted %s tokens "
+          "print_stats (6 accepted of 8 judged, 20 drafted in 6 rounds, alpha_sum 3.2) prints "
+          "the acceptance rate %s, an alpha line with %s (\"%s\") and the predicted %s tokens "
           "per pass", rate, alpha, alpha_line, predicted);
     char rounds[256], passes[256], wall[256], per_pass[256];
     stats_line(text, "rounds", rounds, sizeof(rounds));
@@ -1622,7 +1640,8 @@ static void test_print_stats(void) {
     stats_line(text, "wall time", wall, sizeof(wall));
     stats_line(text, "tokens per verify pass", per_pass, sizeof(per_pass));
     check(contains(rounds, " 6 ") && contains(rounds, "2 ending in a resample") &&
-          contains(rounds, "3 in a bonus") && contains(passes, " 7") &&
+          contains(rounds, "3 in a bonus") && contains(passes, " 7 ") &&
+          contains(passes, "(1 prefill, 0 refill, 6 verify)") &&
           contains(wall, "10.000 ms") && contains(wall, "1300 tokens/s") &&
           contains(per_pass, "2.000"),
           "print_stats (6 rounds, 2 resampled, 3 bonus, 7 target passes, 13 tokens in 10 ms, "
@@ -1634,11 +1653,15 @@ static void test_print_stats(void) {
     memset(&pl, 0, sizeof(pl));
     pl.emitted = 50;
     pl.target_passes = 49;
+    pl.prefills = 1;
+    pl.refills = 2;
+    pl.steps = 46;
     pl.seconds = 10e-3;
     text = print_stats_text(&pl, 0, 4);
     char tp[256];
     stats_line(text, "target passes", tp, sizeof(tp));
-    check(text && contains(tp, " 49") && !contains(text, "alpha") && !contains(text, "rounds") &&
+    check(text && contains(tp, " 49 ") && contains(tp, "(1 prefill, 2 refill, 46 one-token)") &&
+          !contains(text, "alpha") && !contains(text, "rounds") &&
           !contains(text, "acceptance"), "print_stats (plain) prints \"%s\" (want 49) and no "
           "alpha, rounds or acceptance line: %s", tp,
           text && !contains(text, "alpha") && !contains(text, "rounds") ? "none" : "SOME");
