@@ -154,7 +154,7 @@ data:
 
 # Build ./specdec alone, fetch the corpus, then run the demo: a traced decode and a comparison.
 run: specdec data
-	./specdec --trace -n 24 -s 277 -p "To be or not to be, "
+	./specdec --trace -n 10 -s 277 -p "To be or not to be, "
 	./specdec --compare -t 0 -n 200
 
 # Train the target with the lecture's recipe and write tinyshakespeare/model.bin

@@ -255,8 +255,7 @@ static void mask_rows(TreeBuffers *tb, int lo, int hi, int at, int S, int root) 
 }
 
 // The causal mask and positions of T tokens at slots first .. first+T-1, into rows 0 .. T-1 of
-// tb->positions and tb->sees: each sees every slot up to its own (a restart's rerun window, a
-// draft's catch-up).
+// tb->positions and tb->sees: each sees up to its own slot (a rerun window, a catch-up).
 static void causal_rows(TreeBuffers *tb, int T, int first, int S) {
     for (int i = 0; i < T; i++) {
         unsigned char *row = tb->sees + (size_t)i * S;
@@ -1437,12 +1436,10 @@ typedef struct {
                                  // the shape's rows, so that some guesses found no slot
     long draft_passes;           // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds;        // wall time spent drafting
-    int tree;                    // 1: trees with a level of 2 or more, where the chain's
-                                 // formulas do not hold
+    int tree;                    // 1: a level of 2 or more: the chain's formulas fail
 } RunStats;
 
-// Adds one target pass of T tokens that took `seconds` to its kind's tally and its size's
-// (specdec.c's count_pass counts it in Stats).
+// Adds a target pass of T tokens, `seconds` long, to its kind's and its size's tallies.
 static void tally_pass(RunStats *st, PassKind kind, int T, double seconds) {
     PassTally *t[2] = {&st->pass[kind], &st->size[T < PASS_SIZES - 1 ? T : PASS_SIZES - 1]};
     for (int i = 0; i < 2; i++) // one more pass, of T tokens, taking `seconds`

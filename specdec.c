@@ -16,11 +16,14 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
- *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # round 1: the blog's example
+ *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: the blog's example
+ *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # on to the window (make_room)
  *   make debug                # ./specdec_debug: -O0 -g3, address + UB sanitizers
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
- *       -n 24 -s 277 -p "To be or not to be, "   # stops in round 1 of the trace above
- *   (gdb) p b->candidates[0]@k   # the round's guesses; then `finish`: how many it emits
+ *       -n 10 -s 277 -p "To be or not to be, "   # stops in round 1 of the trace above
+ *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
+ *   Token ids are the vocabulary's sorted characters: 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64
+ *   'a'..'z' (so 46 43 57 1 is "hes "); `up`, then `p/c o->vocab->chars[46]` prints one.
  *
  * Map: the blog's Python, and where it is here, in reading order
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
@@ -32,6 +35,7 @@
  *   accept_reject                accept_reject()          target_probs: SpecBuffers' fields)
  *   trim_kv_cache                trim_kv_cache()
  *   speculative_generate         speculative_generate()  The loop
+ *   (the blog has no window)     make_room()             The loop: the 32-token window
  *   target_model(input_ids, pos=positions, past_kvs=past_kvs)  forward()  The target model
  *   (the baseline it must match) generate()              Plain decoding; then plumbing to skip
  *
@@ -1254,9 +1258,10 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
     // a pass over k+1 tokens costs c(k+1) one-token passes: fewer passes pay only if c is small
     double c = ratio(ratio(spec->verify_seconds, spec->verifies),
                      ratio(plain->step_seconds, plain->steps));
-    fprintf(stderr, "  a verify pass of k+1 = %.2f tokens took c = %.2f one-token passes here, "
-            "and gave %.2f tokens: time falls only where tokens per verify pass exceed c\n",
-            1.0 + ratio(spec->drafted, spec->rounds), c, ratio(spec->round_tokens, spec->verifies));
+    fprintf(stderr, "  why time can differ: a verify pass of k+1 = %.2f tokens cost c(k+1) = %.2f "
+            "one-token passes here; it saves time only where it gives more than c(k+1) tokens "
+            "(%.2f)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
+            ratio(spec->round_tokens, spec->verifies));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again
         fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "

@@ -41,15 +41,15 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/specdec_docs.XXXXXX") || { echo "FAIL quoted outp
 trap 'rm -rf "$T"' EXIT
 
 # mask: the numbers that measure time become N (stdin to stdout): on the lines that are
-# all timing (./specdec's and ./beyond's wall time; ./beyond --compare's speedup, its
-# accounting, the papers' formula and c(T); ETA, ms/step) every number; on the rows of
+# all timing (./specdec's and ./beyond's wall time; ./specdec --compare's c(k+1); ./beyond
+# --compare's speedup, its accounting, the papers' formula and c(T); ETA, ms/step) every number; on the rows of
 # ./beyond's tables (where the time went, the cost per token: a row named by a kind of
 # pass, drafting, the rest or every pass) every decimal, so a row's passes and tokens are still
 # compared; elsewhere each number followed by a time unit ("4.1 s", "12.5 ms", "14827
 # tokens/s", "20.8 GFLOP/s"), so a loss or a count on the same line is still compared.
 # Runs of spaces shrink to one.
 mask() {
-    sed -E -e '/wall time|speedup|^ *accounting |papers. formula|c\(T\)|ETA|ms\/step/ { s/[0-9]+(\.[0-9]+)?/N/g; s/ +/ /g; }' \
+    sed -E -e '/wall time|speedup|^ *accounting |papers. formula|c\(T\)|c\(k\+1\)|ETA|ms\/step/ { s/[0-9]+(\.[0-9]+)?/N/g; s/ +/ /g; }' \
            -e '/^    (prefill|refill|verify|verify \+ refill|one-token step|drafting|the rest|every pass) / { s/[0-9]+\.[0-9]+%?/N/g; s/ +/ /g; }' \
            -e 's/[0-9]+(\.[0-9]+)? ?(s|ms|us|tokens\/s|GFLOP\/s)([^A-Za-z0-9]|$)/N \2\3/g' \
            -e 's/[[:space:]]+$//'
