@@ -174,12 +174,13 @@ static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const floa
 // The text the target's row i follows: the prompt's last characters, the prefill's token and
 // guesses 0 .. i-1, as the trace would quote it ("…not to be, th").
 static void put_context(FILE *f, const Loaded *ld, const Round *r, int i) {
-    int toks[24], n = 0; // the last 24 tokens at most, oldest first
+    int toks[24], n = 0; // its last 24 tokens at most, newest first
     for (int j = i - 1; j >= 0 && n < 24; j--) toks[n++] = r->b.candidates[j];
     if (n < 24) toks[n++] = r->current_token;
     for (int j = ld->n_prompt - 1; j >= 0 && n < 24; j--) toks[n++] = ld->prompt[j];
-    fputs(n == 24 ? "\"&#8230;" : "\"", f); // an ellipsis: the text goes on before
-    for (int j = n - 1; j >= 0; j--) { // newest last
+    // an ellipsis when the text goes on before them
+    fputs(i + 1 + ld->n_prompt > n ? "\"&#8230;" : "\"", f);
+    for (int j = n - 1; j >= 0; j--) { // oldest first
         char one[2] = {(char)decode(&ld->v, toks[j]), 0};
         if (one[0] == '\n') fputs("\\n", f);
         else put_escaped(f, one);
@@ -230,13 +231,15 @@ static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double 
     fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">0"
             "</text><text x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#555\">1</text>\n",
             GAUGE_X - 5, gy + 11, GAUGE_X + GAUGE_W + 5, gy + 11);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"%s\" fill=\"#555\">"
-            "min(1, p/q) = %.3f</text>\n", ax, gy - 6, a > 0.5 ? "end" : "start", a);
+    // min(1, p/q) ticked under the gauge, u's arrow above it: the two labels never meet
+    fprintf(f, "<path d=\"M%.1f %.1f v7\" stroke=\"#555\"/><text x=\"%.1f\" y=\"%.1f\" "
+            "font-size=\"11\" text-anchor=\"%s\" fill=\"#555\">min(1, p/q) = %.3f</text>\n", ax,
+            gy + 14, ax, gy + 32, a > 0.5 ? "end" : "start", a);
     fprintf(f, "<path d=\"M%.1f %.1f v22 M%.1f %.1f l-5 -7 h10 z\" stroke=\"black\" "
             "stroke-width=\"2\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
             "text-anchor=\"middle\" font-weight=\"bold\">u = %.3f</text>\n", ux, gy - 4, ux, gy - 4,
-            ux, gy + 42, u);
-    fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" fill=\"%s\">", GAUGE_X, gy + 64, color);
+            ux, gy - 16, u);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"13\" fill=\"%s\">", GAUGE_X, gy + 58, color);
     if (rejected)
         fprintf(f, "u &#8805; min(1, p/q): reject, and draw again</text>\n");
     else
