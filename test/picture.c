@@ -133,8 +133,8 @@ static int top_tokens(const float *a, const float *b, int V, int must, int *ids)
 }
 
 // Draws bars for ids at (x, base): one or two rows side by side (rows[1] may be NULL), each in
-// its colour and named by its class ("q", "p", "r": the test reads the marked ones), the
-// marked token's slot shaded; with `values`, each bar's value above it.
+// its colour and named by its class ("q", "p", "pk" for p_k, "r"; the test reads the marked
+// q and p), the marked token's slot shaded; with `values`, each bar's value above it.
 static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const float *const rows[2],
                       const char *const kinds[2], int marked, double x, double base,
                       int values) {
@@ -159,7 +159,7 @@ static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const floa
             double h = rows[r][ids[j]] * BAR_H, bx = sx + (SLOT - (two + 1) * bw) / 2 + r * bw;
             fprintf(f, "<rect class=\"%s%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.1f\" "
                     "fill=\"%s\"/>\n", kinds[r], mark ? " mark" : "", bx, base - h, bw - 1, h,
-                    !strcmp(kinds[r], "q") ? C_Q : !strcmp(kinds[r], "p") ? C_P : C_R);
+                    kinds[r][0] == 'q' ? C_Q : kinds[r][0] == 'p' ? C_P : C_R);
             if (values)
                 fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"middle\">"
                         "%.3f</text>\n", bx + bw / 2, base - h - 3, rows[r][ids[j]]);
@@ -298,7 +298,7 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     int ids[TOP];
     int n = top_tokens(row, NULL, V, last, ids);
     draw_bars(f, &ld->v, ids, n, (const float *const[2]){row, NULL},
-              (const char *const[2]){i < 0 ? "p" : "r", NULL}, last, BARS_X, y + 140, 1);
+              (const char *const[2]){i < 0 ? "pk" : "r", NULL}, last, BARS_X, y + 140, 1);
     return PANEL;
 }
 
