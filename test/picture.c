@@ -34,7 +34,7 @@ typedef struct {
 // no memory).
 static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round *r, char *err,
                       size_t errlen) {
-    GPT *g = &ld->g;
+    GPT *g = &ld->g; // the target, loaded and checked by load_inputs
     int V = g->config.vocab_size, S = g->config.block_size;
     if (o->max_new_tokens < 2) // the prefill's token is the first; a round makes the second
         return fail_with(err, errlen, "-n %d makes only the prefill's token, and the run has "
@@ -46,15 +46,15 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
     }
     Rng rng; // seeded as run_generation seeds it: the same draws in the same order
     rng_seed(&rng, o->seed);
-    Stats st = {0};
+    Stats st = {0}; // the counters prefill and the refill add to (not shown)
     DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K,
                          .temperature = o->temperature, .vocab = &ld->v, .rng = &rng, .st = &st};
-    Tokens prompt = {ld->prompt, ld->n_prompt};
+    Tokens prompt = {ld->prompt, ld->n_prompt}; // the encoded -p
     // the prefill, and the first token from its last row (speculative_generate's step 1)
     int n_seq = start_sequence(seq, &prompt);
     const float *logits = prefill(g, seq, n_seq, S, &st);
     r->current_token = sample_token(logits, V, o->temperature, r->b.prefill_probs, &rng);
-    seq[n_seq++] = r->current_token;
+    seq[n_seq++] = r->current_token; // the refill reads it, as the last token
     if (r->current_token >= 0 && g->state.cache_len == S) // the context rule, as the loop's
         refill_cache(g, seq, n_seq, &opt);
     free(seq);
@@ -63,16 +63,16 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
                          "follows it (see ./specdec -n 2)");
     // round 1: k guesses, as the loop clamps them; then the draft, one pass, the verdicts
     int cache_len = g->state.cache_len, remaining = o->max_new_tokens - 1;
-    r->k = o->K < remaining ? o->K : remaining;
+    r->k = o->K < remaining ? o->K : remaining; // as the blog clamps k
     if (r->k > S - 1 - cache_len) // the guesses must fit the cache
-        r->k = S - 1 - cache_len;
-    r->allow_bonus = r->k < remaining;
-    draft_tokens(d, r->current_token, r->k, o->temperature, &rng, &r->b);
-    verify_candidates(g, r->current_token, r->k, o->temperature, &r->b);
+        r->k = S - 1 - cache_len; // (a prompt of S-1 tokens leaves room for none)
+    r->allow_bonus = r->k < remaining; // never more tokens than -n asks
+    draft_tokens(d, r->current_token, r->k, o->temperature, &rng, &r->b); // guesses, rows q
+    verify_candidates(g, r->current_token, r->k, o->temperature, &r->b); // rows p: one pass
     if (first_nonfinite(r->b.target_probs, r->k + 1, V) >= 0) // the loop stops there too
         return fail_with(err, errlen, "round 1's verify pass gives a row of logits that is not "
                          "finite; the run stops there (see ./specdec --trace)");
-    r->n_emitted = accept_reject(&r->b, r->k, r->allow_bonus, &rng);
+    r->n_emitted = accept_reject(&r->b, r->k, r->allow_bonus, &rng); // u, verdicts, last token
     return 0;
 }
 
@@ -109,6 +109,31 @@ static void put_token(FILE *f, const Vocab *v, int token) {
     put_escaped(f, vis);
 }
 
+// Writes the ./specdec command whose round 1 this is: argv (NULL-terminated, as main gets it)
+// after its first word, -o and its path left out (the picture's, not the run's), each word
+// quoted as a shell needs it; XML-escaped with xml set.
+static void put_command(FILE *f, char *const *argv, int xml) {
+    fputs("./specdec --trace", f);
+    for (int i = 1; argv[i]; i++) {
+        if (!strcmp(argv[i], "-o") && argv[i + 1]) { // skip -o PATH
+            i++;
+            continue;
+        }
+        // a word of letters, digits and -_./= stands bare; any other goes in double quotes,
+        // with a backslash before the four characters a shell still reads there
+        int bare = *argv[i] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
+                                      "WXYZ0123456789-_./=") == strlen(argv[i]);
+        fputs(bare ? " " : " \"", f);
+        for (const char *c = argv[i]; *c; c++) {
+            char one[2] = {*c, 0};
+            if (!bare && strchr("\"$`\\", *c)) fputc('\\', f);
+            if (xml) put_escaped(f, one);
+            else fputc(*c, f);
+        }
+        if (!bare) fputc('"', f);
+    }
+}
+
 // The larger of a[x] and b[x] (b may be NULL): how tall x's tallest bar is.
 static float tallest(const float *a, const float *b, int x) {
     return b && b[x] > a[x] ? b[x] : a[x];
@@ -119,16 +144,16 @@ static float tallest(const float *a, const float *b, int x) {
 static int top_tokens(const float *a, const float *b, int V, int must, int *ids) {
     int n = 0, found = 0; // found: `must` is among them
     for (; n < TOP - 1 && n < V; n++) { // each pick: the tallest not yet picked
-        int best = -1;
+        int best = -1; // the tallest not yet picked, so far
         for (int x = 0; x < V; x++) {
-            int taken = 0;
+            int taken = 0; // x is already in ids
             for (int j = 0; j < n; j++) taken |= ids[j] == x;
             if (!taken && (best < 0 || tallest(a, b, x) > tallest(a, b, best))) best = x;
         }
-        ids[n] = best;
+        ids[n] = best; // V >= TOP-1 was checked by the loop's bound
         found |= best == must;
     }
-    if (!found) ids[n++] = must;
+    if (!found) ids[n++] = must; // the guess always shows, last if it is small
     return n;
 }
 
@@ -138,7 +163,7 @@ static int top_tokens(const float *a, const float *b, int V, int must, int *ids)
 static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const float *const rows[2],
                       const char *const kinds[2], int marked, double x, double base,
                       int values) {
-    int two = rows[1] != NULL;
+    int two = rows[1] != NULL; // q beside p, or one row alone
     double bw = two ? 16 : 24; // a bar's width: two side by side, or one wider
     // the axis, and dashed lines at 0.5 and 1 to read the bars against
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\"/>\n", x,
@@ -151,7 +176,7 @@ static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const floa
                 h == 1 ? "0.5" : "1");
     for (int j = 0; j < n; j++) {
         double sx = x + j * SLOT; // this slot's left edge
-        int mark = ids[j] == marked;
+        int mark = ids[j] == marked; // the guess, or the token drawn
         if (mark) // the guess (or the token drawn): a shaded slot
             fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#fff3c4\" "
                     "stroke=\"#e0b000\"/>\n", sx + 2, base - BAR_H - 6, SLOT - 4, BAR_H + 26);
@@ -176,7 +201,7 @@ static void draw_bars(FILE *f, const Vocab *v, const int *ids, int n, const floa
 static void put_context(FILE *f, const Loaded *ld, const Round *r, int i) {
     int toks[24], n = 0; // its last 24 tokens at most, newest first
     for (int j = i - 1; j >= 0 && n < 24; j--) toks[n++] = r->b.candidates[j];
-    if (n < 24) toks[n++] = r->current_token;
+    if (n < 24) toks[n++] = r->current_token; // the prefill's token
     for (int j = ld->n_prompt - 1; j >= 0 && n < 24; j--) toks[n++] = ld->prompt[j];
     // an ellipsis when the text goes on before them
     fputs(i + 1 + ld->n_prompt > n ? "\"&#8230;" : "\"", f);
@@ -192,14 +217,15 @@ static void put_context(FILE *f, const Loaded *ld, const Round *r, int i) {
 // characters with the guess marked, and u against min(1, p/q) with the verdict.
 static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double y) {
     const SpecBuffers *b = &r->b;
-    int V = b->V, c = b->candidates[i], rejected = i == b->rejected_at;
-    const float *q = b->draft_probs + (size_t)i * V, *p = b->target_probs + (size_t)i * V;
+    int V = b->V, c = b->candidates[i], rejected = i == b->rejected_at; // c: the guess
+    const float *q = b->draft_probs + (size_t)i * V; // the rows that judged it
+    const float *p = b->target_probs + (size_t)i * V;
 #ifdef BREAK_PICTURE_SWAP // a planted bug (test/picture_test.sh must catch it): p and q swapped
     const float *swap = p;
     p = q;
     q = swap;
 #endif
-    double ratio = (double)p[c] / q[c], a = fmin(1.0, ratio), u = b->u[i];
+    double ratio = (double)p[c] / q[c], a = fmin(1.0, ratio), u = b->u[i]; // as accept_reject
     const char *verdict = rejected ? "REJECT" : "ACCEPT", *color = rejected ? C_NO : C_OK;
     fprintf(f, "<rect x=\"12\" y=\"%.1f\" width=\"%d\" height=\"%d\" rx=\"8\" fill=\"#f7f7f7\" "
             "stroke=\"#ddd\"/>\n", y, W - 24, PANEL - 10);
@@ -216,11 +242,11 @@ static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double 
     fprintf(f, "</text>\n<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"" C_P "\">p: the "
             "model after</text>\n<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"" C_P "\">",
             y + 78, y + 94);
-    put_context(f, ld, r, i);
+    put_context(f, ld, r, i); // the text the target read
     fputs("</text>\n", f);
     // the bars
     int ids[TOP];
-    int n = top_tokens(q, p, V, c, ids);
+    int n = top_tokens(q, p, V, c, ids); // the likeliest under either row
     draw_bars(f, &ld->v, ids, n, (const float *const[2]){q, p}, (const char *const[2]){"q", "p"},
               c, BARS_X, y + 140, 0);
     // the gauge: [0, min(1, p/q)) accepts, the rest rejects; u marked on it
@@ -251,19 +277,19 @@ static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double 
 // (the run's last round, or no guess) what the trace says there. Returns its height.
 static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     const SpecBuffers *b = &r->b;
-    int V = b->V, i = b->rejected_at, k = r->k, last = b->emitted[r->n_emitted - 1];
+    int V = b->V, i = b->rejected_at, k = r->k, last = b->emitted[r->n_emitted - 1]; // last: drawn
     if (i < 0 && r->n_emitted == k) { // all passed, and no bonus: the run needs no more
         fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\">(all %d passed; no bonus: the "
                 "round already gives every token still needed)</text>\n", y + 20, k);
-        return 36;
+        return 36; // one line of text
     }
     float row[256]; // the row drawn from (V <= 256: one byte a character)
     const float *p = b->target_probs + (size_t)(i < 0 ? k : i) * V;
     const float *q = b->draft_probs + (size_t)(i < 0 ? 0 : i) * V;
     double mass = 0.0; // the residual's total: the chance the guess was rejected
     for (int x = 0; x < V; x++) {
-        row[x] = i < 0 ? p[x] : p[x] > q[x] ? p[x] - q[x] : 0.0f;
-        mass += row[x];
+        row[x] = i < 0 ? p[x] : p[x] > q[x] ? p[x] - q[x] : 0.0f; // p_k, or max(0, p - q)
+        mass += row[x]; // in double, as sample_residual sums it
     }
     for (int x = 0; i >= 0 && x < V; x++) // its shares, the row the resample draws from
         row[x] = mass > 0.0 ? row[x] / mass : p[x]; // (no mass: p == q, and the draw is from p)
@@ -296,18 +322,18 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
         fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">%s</text>\n",
                 y + 58 + 18 * j, i < 0 ? C_P : C_R, why[j]);
     int ids[TOP];
-    int n = top_tokens(row, NULL, V, last, ids);
+    int n = top_tokens(row, NULL, V, last, ids); // the likeliest, and the token drawn
     draw_bars(f, &ld->v, ids, n, (const float *const[2]){row, NULL},
               (const char *const[2]){i < 0 ? "pk" : "r", NULL}, last, BARS_X, y + 140, 1);
-    return PANEL;
+    return PANEL; // the panel's height
 }
 
 // Writes the whole picture to f: the title and the draft, a panel per guess judged, the
-// discarded guesses, the last row, what the round emitted, and `command`, which made it.
-static void draw_round(FILE *f, const Loaded *ld, const Round *r, const char *command) {
+// discarded guesses, the last row, what the round emitted, and the command (argv) it is of.
+static void draw_round(FILE *f, const Loaded *ld, const Round *r, char *const *argv) {
     const SpecBuffers *b = &r->b;
-    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : r->k;
-    int height = 160 + judged * PANEL + (judged < r->k ? 30 : 0) + PANEL + 70;
+    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : r->k; // up to a rejection
+    int height = 160 + judged * PANEL + (judged < r->k ? 30 : 0) + PANEL + 70; // every part below
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"monospace\" xml:space=\"preserve\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, height, W, height);
@@ -325,12 +351,13 @@ static void draw_round(FILE *f, const Loaded *ld, const Round *r, const char *co
             "%d; each guess is kept when u &lt; min(1, p/q)</text>\n", r->k);
     // the legend
     const char *keys[4][2] = {{C_Q, "q: the draft (bigram)"}, {C_P, "p: the target (GPT)"},
-                              {C_R, "max(0, p-q): the residual"}, {"#fff3c4", "the guess, or the token drawn"}};
+                              {C_R, "max(0, p-q): the residual"},
+                              {"#fff3c4", "the guess, or the token drawn"}};
     for (int j = 0; j < 4; j++)
         fprintf(f, "<rect x=\"%d\" y=\"100\" width=\"14\" height=\"14\" fill=\"%s\" "
                 "stroke=\"#999\"/><text x=\"%d\" y=\"112\" font-size=\"12\">%s</text>\n",
                 24 + 230 * j, keys[j][0], 44 + 230 * j, keys[j][1]);
-    double y = 130;
+    double y = 130; // the panels start under the legend
     for (int i = 0; i < judged; i++, y += PANEL) // a panel per guess judged
         draw_guess(f, ld, r, i, y);
     if (judged < r->k) { // the guesses after a rejection: never judged
@@ -341,14 +368,14 @@ static void draw_round(FILE *f, const Loaded *ld, const Round *r, const char *co
             put_token(f, &ld->v, b->candidates[i]);
         }
         fputs("</text>\n", f);
-        y += 30;
+        y += 30; // the discarded line's height
     }
-    y += draw_last(f, ld, r, y);
+    y += draw_last(f, ld, r, y); // the residual, bonus or step
     // what the round emitted, as the trace's RESULT line spells it, and the command
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\" font-weight=\"bold\">RESULT  emitted "
             "\"", y + 20);
     for (int i = 0; i < r->n_emitted; i++) { // the text, as a C string literal spells it
-        unsigned char ch = decode(&ld->v, b->emitted[i]);
+        unsigned char ch = decode(&ld->v, b->emitted[i]); // the trace escapes " \\ \\n
         char one[2] = {(char)ch, 0};
         if (ch == '\n') fputs("\\n", f);
         else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
@@ -358,51 +385,29 @@ static void draw_round(FILE *f, const Loaded *ld, const Round *r, const char *co
             r->n_emitted == 1 ? "" : "s");
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">drawn by test/picture "
             "(make picture) from round 1 of: ", y + 48);
-    put_escaped(f, command);
+    put_command(f, argv, 1); // the run this round is of
     fputs("</text>\n</svg>\n", f);
 }
 
 // ----------------------------------------------------------------------------
 // The command line
 
-// The ./specdec command whose round 1 this is: `args` as given, -o and its path left out,
-// each word quoted as a shell needs it. Into out (n bytes); -1 if it does not fit.
-static int specdec_command(char *out, size_t n, int argc, char **argv) {
-    size_t len = (size_t)snprintf(out, n, "./specdec --trace");
-    for (int i = 1; i < argc && len < n; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) { // the picture's path: not the run's
-            i++;
-            continue;
-        }
-        int plain = *argv[i] && strspn(argv[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV"
-                                       "WXYZ0123456789-_./=") == strlen(argv[i]);
-        len += (size_t)snprintf(out + len, n - len, plain ? " " : " \"");
-        for (const char *c = argv[i]; *c && len + 2 < n; c++) { // "\"$`\\" need a backslash
-            if (!plain && strchr("\"$`\\", *c)) out[len++] = '\\';
-            out[len++] = *c;
-        }
-        out[len] = 0;
-        if (!plain && len < n) len += (size_t)snprintf(out + len, n - len, "\"");
-    }
-    return len + 1 < n ? 0 : -1;
-}
-
 // Writes the picture to path.tmp, then renames it over path. 0, or -1 with err set (and
 // path as it was).
-static int write_picture(const char *path, const Loaded *ld, const Round *r, const char *command,
+static int write_picture(const char *path, const Loaded *ld, const Round *r, char *const *argv,
                          char *err, size_t errlen) {
     char tmp[4096];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
         return fail_with(err, errlen, "-o path is too long: %zu bytes", strlen(path));
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(tmp, "w"); // PATH itself is untouched until the rename
     if (!f)
         return fail_with(err, errlen, "cannot write the picture to '%s': %s (choose a writable "
                          "-o path)", tmp, strerror(errno));
-    draw_round(f, ld, r, command);
+    draw_round(f, ld, r, argv); // every write of it, checked below at once
     int bad = ferror(f); // a write lost on the way (a full disk) shows here or at fclose
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
+        int e = errno; // remove may change errno
+        remove(tmp); // no half-written file is left
         return fail_with(err, errlen, "writing the picture to '%s' failed: %s (check the disk "
                          "and the -o path)", path, bad ? "a write failed" : strerror(e));
     }
@@ -412,19 +417,19 @@ static int write_picture(const char *path, const Loaded *ld, const Round *r, con
 // test/picture [./specdec's options] -o PATH: round 1 of that run, drawn into PATH.
 int main(int argc, char **argv) {
     program_name = "picture"; // its messages' first word
-    Options o;
+    Options o; // ./specdec's options, parsed by its own table
     const char *out = NULL; // -o
     OptionSpec table[20] = {0}; // zeroed: the row after the last option is the table's end
     default_options(&o);
-    size_t n = core_options(&o, table);
+    size_t n = core_options(&o, table); // its rows, then -o
     table[n] = (OptionSpec){"-o", OPT_TEXT, &out, 0, 0, NULL, 0};
     Loaded ld = {0}; // zeroed, as are the draft and the round: done: frees what was made
-    BigramDraft draft = {0};
-    Round r = {0};
-    char err[512] = "", command[1024];
-    int rc = 1;
+    BigramDraft draft = {0}; // the blog's bigram table, from -i
+    Round r = {0}; // round 1: its buffers, what it drew
+    char err[512] = ""; // a refusal's one line
+    int rc = 1; // 1 until the picture is written
     long given = parse_table(argc, argv, table, "test/picture", err, sizeof(err));
-    if (given < 0) goto done;
+    if (given < 0) goto done; // a typo, or a bad value
     for (size_t j = 0; j < n; j++) // the flags of ./specdec's actions have no use here
         if ((given >> j & 1) && table[j].kind == OPT_FLAG && table[j].field != &o.help) {
             fail_with(err, sizeof(err), "%s has no use in test/picture, which draws round 1 "
@@ -444,10 +449,6 @@ int main(int argc, char **argv) {
                   "writes notes/round1.svg)");
         goto done;
     }
-    if (specdec_command(command, sizeof(command), argc, argv) != 0) {
-        fail_with(err, sizeof(err), "the command line is too long to print in the picture");
-        goto done;
-    }
     // the run's inputs, checked as ./specdec checks them; the draft; round 1; the picture
     if (load_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
     if (BigramDraftModel(&draft, ld.corpus.tokens, ld.corpus.n_train, ld.v.size) != 0) {
@@ -455,11 +456,13 @@ int main(int argc, char **argv) {
         goto done;
     }
     if (run_round1(&o, &ld, &draft, &r, err, sizeof(err)) != 0) goto done;
-    if (write_picture(out, &ld, &r, command, err, sizeof(err)) != 0) goto done;
-    fprintf(stderr, "round 1 of %s drawn in %s\n", command, out);
-    rc = 0;
+    if (write_picture(out, &ld, &r, argv, err, sizeof(err)) != 0) goto done;
+    fputs("round 1 of ", stderr); // what was drawn, and where
+    put_command(stderr, argv, 0);
+    fprintf(stderr, " drawn in %s\n", out);
+    rc = 0; // written and renamed
 done:
-    if (rc) error_line("%s", err);
+    if (rc) error_line("%s", err); // "picture: ...", one line
     free_spec_buffers(&r.b);
     free_bigram_draft(&draft);
     free(ld.prompt);
