@@ -315,8 +315,8 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     } else {
         snprintf(why[0], sizeof(why[0]), "p: the model's row after");
         snprintf(why[1], sizeof(why[1]), "%s;", k ? "every guess" : "current_token");
-        snprintf(why[2], sizeof(why[2]), "the verify pass computed it,");
-        snprintf(why[3], sizeof(why[3]), "so the token comes free");
+        snprintf(why[2], sizeof(why[2]), k ? "the verify pass computed it," : "no guess: the pass");
+        snprintf(why[3], sizeof(why[3]), k ? "so the token comes free" : "is one plain step");
     }
     for (int j = 0; j < 4; j++)
         fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"%s\">%s</text>\n",
@@ -341,14 +341,20 @@ static void draw_round(FILE *f, const Loaded *ld, const Round *r, char *const *a
             "font-family=\"sans-serif\">One round of speculative decoding, as specdec.c runs it"
             "</text>\n<text x=\"24\" y=\"62\" font-size=\"14\">round 1: current_token ");
     put_token(f, &ld->v, r->current_token);
-    fprintf(f, "; the bigram drafts ");
-    put_token(f, &ld->v, r->current_token);
+    if (r->k > 0) { // the draft's chain starts from current_token
+        fprintf(f, "; the bigram drafts ");
+        put_token(f, &ld->v, r->current_token);
+    }
     for (int i = 0; i < r->k; i++) { // the draft's chain, each guess after the one before
         fputs(" -&gt; ", f);
         put_token(f, &ld->v, b->candidates[i]);
     }
-    fprintf(f, "</text>\n<text x=\"24\" y=\"82\" font-size=\"14\">one target pass scores all "
-            "%d; each guess is kept when u &lt; min(1, p/q)</text>\n", r->k);
+    if (r->k == 0) // the cache's last position: the pass is one plain step
+        fputs("</text>\n<text x=\"24\" y=\"82\" font-size=\"14\">no room in "
+              "the cache for a guess: the round is one step of plain decoding</text>\n", f);
+    else
+        fprintf(f, "</text>\n<text x=\"24\" y=\"82\" font-size=\"14\">one target pass scores "
+                "all %d; each guess is kept when u &lt; min(1, p/q)</text>\n", r->k);
     // the legend
     const char *keys[4][2] = {{C_Q, "q: the draft (bigram)"}, {C_P, "p: the target (GPT)"},
                               {C_R, "max(0, p-q): the residual"},
