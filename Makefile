@@ -17,6 +17,7 @@
 #   make bench-full  the same, and the sweep on to 136 MB, where speculation pays; writes
 #                 notes/speed.svg (about 8 minutes)
 #   make explain  one accept/reject decision worked out exactly (test/explain.c)
+#   make picture  redraw notes/round1.svg, the demo's round 1 as a picture (test/picture.c)
 #   make early-exit  alpha of the target's own early exits as drafts, beside the GPT draft
 #                 (test/early_exit.c, notes/speed.md)
 #   make drafts-table  every draft side by side on one command (alpha, tokens per verify pass,
@@ -47,10 +48,10 @@ CORPUS_URL = https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tin
 CORPUS_SIZE = 1115394
 CORPUS_SHA256 = 86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed
 
-.PHONY: all debug data run test check train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench bench-full explain early-exit drafts-table
+.PHONY: all debug data run test check train train-draft train-medusa train-exit train-eagle clean valgrind fuzz bench bench-full explain picture early-exit drafts-table
 
 # The tools beside the lesson: each includes specdec.c or beyond.c whole.
-TOOLS = tinyshakespeare/train test/bench test/explain test/ffn_forms test/early_exit
+TOOLS = tinyshakespeare/train test/bench test/explain test/picture test/ffn_forms test/early_exit
 
 # Build the release binaries ./specdec and ./beyond, and the tools (default target).
 all: specdec beyond $(TOOLS)
@@ -63,14 +64,16 @@ specdec: specdec.c
 beyond: beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ beyond.c $(LDFLAGS) $(LDLIBS)
 
-# The trainer, the bench, explain, ffn_forms and early_exit: one C file each, with specdec.c
-# (explain) or beyond.c (the others, which need what it adds) included.
+# The trainer, the bench, explain, picture, ffn_forms and early_exit: one C file each, with
+# specdec.c (explain, picture) or beyond.c (the others, which need what it adds) included.
 tinyshakespeare/train: tinyshakespeare/train.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ tinyshakespeare/train.c $(LDFLAGS) $(LDLIBS)
 test/bench: test/bench.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/bench.c $(LDFLAGS) $(LDLIBS)
 test/explain: test/explain.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/explain.c $(LDFLAGS) $(LDLIBS)
+test/picture: test/picture.c specdec.c
+	$(CC) $(CFLAGS) -o $@ test/picture.c $(LDFLAGS) $(LDLIBS)
 test/ffn_forms: test/ffn_forms.c test/bench.c beyond.c specdec.c
 	$(CC) $(CFLAGS) -o $@ test/ffn_forms.c $(LDFLAGS) $(LDLIBS)
 test/early_exit: test/early_exit.c beyond.c specdec.c
@@ -228,6 +231,11 @@ bench-full: beyond test/bench data
 # Nain's A/B/C/D example: the exact chance of each token beside 200,000 real rounds.
 explain: test/explain
 	test/explain
+
+# Redraw the demo's round 1 (notes/round1.svg, which README.md shows); test/picture_test.sh
+# fails when the committed picture differs from what this draws.
+picture: test/picture data
+	test/picture -n 10 -s 277 -p "To be or not to be, " -o notes/round1.svg
 
 # alpha and greedy agreement of the exit after each of the target's blocks (its first l blocks,
 # then ln_f and lm_head), of the GPT draft and of the bigram, over the validation split (~10 s).

@@ -146,8 +146,9 @@ QUICK_UNITS=(
     # the bad-input rows and what must work, every option honoured or refused, a checkpoint
     # that overflows (release builds; cli_test and modes_test have TEST_TIER hooks)
     test/cli_test.sh test/modes_test.sh test/nonfinite_test.sh
-    # the reading budget and what a clone holds: a second each
-    test/style_test.sh test/repo_test.sh
+    # the reading budget and what a clone holds: a second each; the demo's round 1 as a
+    # picture, against the trace (a second, and the planted swap's build)
+    test/style_test.sh test/repo_test.sh test/picture_test.sh
     # greedy equivalence of every draft and shape, on a random and on the trained model
     "./specdec --selftest -m $random_model" "./specdec --selftest -m tinyshakespeare/model.bin"
     "./beyond --selftest -m $random_model" "./beyond --selftest -m tinyshakespeare/model.bin"
