@@ -2,7 +2,7 @@
  * test/picture.c — the first round of a run of ./specdec, drawn as an SVG (make picture).
  *
  * It runs round 1 with specdec.c's own calls, in speculative_generate's order and from the
- * same seed: prefill, sample_token, (refill_cache if the prompt fills the cache),
+ * same seed: prefill, sample_token, make_room (a refill if the prompt fills the cache),
  * draft_tokens, verify_candidates, accept_reject. So its numbers are the ones that
  * `./specdec --trace` prints for the same options (test/picture_test.sh checks it). Then it
  * draws, for each guess judged, the draft's row q and the target's row p over the likeliest
@@ -55,17 +55,16 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
     const float *logits = prefill(g, seq, n_seq, S, &st);
     r->current_token = sample_token(logits, V, o->temperature, r->b.prefill_probs, &rng);
     seq[n_seq++] = r->current_token; // the refill reads it, as the last token
-    if (r->current_token >= 0 && g->state.cache_len == S) // the context rule, as the loop's
-        refill_cache(g, seq, n_seq, &opt);
+    int room = r->current_token >= 0 ? make_room(g, seq, n_seq, &opt) : 0; // the window rule
     free(seq);
     if (r->current_token < 0)
         return fail_with(err, errlen, "the prefill's row of logits is not finite: no round "
                          "follows it (see ./specdec -n 2)");
     // round 1: k guesses, as the loop clamps them; then the draft, one pass, the verdicts
-    int cache_len = g->state.cache_len, remaining = o->max_new_tokens - 1;
+    int remaining = o->max_new_tokens - 1;
     r->k = o->K < remaining ? o->K : remaining; // as the blog clamps k
-    if (r->k > S - 1 - cache_len) // the guesses must fit the cache
-        r->k = S - 1 - cache_len; // (a prompt of S-1 tokens leaves room for none)
+    if (r->k > room) // the guesses must fit the window (a prompt of S-1 tokens leaves none)
+        r->k = room;
     r->allow_bonus = r->k < remaining; // never more tokens than -n asks
     draft_tokens(d, r->current_token, r->k, o->temperature, &rng, &r->b); // guesses, rows q
     verify_candidates(g, r->current_token, r->k, o->temperature, &r->b); // rows p: one pass
