@@ -507,8 +507,8 @@ typedef struct {
     long refills;       //   a full window restarted (make_room): S/2-1 tokens from position 0
     long verifies;      //   a round's verify pass, k+1 tokens: one a round
     long steps;         //   plain decoding's one-token passes
-    double verify_seconds; // wall time in verify passes, and in one-token steps: their ratio,
-    double step_seconds;   // per pass, is c(k+1), what a pass of k+1 tokens costs in steps
+    double verify_seconds; // wall time in rounds (nearly all of it their verify passes) and in
+    double step_seconds;   // one-token steps: per pass, their ratio is c(k+1) (--compare)
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
@@ -531,7 +531,7 @@ typedef struct {
 // Plumbing, after the model: counting, tracing, writing the text; called around the phases.
 double now_seconds(void);
 void count_pass(Stats *st, long *kind);
-void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted);
+void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds);
 void finish_stats(Stats *st, long emitted, double t0);
 int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
@@ -581,10 +581,10 @@ int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
         return S - 1 - g->state.cache_len;
     int n = S / 2 - 1; // the tokens before current_token, which is seq[n_seq - 1]
     g->state.cache_len = 0;
-    if (n > 0) // a pass of its own; its logits are not needed
+    if (n > 0) { // a pass of its own; its logits are not needed
         forward(g, seq + n_seq - 1 - n, n);
-    if (n > 0)
         count_pass(o->st, &o->st->refills);
+    }
     if (o->trace)
         trace_refill(n);
     return S - 1 - n; // S/2 for an even S: the room after the restart
@@ -592,8 +592,9 @@ int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
 
 // Speculative decoding, the blog's speculative_generate: prefill, then rounds until
 // max_new_tokens tokens exist, each drafting k = min(K, tokens still needed) guesses (fewer
-// where the window has less room: make_room), then verify, accept/reject and trim. seq gets the prompt
-// (or the start token), then the generated tokens: room for max(prompt->n, 1) + max_new_tokens.
+// where the window has less room: make_room), then verify, accept/reject and trim. seq gets
+// the prompt (or the start token), then the generated tokens: room for max(prompt->n, 1) +
+// max_new_tokens.
 // Returns 0; or -1 when it stopped at a row of logits that is not finite (o->st says where).
 int speculative_generate(GPT *target_model, const BigramDraft *draft_model, SpecBuffers *b,
                          const Tokens *prompt, const DecodeOptions *o, int *seq) {
@@ -628,18 +629,16 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
             k = room;
         int allow_bonus = k < remaining; // never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
+        double t_round = now_seconds(); // the round's wall time: count_round adds it up
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        double t_pass = now_seconds(); // the verify pass's time, for --compare's c(k+1)
         verify_candidates(target_model, current_token, k, temperature, b);
-        o->st->verify_seconds += now_seconds() - t_pass;
-        count_pass(o->st, &o->st->verifies);
         int bad = first_nonfinite(b->target_probs, k + 1, V); // the target's rows; q's are finite
         if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
         // count and show the round
-        count_round(o->st, b, k, num_accepted);
+        count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
         if (o->trace)
             trace_round(o, b, k, num_accepted, cache_len);
         show_tokens(o, b->emitted, num_accepted);
@@ -1070,9 +1069,9 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Counts what accept/reject decided in a round of k guesses that emitted num_accepted tokens
-// (b->rejected_at); the loop counts its verify pass.
-void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted) {
+// Counts a round of k guesses that emitted num_accepted tokens in `seconds`: its verify pass,
+// and what accept/reject decided (b->rejected_at).
+void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds) {
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
     for (int i = 0; i < judged; i++)
         st->alpha_sum += expected_acceptance(b->target_probs + (size_t)i * b->V,
@@ -1084,6 +1083,8 @@ void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted) {
     st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
+    count_pass(st, &st->verifies); // the round's one verify pass
+    st->verify_seconds += seconds; // nearly all of it the pass's: a bigram drafts in a lookup
 }
 
 // Closes a generation's counters: the tokens it emitted and its wall time since t0.

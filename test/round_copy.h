@@ -58,14 +58,12 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         int k = K < remaining ? K : remaining;
         if (k > room) k = room;
         int allow_bonus = k < remaining;
+        double t_round = now_seconds();
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        double t_pass = now_seconds();
         verify_candidates(target_model, current_token, k, temperature, b);
-        o->st->verify_seconds += now_seconds() - t_pass;
-        count_pass(o->st, &o->st->verifies);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        count_round(o->st, b, k, num_accepted);
+        count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
         if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
         memcpy(seq + n_seq, b->emitted, (size_t)num_accepted * sizeof(int));
         show_tokens(o, seq + n_seq, num_accepted);
