@@ -492,29 +492,10 @@ typedef struct {
     int n;
 } Tokens;
 
-// Counters of one generation: what the stats print, and what --compare sets side by side.
-typedef struct {
-    long rounds;        // speculative rounds: one verify pass each
-    long drafted;       // candidates drafted: the sum of k
-    long judged;        // candidates accept_reject decided on: accepted + rejected
-    long accepted;      // candidates accepted
-    double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
-    long resampled;     // rounds that ended in a rejection and a residual draw
-    long bonus;         // rounds where all k passed and a bonus token was drawn
-    long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
-    long target_passes; // every forward pass of the target, of the four kinds below:
-    long prefills;      //   the prompt's pass: one a generation
-    long refills;       //   a full window restarted (make_room): S/2-1 tokens from position 0
-    long verifies;      //   a round's verify pass, k+1 tokens: one a round
-    long steps;         //   plain decoding's one-token passes
-    double verify_seconds; // wall time in rounds (nearly all of it their verify passes) and in
-    double step_seconds;   // one-token steps: per pass, their ratio is c(k+1) (--compare)
-    long emitted;       // tokens generated
-    double seconds;     // wall time of the whole generation, prefill to last token
-    long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
-    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
-    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
-} Stats;
+typedef struct Stats Stats; // a generation's counters (passes, rounds, acceptance): after the model
+
+// The kinds of target pass, as the stats count and time them (count_pass).
+enum { PREFILL_PASS, REFILL_PASS, VERIFY_PASS, STEP_PASS, PASS_KINDS };
 
 // How a generation is run: shared by speculative_generate and generate (plain decoding).
 typedef struct {
@@ -530,7 +511,7 @@ typedef struct {
 
 // Plumbing, after the model: counting, tracing, writing the text; called around the phases.
 double now_seconds(void);
-void count_pass(Stats *st, long *kind);
+void count_pass(Stats *st, int kind, double seconds);
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds);
 void finish_stats(Stats *st, long emitted, double t0);
 int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
@@ -546,8 +527,9 @@ int output_failed(const DecodeOptions *o);
 const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.cache_len = 0; // positions restart at 0
+    double t_pass = now_seconds();
     const float *logits = forward(g, seq + n_seq - n, n);
-    count_pass(st, &st->prefills);
+    count_pass(st, PREFILL_PASS, now_seconds() - t_pass);
     return logits + (size_t)(n - 1) * g->config.vocab_size;
 }
 
@@ -581,9 +563,10 @@ int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
         return S - 1 - g->state.cache_len;
     int n = S / 2 - 1; // the tokens before current_token, which is seq[n_seq - 1]
     g->state.cache_len = 0;
+    double t_pass = now_seconds();
     if (n > 0) { // a pass of its own; its logits are not needed
         forward(g, seq + n_seq - 1 - n, n);
-        count_pass(o->st, &o->st->refills);
+        count_pass(o->st, REFILL_PASS, now_seconds() - t_pass);
     }
     if (o->trace)
         trace_refill(n);
@@ -863,8 +846,7 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
         make_room(g, seq, n_prompt + n_generated, o);
         double t_pass = now_seconds(); // a step's time: the unit of --compare's c(k+1)
         logits = forward(g, &generated[n_generated - 1], 1);
-        o->st->step_seconds += now_seconds() - t_pass;
-        count_pass(o->st, &o->st->steps);
+        count_pass(o->st, STEP_PASS, now_seconds() - t_pass);
     }
     finish_stats(o->st, n_generated, t0);
     return 0;
@@ -1047,6 +1029,28 @@ void free_spec_buffers(SpecBuffers *b) {
 // ----------------------------------------------------------------------------
 // Trace and stats (stderr)
 
+// Counters of one generation: what the stats print, and what --compare sets side by side.
+struct Stats {
+    long rounds;        // speculative rounds: one verify pass each
+    long drafted;       // candidates drafted: the sum of k
+    long judged;        // candidates accept_reject decided on: accepted + rejected
+    long accepted;      // candidates accepted
+    double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
+    long resampled;     // rounds that ended in a rejection and a residual draw
+    long bonus;         // rounds where all k passed and a bonus token was drawn
+    long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
+    long target_passes; // every forward pass of the target: prefill, refills, verify, steps
+    long passes[PASS_KINDS];  // the same, by kind: the prompt's one prefill; a full window's
+                              // refills (make_room); one verify pass a round; plain steps
+    double seconds_in[PASS_KINDS]; // their wall time, by kind (a round's: all its phases,
+                                   // nearly all of it the verify pass): what c(k+1) is made of
+    long emitted;       // tokens generated
+    double seconds;     // wall time of the whole generation, prefill to last token
+    long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
+    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
+    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
+};
+
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
 double now_seconds(void) {
     struct timespec ts;
@@ -1054,11 +1058,12 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Counts one forward pass of the target, and its kind (&st->prefills, refills, verifies or
-// steps): the cost speculation cuts.
-void count_pass(Stats *st, long *kind) {
+// Counts one forward pass of the target, of a kind (PREFILL_PASS ..), that took `seconds`:
+// the cost speculation cuts.
+void count_pass(Stats *st, int kind, double seconds) {
     st->target_passes++;
-    (*kind)++;
+    st->passes[kind]++;
+    st->seconds_in[kind] += seconds;
 }
 
 // sum_x min(p(x), q(x)) over a row: the chance that a guess drawn from q passes
@@ -1083,8 +1088,7 @@ void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, doubl
     st->judged += judged;
     st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
-    count_pass(st, &st->verifies); // the round's one verify pass
-    st->verify_seconds += seconds; // nearly all of it the pass's: a bigram drafts in a lookup
+    count_pass(st, VERIFY_PASS, seconds); // one verify pass; a bigram drafts in a lookup
 }
 
 // Closes a generation's counters: the tokens it emitted and its wall time since t0.
@@ -1237,11 +1241,12 @@ void print_stats(const char *title, const Stats *s, int speculative) {
                 alpha);
         fprintf(stderr, "  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
                 "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)\n",
-                ratio(s->round_tokens, s->verifies), s->round_tokens, s->verifies,
+                ratio(s->round_tokens, s->rounds), s->round_tokens, s->rounds,
                 expected_tokens_per_pass(alpha, mean_k));
     }
     fprintf(stderr, "  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
-            s->target_passes, s->prefills, s->refills, speculative ? s->verifies : s->steps,
+            s->target_passes, s->passes[PREFILL_PASS], s->passes[REFILL_PASS],
+            s->passes[speculative ? VERIFY_PASS : STEP_PASS],
             speculative ? "verify" : "one-token");
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             ratio(s->emitted, s->seconds));
@@ -1257,12 +1262,12 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
     // a pass over k+1 tokens costs c(k+1) one-token passes: fewer passes pay only if c is small
-    double c = ratio(ratio(spec->verify_seconds, spec->verifies),
-                     ratio(plain->step_seconds, plain->steps));
+    double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
+                     ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
     fprintf(stderr, "  why time can differ: a verify pass of k+1 = %.2f tokens cost c(k+1) = %.2f "
             "one-token passes here; it saves time only where it gives more than c(k+1) tokens "
             "(%.2f)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
-            ratio(spec->round_tokens, spec->verifies));
+            ratio(spec->round_tokens, spec->rounds));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again
         fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "

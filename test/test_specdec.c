@@ -647,9 +647,9 @@ static void test_prefill(Fixture *fx) {
         // one pass, nothing else: every other counter still 0
         Stats zero;
         memset(&zero, 0, sizeof(zero));
-        long passes = st.target_passes, prefills = st.prefills;
+        long passes = st.target_passes, prefills = st.passes[PREFILL_PASS];
         st.target_passes = 0;
-        st.prefills = 0;
+        st.passes[PREFILL_PASS] = 0;
         int others = memcmp(&st, &zero, sizeof(st)) != 0;
         st.target_passes = passes;
         int counted = passes == 1 && prefills == 1 && !others;
@@ -824,7 +824,7 @@ static void test_refill(Fixture *fx) {
             DecodeOptions o = {.st = &st, .trace = 0};
             int room = make_room(g, text, n_seq, &o);
             int after_refill = g->state.cache_len;
-            long passes = st.target_passes + 100 * (st.refills != 1) + 1000 * (room != S - S / 2);
+            long passes = st.target_passes + 100 * (st.passes[REFILL_PASS] != 1) + 1000 * (room != S - S / 2);
             verify_candidates(g, text[n_seq - 1], k, temps[ti], &b);
             int kv = g->state.cache_len, T = S / 2 + k;
             memcpy(kc, g->state.key_cache, LSC * sizeof(float));
@@ -1612,8 +1612,8 @@ static void test_print_stats(void) {
     s.round_tokens = 12;
     s.emitted = 13;
     s.target_passes = 7;
-    s.prefills = 1;
-    s.verifies = 6;
+    s.passes[PREFILL_PASS] = 1;
+    s.passes[VERIFY_PASS] = 6;
     s.seconds = 10e-3;
     char rate[32], alpha[32], predicted[32];
     snprintf(rate, sizeof(rate), "%.3f", 6.0 / 8.0);
@@ -1653,9 +1653,9 @@ static void test_print_stats(void) {
     memset(&pl, 0, sizeof(pl));
     pl.emitted = 50;
     pl.target_passes = 49;
-    pl.prefills = 1;
-    pl.refills = 2;
-    pl.steps = 46;
+    pl.passes[PREFILL_PASS] = 1;
+    pl.passes[REFILL_PASS] = 2;
+    pl.passes[STEP_PASS] = 46;
     pl.seconds = 10e-3;
     text = print_stats_text(&pl, 0, 4);
     char tp[256];
