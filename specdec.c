@@ -1513,7 +1513,6 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     return read_checkpoint(path, role, g, vocab, err, errlen);
 }
 
-
 // ----------------------------------------------------------------------------
 // Self-test: greedy speculative decoding is plain greedy decoding, bit for bit
 
@@ -1741,10 +1740,9 @@ static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--to
                                            "--draft-p-min", "--ffn-width", "--color",
                                            "--no-color"};
 
-// Reads argv against a table of options (at most 62 rows), which ends at a row without a
-// flag; an option given twice keeps its last value. Returns the rows the command line named,
-// bit j for row j; on a bad argument writes one line to err and returns -1. `program` names
-// the command.
+// Reads argv against a table of options (at most 62 rows, ending at a row without a flag);
+// an option given twice keeps its last value. Returns the rows named, bit j for row j; on a
+// bad argument writes one line to err, naming `program`'s -h, and returns -1.
 long parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
                  char *err, size_t errlen) {
     long given = 0; // bit j: row j was named
@@ -1866,11 +1864,10 @@ int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
-    if (o->run_selftest && ld->corpus.n < need)
-        return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
-                         "corpus, which has %zu; use Tiny Shakespeare (make data)", need,
-                         ld->corpus.n);
-    if (o->run_selftest) return 0; // it brings its own prompts and Ks
+    if (o->run_selftest) // it brings its own prompts and Ks, some of them from the corpus
+        return ld->corpus.n >= need ? 0 : fail_with(err, errlen, "the self-test takes prompts of "
+                         "up to %zu tokens from the corpus, which has %zu; use Tiny Shakespeare "
+                         "(make data)", need, ld->corpus.n);
     if (o->K >= S && !o->plain) // K+1 tokens must fit: K <= S-1 (plain decoding drafts none)
         return fail_with(err, errlen, "%s-k %d is too large: a verify pass of K+1 tokens must "
                          "fit block_size %d; give -k 1..%d", o->K_default ? "the default " : "",
@@ -1903,8 +1900,7 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 // that is not finite (its text so far is out); 2 when stdout failed, where decoding stopped.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
-    GPT *g = &ld->g;
-    int V = g->config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
+    int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
@@ -1928,8 +1924,8 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(g, &prompt, &opt, seq, p)
-                          : speculative_generate(g, draft, &b, &prompt, &opt, seq);
+        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
+                          : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
         const int *gen = seq + start; // the new text, written here if it did not stream
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
