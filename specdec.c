@@ -1664,8 +1664,7 @@ void usage(FILE *f, const char *program) {
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
-        "is refused.\n", program,
-        MAX_NEW_TOKENS);
+        "is refused.\n", program, MAX_NEW_TOKENS);
     if (!strcmp(program, "./specdec")) // where the rest is, and how to build it
         fprintf(f, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
                 "./beyond: make beyond, then ./beyond -h.\n");
