@@ -2229,8 +2229,7 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
 int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t errlen) {
     OptionSpec table[32] = {0}; // zeroed: the row after the last option is the table's end
     *o = (BeyondOptions){.draft = "bigram", .color = -1};
-    default_options(&o->core);
-    size_t n = core_options(&o->core, table); // specdec's options first, then beyond's
+    size_t n = core_options(&o->core, table); // specdec's options and defaults, then beyond's
     const OptionSpec more[] = {
         {"--color", OPT_FLAG, &o->color, 1, 0, NULL, IN_SELFTEST},
         {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL, IN_SELFTEST},
@@ -2246,9 +2245,7 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
          "from 1.18e-38 (FLT_MIN) to 1", IN_SELFTEST | IN_PLAIN}};
     memcpy(table + n, more, sizeof(more));
     long given = parse_table(argc, argv, table, "./beyond", err, errlen); // the rows named
-    if (given < 0) return -1;
-    if (check_combinations(&o->core, err, errlen) != 0) return -1;
-    if (check_idle(table, given, idle_action(&o->core), err, errlen) != 0) return -1;
+    if (given < 0 || check_options(table, given, &o->core, err, errlen) != 0) return -1;
     if (o->core.run_selftest && find_draft(o->draft) && strcmp(o->draft, "bigram") != 0)
         return fail_with(err, errlen, "--selftest runs every draft; with it --draft takes a "
                          "checkpoint's path, for gpt and cascade; drop --draft %s", o->draft);

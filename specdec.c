@@ -1537,7 +1537,6 @@ int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t er
     return read_checkpoint(path, role, g, vocab, err, errlen);
 }
 
-
 // ----------------------------------------------------------------------------
 // Self-test: greedy speculative decoding is plain greedy decoding, bit for bit
 
@@ -1689,35 +1688,30 @@ void usage(FILE *f, const char *program) {
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
-        "is refused.\n", program,
-        MAX_NEW_TOKENS);
+        "is refused.\n", program, MAX_NEW_TOKENS);
     if (!strcmp(program, "./specdec")) // where the rest is, and how to build it
         fprintf(f, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
                 "./beyond: make beyond, then ./beyond -h.\n");
 }
 
-// Parses a whole decimal integer within [lo, hi] (lo >= 0); -1 if it is not one.
-int parse_int(const char *s, long lo, long hi, long *out) {
-    // strtol alone accepts "", " 5", "+5" and "5x"; demand digits from the first to the last
-    // byte, as a seed's
-    if (!isdigit((unsigned char)*s)) return -1;
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*end || errno || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-// Parses a non-negative 64-bit seed; -1 if it is not one.
-static int parse_seed(const char *s, uint64_t *out) {
-    // strtoull would quietly turn "-1" into 2^64-1; a seed must start with a digit
+// Parses a whole decimal number below 2^64 (a seed, say); -1 if it is not one.
+int parse_seed(const char *s, uint64_t *out) {
+    // strtoull alone accepts "", " 5", "+5" and "5x", and turns "-1" into 2^64-1: demand
+    // digits from the first byte to the last
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*end || errno) return -1;
     *out = (uint64_t)v;
+    return 0;
+}
+
+// Parses a whole decimal integer within [lo, hi] (lo >= 0); -1 if it is not one.
+int parse_int(const char *s, long lo, long hi, long *out) {
+    uint64_t v; // range-checked before the cast
+    if (parse_seed(s, &v) != 0 || v < (uint64_t)lo || v > (uint64_t)hi) return -1;
+    *out = (long)v;
     return 0;
 }
 
@@ -1769,10 +1763,9 @@ static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--to
                                            "--draft-p-min", "--ffn-width", "--color",
                                            "--no-color"};
 
-// Reads argv against a table of options (at most 62 rows), which ends at a row without a
-// flag; an option given twice keeps its last value. Returns the rows the command line named,
-// bit j for row j; on a bad argument writes one line to err and returns -1. `program` names
-// the command.
+// Reads argv against a table of options (at most 62 rows, ending at a row without a flag);
+// an option given twice keeps its last value. Returns the rows named, bit j for row j; on a
+// bad argument writes one line to err, naming `program`'s -h, and returns -1.
 long parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
                  char *err, size_t errlen) {
     long given = 0; // bit j: row j was named
@@ -1800,21 +1793,11 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
     return given;
 }
 
-// Refuses an option the command line gave for an action that has no use for it (its row's
-// idle_in): an option never does nothing silently. 0 if there is none.
-int check_idle(const OptionSpec *options, long given, int action, char *err, size_t errlen) {
-    const char *why = action == IN_SELFTEST ? "--selftest, which runs its own prompts, "
-                      "lengths, drafts, temperatures and seeds" : "--plain, which drafts nothing "
-                      "(no draft, and so no bigram table from -i)";
-    for (size_t j = 0; options[j].flag; j++)
-        if ((given >> j & 1) && (options[j].idle_in & action))
-            return fail_with(err, errlen, "%s has no effect with %s; drop %s", options[j].flag,
-                             why, options[j].flag);
-    return 0;
-}
-
-// Fills table with the options of ./specdec, each pointing into o; returns how many.
+// Sets o to the defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed
+// (repeatable); fills table with the options of ./specdec, each pointing into o. Returns how many.
 size_t core_options(Options *o, OptionSpec *table) {
+    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
+                   .temperature = 1.0f, .seed = 42};
     const OptionSpec options[] = {
         // the flags: each sets its field to 1
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
@@ -1839,14 +1822,11 @@ size_t core_options(Options *o, OptionSpec *table) {
     return sizeof(options) / sizeof(options[0]);
 }
 
-// The defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed (repeatable).
-void default_options(Options *o) {
-    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
-                   .temperature = 1.0f, .seed = 42};
-}
-
-// Refuses combinations that cannot both hold (the first that applies is reported); 0 if none.
-int check_combinations(const Options *o, char *err, size_t errlen) {
+// Refuses what the command line combined and cannot hold (the first that applies is reported):
+// two actions, or an option given for an action that has no use for it (its row's idle_in):
+// an option never does nothing silently. 0 if there is none.
+int check_options(const OptionSpec *options, long given, const Options *o, char *err,
+                  size_t errlen) {
     if (o->plain && o->compare)
         return fail_with(err, errlen, "--plain and --compare cannot be combined; --compare "
                          "already runs plain decoding");
@@ -1856,23 +1836,23 @@ int check_combinations(const Options *o, char *err, size_t errlen) {
     if (o->run_selftest && (o->trace || o->compare || o->plain)) // one action a run
         return fail_with(err, errlen, "--selftest and generation (--trace, --compare, --plain) "
                          "are separate actions; give one per run");
+    int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
+    const char *why = action == IN_SELFTEST ? "--selftest, which runs its own prompts, "
+                      "lengths, drafts, temperatures and seeds" : "--plain, which drafts nothing "
+                      "(no draft, and so no bigram table from -i)";
+    for (size_t j = 0; options[j].flag; j++)
+        if ((given >> j & 1) && (options[j].idle_in & action))
+            return fail_with(err, errlen, "%s has no effect with %s; drop %s", options[j].flag,
+                             why, options[j].flag);
     return 0;
-}
-
-// The action that leaves options idle: --selftest, --plain, or none (0).
-int idle_action(const Options *o) {
-    return o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0;
 }
 
 // Fills o from argv; on a bad argument writes one line to err and returns -1.
 int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
     OptionSpec table[16] = {0}; // zeroed: the row after the last option is the table's end
-    default_options(o);
     core_options(o, table);
     long given = parse_table(argc, argv, table, "./specdec", err, errlen); // the rows named
-    if (given < 0) return -1;
-    if (check_combinations(o, err, errlen) != 0) return -1;
-    if (check_idle(table, given, idle_action(o), err, errlen) != 0) return -1;
+    if (given < 0 || check_options(table, given, o, err, errlen) != 0) return -1;
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
@@ -1907,11 +1887,10 @@ int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
-    if (o->run_selftest && ld->corpus.n < need)
-        return fail_with(err, errlen, "the self-test takes prompts of up to %zu tokens from the "
-                         "corpus, which has %zu; use Tiny Shakespeare (make data)", need,
-                         ld->corpus.n);
-    if (o->run_selftest) return 0; // it brings its own prompts and Ks
+    if (o->run_selftest) // it brings its own prompts and Ks, some of them from the corpus
+        return ld->corpus.n >= need ? 0 : fail_with(err, errlen, "the self-test takes prompts of "
+                         "up to %zu tokens from the corpus, which has %zu; use Tiny Shakespeare "
+                         "(make data)", need, ld->corpus.n);
     if (o->K >= S && !o->plain) // K+1 tokens must fit: K <= S-1 (plain decoding drafts none)
         return fail_with(err, errlen, "%s-k %d is too large: a verify pass of K+1 tokens must "
                          "fit block_size %d; give -k 1..%d", o->K_default ? "the default " : "",
@@ -1944,8 +1923,7 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 // that is not finite (its text so far is out); 2 when stdout failed, where decoding stopped.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
-    GPT *g = &ld->g;
-    int V = g->config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
+    int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
@@ -1969,8 +1947,8 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(g, &prompt, &opt, seq, p)
-                          : speculative_generate(g, draft, &b, &prompt, &opt, seq);
+        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
+                          : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
         const int *gen = seq + start; // the new text, written here if it did not stream
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token

@@ -1814,7 +1814,8 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 int main(int argc, char **argv) {
     program_name = "bench"; // its messages' first word
     Options o;
-    default_options(&o); // -m and -i below; the rest as ./specdec's defaults
+    OptionSpec unused[16]; // the table core_options fills beside the defaults
+    core_options(&o, unused); // -m and -i below; the rest as ./specdec's defaults
     int csv = 0, quick = 0, full = 0;
     const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
