@@ -425,8 +425,7 @@ int main(int argc, char **argv) {
     Options o; // ./specdec's options, parsed by its own table
     const char *out = NULL; // -o
     OptionSpec table[20] = {0}; // zeroed: the row after the last option is the table's end
-    default_options(&o);
-    size_t n = core_options(&o, table); // its rows, then -o
+    size_t n = core_options(&o, table); // its rows and defaults, then -o
     table[n] = (OptionSpec){"-o", OPT_TEXT, &out, 0, 0, NULL, 0};
     Loaded ld = {0}; // zeroed, as are the draft and the round: done: frees what was made
     BigramDraft draft = {0}; // the blog's bigram table, from -i
