@@ -1454,8 +1454,8 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     int nodes = tb->rows - 1;
     PassKind kind = tb->restarted ? (nodes > 0 ? PASS_FOLDED : PASS_REFILL)
                                   : nodes > 0 ? PASS_VERIFY : PASS_STEP;
-    int core = kind == PASS_STEP ? STEP_PASS : kind == PASS_REFILL ? REFILL_PASS : VERIFY_PASS;
-    count_pass(&st->core, core, verify_seconds); // specdec.c's kinds: a folded pass verifies
+    int core = d ? VERIFY_PASS : kind == PASS_REFILL ? REFILL_PASS : STEP_PASS; // a round verifies
+    count_pass(&st->core, core, verify_seconds); // (specdec.c's kinds; plain decoding has no d)
     tally_pass(st, kind, tb->rerun + tb->rows, verify_seconds);
     if (d) st->draft_seconds += draft_seconds; // plain decoding drafts nothing
     st->draft_passes += tb->draft_passes; // a model draft's passes: one a level it grew
