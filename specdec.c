@@ -2,25 +2,23 @@
  * specdec.c: speculative decoding, from scratch, in one C file.
  *
  * What this is: the lesson of Colin Zhou's blog post "Adding Speculative Decoding to Andrej
- *   Karpathy's NanoGPT", in C that you read once, top to bottom, with the post open beside
- *   it, and step through in a debugger: the blog's Laplace bigram draft; the four phases of
- *   one round, draft -> verify -> accept/reject -> trim the KV cache, and the loop around
- *   them; a trace of every p/q decision; plain decoding beside it; and a self-test that
- *   greedy speculative decoding is plain greedy decoding, byte for byte. The target is the
- *   lecture's character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters,
- *   209,729 parameters) in textbook loops with a KV cache: the engine verify_candidates calls.
- *
+ *   Karpathy's NanoGPT", in C you read top to bottom with the post beside it and step through
+ *   in a debugger: the blog's Laplace bigram draft; one round's four phases, draft -> verify
+ *   -> accept/reject -> trim the KV cache, and the loop around them; a trace of every p/q
+ *   decision; plain decoding; a self-test that greedy speculative decoding is plain greedy
+ *   decoding, byte for byte. The target, the engine verify_candidates calls, is the lecture's
+ *   character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729
+ *   parameters) in textbook loops with a KV cache.
  * What this is not: a fast engine, a trainer, or anything beyond the blog. beyond.c (./beyond)
- *   adds what the papers and serving engines do; it includes this file, as the trainer
- *   (tinyshakespeare/train.c) and the tests (test/) do: with TESTING defined, main is left out.
+ *   adds what the papers do; it, the trainer and test/ include this file (TESTING: no main).
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
  *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: the blog's example
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # on to the window (make_room)
- *   make debug                # ./specdec_debug: -O0 -g3, address + UB sanitizers
+ *   make debug   # ./specdec_debug (-O0 -g3, sanitizers); then, to stop in round 1 above:
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
- *       -n 10 -s 277 -p "To be or not to be, "   # stops in round 1 of the trace above
+ *       -n 10 -s 277 -p "To be or not to be, "
  *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
  *   Token ids are the vocabulary's sorted characters: 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64
  *   'a'..'z' (so 46 43 57 1 is "hes "); `up`, then `p/c o->vocab->chars[46]` prints one.
@@ -39,13 +37,11 @@
  *   target_model(input_ids, pos=positions, past_kvs=past_kvs)  forward()  The target model
  *   (the baseline it must match) generate()              Plain decoding; then plumbing to skip
  *
- * Size letters in the shape comments (declared once, here): T tokens in one pass; C n_embd
- * (64); V vocab_size (65); L n_layer (4); NH n_head (4), HS = C / NH (16); S block_size (32);
- * K the draft length (4), k <= K in one round; H the MLP's width, 4C (256); P parameters.
+ * Size letters of the shape comments: T tokens in a pass; C n_embd 64; V vocab_size 65; L n_layer
+ * 4; NH n_head 4, HS = C/NH 16; S block_size 32; K draft length 4, k <= K a round; H 4C; P params.
  *
- * C11, libc and libm, one thread, batch size 1. No -ffast-math, and -ffp-contract=off: a
- * token's sums come out bit-identical alone or inside a verify pass of k+1 tokens, or greedy
- * speculative decoding would drift from plain greedy decoding.
+ * C11, libc and libm, one thread, batch size 1. No -ffast-math, -ffp-contract=off: a token's
+ * sums are bit-identical alone or in a verify pass of k+1 tokens (else greedy would drift).
  */
 
 #define _POSIX_C_SOURCE 200809L // clock_gettime and stat under -std=c11
@@ -546,17 +542,15 @@ int start_sequence(int *seq, const Tokens *prompt) {
 }
 
 // THE WINDOW RULE, one call that both decoders make before each pass on top of the cache;
-// returns the room: how many guesses fit after current_token (k <= room).
-// The blog's loop has no window: its positions grow by up to K+1 a round without end. The
-// lecture's model has S = 32 rows of position embeddings, so there the pass that reaches
-// position 32 would index past the table: the blog's loop runs while prompt and text fit in
-// 32 characters (the lecture's own generate crops the text to its last 32 tokens and reruns
-// them all at every step). Here, once the cache is full, the window restarts: the last S/2
-// tokens, current_token last, run again from position 0. This call runs the S/2-1 before
-// current_token (none for block_size 2 or 3); the next pass runs current_token at position
-// S/2-1, with any guesses after it. The prefill runs the prompt's last S tokens (prefill's
-// keep). Both decoders restart at the same tokens, so every token is predicted from the same
-// context in both: "exact" means exact under this rule.
+// returns the room: how many guesses fit after current_token (k <= room). The blog's loop has
+// no window: its positions grow by up to K+1 a round, and on the lecture's model, with S = 32
+// rows of position embeddings, the pass that reaches position 32 would index past the table
+// (the lecture's own generate crops the text to its last 32 tokens and reruns them all, every
+// step). Here the prefill keeps the prompt's last S tokens, and a full cache restarts the
+// window: the last S/2 tokens, current_token last, run again from position 0. This call runs
+// the S/2-1 before current_token (none for block_size 2 or 3); the next pass runs it at
+// position S/2-1, with any guesses. Both decoders restart at the same tokens, so each token
+// is predicted from the same context in both: "exact" means exact under this rule.
 int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int S = g->config.block_size;
     if (g->state.cache_len < S) // room left: the window stays
