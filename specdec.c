@@ -877,7 +877,6 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
 
 // Points every Weights field at its slice of the one parameter block.
 void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
-    // the sizes table is the one place that knows the layout; this just walks it
     float **fields[N_TENSORS] = {
         &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias, &w->query,
         &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
@@ -892,8 +891,7 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
 // n zeroed floats, or NULL.
 float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
-// Points *bufs[i] at n[i] zeroed floats, for i < count: one table, not a line per buffer.
-// 0 if every allocation succeeded; the caller's free frees however many did.
+// Points *bufs[i] at n[i] zeroed floats, i < count; 0 if all succeeded (the caller frees).
 static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
     int ok = 1;
     for (size_t i = 0; i < count; i++) ok &= (*bufs[i] = alloc_floats(n[i])) != NULL;
@@ -985,8 +983,7 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
     }
 }
 
-// Encodes n bytes into tokens; returns the index of the first byte not in the vocabulary
-// (callers name it), or -1 when every byte encoded.
+// Encodes n bytes into tokens; returns the index of the first byte not in the vocabulary, or -1.
 long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
     for (size_t i = 0; i < n; i++) {
         if (v->id[text[i]] < 0) return (long)i;
@@ -1052,8 +1049,7 @@ double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// Counts one forward pass of the target, of a kind (PREFILL_PASS ..), that took `seconds`:
-// the cost speculation cuts.
+// Counts one target pass of a kind (PREFILL_PASS ..) that took `seconds`: what speculation cuts.
 void count_pass(Stats *st, int kind, double seconds) {
     st->target_passes++;
     st->passes[kind]++;
@@ -1068,8 +1064,7 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Counts a round of k guesses that emitted num_accepted tokens in `seconds`: its verify pass,
-// and what accept/reject decided (b->rejected_at).
+// Counts a round of k guesses, num_accepted tokens, `seconds`: its pass and its verdicts.
 void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds) {
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
     for (int i = 0; i < judged; i++)
@@ -1129,7 +1124,7 @@ void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
             n_tokens - 1, n_tokens, vis);
 }
 
-// Prints a refill: the cache was full, and the window restarted (refill_cache).
+// Prints a refill: the cache was full, and the window restarted (make_room).
 void trace_refill(int n_tokens) {
     fprintf(stderr, "\nREFILL   the cache is full (cache_len = block_size): the window restarts "
             "from the last %d tokens, as plain decoding's refill does; one target pass over the "
