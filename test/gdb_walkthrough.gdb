@@ -9,7 +9,7 @@
 #   3. accept_reject      candidate i passes when u_i < min(1, p_i(c_i) / q_i(c_i))
 #   4. trim_kv_cache      the cache keeps cache_len + num_accepted positions
 #
-# Before a round, if the cache is full, refill_cache runs the window's first tokens as a pass
+# Before a round, make_room restarts a full cache: it runs the window's first tokens as a pass
 # of its own (the trace's REFILL line); the four calls never see it. The run below never
 # fills the cache (S = 32; its 4 rounds reach 17 positions); notes/debugging.md shows one
 # that does.
