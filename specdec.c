@@ -1563,26 +1563,6 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     return same;
 }
 
-// The logits of one T-token pass equal, bit for bit, those of the same tokens fed one
-// at a time: the property that makes verification agree with plain decoding.
-int selftest_multi_vs_single(GPT *g, const int *tokens, int T) {
-    size_t V = (size_t)g->config.vocab_size; // one row of logits
-    float *multi = malloc(T * V * sizeof(float)); // the T rows of the one pass
-    int same = multi != NULL;
-    if (same) { // the same T tokens twice from an empty cache: once as one pass, once one by one
-        g->state.cache_len = 0;
-        memcpy(multi, forward(g, tokens, T), T * V * sizeof(float));
-        g->state.cache_len = 0;
-        // memcmp, not a tolerance: greedy equivalence needs every float exactly equal
-        for (int t = 0; t < T; t++)
-            same &= memcmp(multi + t * V, forward(g, tokens + t, 1), V * sizeof(float)) == 0;
-    }
-    printf("%s logits of one %d-token pass == %d one-token passes, bit for bit\n",
-           same ? "PASS" : "FAIL", T, T);
-    free(multi);
-    return same;
-}
-
 // The corpus length the self-test needs: its longest prompt, 2S+7 tokens, comes from it.
 size_t selftest_min_corpus(int S) { return (size_t)2 * S + 7; }
 
@@ -1609,9 +1589,6 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
         for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++)
             failures += !selftest_greedy_case(g, d, labels[c], &(Tokens){prompt, n_prompt}, K, 300);
     }
-    int T[] = {2, 5, 9, S}; // one pass vs one token at a time, for several pass lengths
-    for (int i = 0; i < 4; i++, cases++)
-        failures += !selftest_multi_vs_single(g, corpus->tokens, T[i] < S ? T[i] : S);
     // the summary line is commentary for the test runner, which counts PASS/FAIL lines
     printf("selftest: %d of %d cases passed\n", cases - failures, cases);
     return failures;
