@@ -13,7 +13,7 @@
 #      `if (x) { y = 1; continue; }` count, while `for (i = 0; i < n; i++) s += x[i];` does
 #      not. A FAIL lists the lines as FILE:N: text; `bash test/style_test.sh --list` lists
 #      every one of them, in both files;
-#   2. length: at most 1,982 lines (wc -l). Issue 31's goal is 1,800; after honest leaning
+#   2. length: at most 1,971 lines (wc -l). Issue 31's goal is 1,800; after honest leaning
 #      the file was 1,976, and issue 35's fixes (a run stops at a row of logits that is not
 #      finite; every option honoured or refused; messages kept whole) took it to 2,004, with
 #      the sampling enumeration moved to test/; issue 36's leaner command line (one check of
@@ -51,7 +51,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 FILE=${STYLE_FILE:-specdec.c}
 BEYOND=${STYLE_BEYOND_FILE:-beyond.c}
 MAX_CRAMMED=0
-MAX_LINES=1982
+MAX_LINES=1971
 MAX_BEYOND_LINES=2500
 MAX_HEADER=45
 MIN_COMMENT_SHARE=35
