@@ -755,7 +755,7 @@ compare_check() {
 compare_check "./beyond --compare --draft gpt -t 0 -n 1000" --draft gpt -t 0 -n 1000
 check "... and its greedy outputs are byte-identical" eval 'err_has "greedy outputs are byte-identical"'
 compare_check "./beyond --compare -t 1 -n 1000 (bigram)" -t 1 -n 1000
-# a tree's stats leave out the chain's formulas, (1 - alpha^(K+1)) / (1 - alpha) and the
+# a tree's stats leave out the chain's formulas, (1 - alpha^(k+1)) / (1 - alpha) and the
 # papers' E/(c(K+1) + K c_draft): a tree's passes hold its nodes, not K+1 tokens of a chain
 runb --tree 3,2,1,1 --draft gpt -t 1 --compare -n 200
 sed -n '/^tree decoding$/,/^$/p' "$T/err" >"$T/tree_stats"
@@ -765,8 +765,8 @@ check "./beyond --tree 3,2,1,1 --draft gpt -t 1 --compare: exit 0; the tree's st
     eval '[[ $rc == 0 ]] &&
           grep -qE "^  tokens per verify pass  [0-9.]+   \(notes/speed.md measures a tree'"'"'s\)$" "$T/tree_stats" &&
           grep -qE "^  accepted +[0-9]+ of the [0-9]+ positions judged \(" "$T/tree_stats" &&
-          ! grep -qF "(1 - alpha^(K+1))" "$T/tree_stats" &&
-          grep -qF "(1 - alpha^(K+1)) / (1 - alpha) at K=4: " "$T/chain_stats" &&
+          ! grep -qF "(1 - alpha^(k+1))" "$T/tree_stats" &&
+          grep -qF "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: " "$T/chain_stats" &&
           err_has "$papers_tree" &&
           err_has "tree against chain      tokens per verify pass "'
 # Medusa's heads fit the target padded with zeros (--ffn-width): the same hidden rows
@@ -854,8 +854,8 @@ check "./beyond -m block80.bin -k 64 -t 0: exit 0 and ./specdec's text" \
     eval '[[ $rc == 0 ]] && cmp -s "$T/out" "$T/block80_text"'
 # --draft-p-min: the bigram and the GPT draft stop a round's drafting after a guess they
 # give less than P; the text at t = 0 is still plain greedy decoding's, byte for byte, and
-# the rounds draft fewer guesses. guesses_a_round: the "drafted N (X a round" figure.
-guesses_a_round() { sed -n 's/^  drafted  *[0-9]*   (\([0-9.]*\) a round.*/\1/p' "$T/err" | head -n 1; }
+# the rounds draft fewer guesses. guesses_a_round: the "drafted N (k = X a round" figure.
+guesses_a_round() { sed -n 's/^  drafted  *[0-9]*   (k = \([0-9.]*\) a round.*/\1/p' "$T/err" | head -n 1; }
 for d in bigram gpt; do
     runb --draft $d -t 0 -n 300
     without=$(guesses_a_round)
