@@ -1652,8 +1652,7 @@ int close_stdout(void) {
 // What the command line asked for: each field is its option's value (usage lists them).
 typedef struct {
     const char *model_path, *corpus_path, *prompt; // -m, -i, -p
-    int max_new_tokens, K;  // -n, -k (0 until parsed: not given)
-    int K_default;          // 1: no -k was given, and K is its default, 4
+    int max_new_tokens, K, K_default; // -n, -k (0 until parsed: not given); 1: no -k, K is 4
     float temperature;      // -t
     uint64_t seed;          // -s
     int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
@@ -1668,7 +1667,7 @@ typedef struct {
 void usage(FILE *f, const char *program) {
     fprintf(f, "usage: %s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
-        "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
+        "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
         "  -n N        tokens to generate, 1..%d (default 200)\n"
         "  -k K        draft length, 1..block_size-1 (default 4)\n"
@@ -1726,13 +1725,9 @@ typedef struct {
     int idle_in;      // IN_SELFTEST, IN_PLAIN: the actions that have no use for it
 } OptionSpec;
 
-// Parses an option's value (a flag has none) into its field; -1 if it breaks the option's rule.
+// Parses a number option's value into its field; -1 if it breaks the option's rule.
 static int parse_value(const OptionSpec *opt, const char *val) {
     if (opt->kind == OPT_SEED) return parse_seed(val, opt->field);
-    if (opt->kind == OPT_TEXT) {
-        *(const char **)opt->field = val;
-        return 0;
-    }
     if (opt->kind == OPT_WHOLE) {
         long whole; // parse_int's result, range-checked before the cast
         if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
@@ -1754,12 +1749,10 @@ static int parse_value(const OptionSpec *opt, const char *val) {
 
 // The options ./beyond adds: here each gets one line that names it.
 static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--top-p",
-                                           "--draft-p-min", "--ffn-width", "--color",
-                                           "--no-color"};
+    "--draft-p-min", "--ffn-width", "--color", "--no-color"};
 
-// Reads argv against a table of options (at most 62 rows, ending at a row without a flag);
-// an option given twice keeps its last value. Returns the rows named, bit j for row j; on a
-// bad argument writes one line to err, naming `program`'s -h, and returns -1.
+// Reads argv against options (at most 62 rows, ending at a row without a flag): a repeated option
+// keeps its last value. Returns the rows named (bit j: row j); or -1, err naming program's -h.
 long parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
                  char *err, size_t errlen) {
     long given = 0; // bit j: row j was named
@@ -1781,6 +1774,8 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
             return fail_with(err, errlen, "option %s needs a value (see %s -h)", a, program);
+        else if (opt->kind == OPT_TEXT) // kept as given
+            *(const char **)opt->field = argv[++i];
         else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
             return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
@@ -1816,9 +1811,8 @@ size_t core_options(Options *o, OptionSpec *table) {
     return sizeof(options) / sizeof(options[0]);
 }
 
-// Refuses what the command line combined and cannot hold (the first that applies is reported):
-// two actions, or an option given for an action that has no use for it (its row's idle_in):
-// an option never does nothing silently. 0 if there is none.
+// Refuses (the first that applies) two actions, or an option given for an action that has no
+// use for it (its row's idle_in): an option never does nothing silently. 0 if there is none.
 int check_options(const OptionSpec *options, long given, const Options *o, char *err,
                   size_t errlen) {
     if (o->plain && o->compare)
@@ -1920,15 +1914,14 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
-    float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    int rc = !text || !p || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
+    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
     Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K,
-                         .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v, .rng = &rng,
+    DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K, .rng = &rng,
+                         .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v,
                          .out = o->trace || o->compare ? NULL : stdout};
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
@@ -1936,14 +1929,13 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     // run 0: speculative decoding, the lesson (not with --plain); run 1: plain decoding, one
     // target pass per token (with --plain or --compare)
     for (int run = o->plain; rc == 0 && run <= (o->plain || o->compare); run++) {
-        int *seq = text + run * cap;
+        int *seq = text + run * cap, *gen = seq + start; // gen: the new tokens, unless streamed
         if (run == 1 && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
+        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, b.prefill_probs) // a row of V
                           : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
-        const int *gen = seq + start; // the new text, written here if it did not stream
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
@@ -1955,7 +1947,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
                          memcmp(text + start, text + cap + start,
                                 (size_t)o->max_new_tokens * sizeof(int)) == 0);
     free_spec_buffers(&b);
-    free_all((void *[]){text, p}, 2);
+    free(text);
     return rc;
 }
 
@@ -1987,8 +1979,7 @@ int main(int argc, char **argv) {
     if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
         snprintf(err, sizeof(err), o.run_selftest ? "the self-test failed: its FAIL lines are on "
                  "stdout" : "out of memory for %d tokens", o.max_new_tokens);
-done:
-    // rc 1: err holds the reason; rc 2: stdout failed
+done: // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     free_bigram_draft(&draft);
     free(ld.prompt);
