@@ -1632,10 +1632,8 @@ void error_line(const char *fmt, ...) {
     format_whole(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s: ", program_name);
-    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
-        if (*c == '\n') fputs("\\n", stderr);
-        else if (*c < 0x20 || *c >= 0x7f) fprintf(stderr, "\\x%02x", *c); // raw bytes too
-        else fputc(*c, stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) // \n, \xNN, or the byte
+        fprintf(stderr, *c == '\n' ? "\\n" : *c < 0x20 || *c >= 0x7f ? "\\x%02x" : "%c", *c);
     fputc('\n', stderr);
 }
 
@@ -1689,8 +1687,7 @@ void usage(FILE *f, const char *program) {
 
 // Parses a whole decimal number below 2^64 (a seed, say); -1 if it is not one.
 int parse_seed(const char *s, uint64_t *out) {
-    // strtoull alone accepts "", " 5", "+5" and "5x", and turns "-1" into 2^64-1: demand
-    // digits from the first byte to the last
+    // strtoull alone takes "", " 5", "+5", "5x", and "-1" as 2^64-1: digits, first byte to last
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
@@ -1782,13 +1779,12 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
     return given;
 }
 
-// Sets o to the defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed
-// (repeatable); fills table with the options of ./specdec, each pointing into o. Returns how many.
+// Sets o to the defaults (K 0: no -k yet; a fixed seed: repeatable runs) and fills table with
+// ./specdec's options, each pointing into o. Returns how many.
 size_t core_options(Options *o, OptionSpec *table) {
     *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
                    .temperature = 1.0f, .seed = 42};
     const OptionSpec options[] = {
-        // the flags: each sets its field to 1
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, 0},
@@ -1796,7 +1792,6 @@ size_t core_options(Options *o, OptionSpec *table) {
         {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL, 0},
         {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL, 0},
         {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL, IN_SELFTEST},
-        // the texts, kept as given, and the numbers, each with its range and its rule's words
         {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL, 0},
         {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL, IN_PLAIN},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL, IN_SELFTEST},
@@ -1906,9 +1901,8 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
     return 1;
 }
 
-// Runs speculative decoding, plain decoding, or both (--compare); text to stdout, stats to
-// stderr. Returns 0; 1 out of memory, or with err set when a decoder stopped at a row of logits
-// that is not finite (its text so far is out); 2 when stdout failed, where decoding stopped.
+// Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
+// 0; 1: out of memory, or err set at a row of logits not finite (text so far out); 2: stdout lost.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
     int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
@@ -1926,8 +1920,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->max_new_tokens);
-    // run 0: speculative decoding, the lesson (not with --plain); run 1: plain decoding, one
-    // target pass per token (with --plain or --compare)
+    // run 0: speculative decoding, the lesson (no --plain); run 1: plain decoding (--plain/--compare)
     for (int run = o->plain; rc == 0 && run <= (o->plain || o->compare); run++) {
         int *seq = text + run * cap, *gen = seq + start; // gen: the new tokens, unless streamed
         if (run == 1 && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
