@@ -1920,7 +1920,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->max_new_tokens);
-    // run 0: speculative decoding, the lesson (no --plain); run 1: plain decoding (--plain/--compare)
+    // run 0: speculative decoding, the lesson (no --plain); run 1: plain (--plain, --compare)
     for (int run = o->plain; rc == 0 && run <= (o->plain || o->compare); run++) {
         int *seq = text + run * cap, *gen = seq + start; // gen: the new tokens, unless streamed
         if (run == 1 && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
