@@ -1936,9 +1936,8 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
-        print_comparison(&st[0], &st[1], o->temperature == 0.0f,
-                         memcmp(text + start, text + cap + start,
-                                (size_t)o->max_new_tokens * sizeof(int)) == 0);
+        print_comparison(&st[0], &st[1], o->temperature == 0.0f, memcmp(text + start,
+                         text + cap + start, (size_t)o->max_new_tokens * sizeof(int)) == 0);
     free_spec_buffers(&b);
     free(text);
     return rc;
