@@ -1599,10 +1599,8 @@ void error_line(const char *fmt, ...) {
     format_whole(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s: ", program_name);
-    for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
-        if (*c == '\n') fputs("\\n", stderr);
-        else if (*c < 0x20 || *c >= 0x7f) fprintf(stderr, "\\x%02x", *c); // raw bytes too
-        else fputc(*c, stderr);
+    for (const unsigned char *c = (const unsigned char *)msg; *c; c++) // \n, \xNN, or the byte
+        fprintf(stderr, *c == '\n' ? "\\n" : *c < 0x20 || *c >= 0x7f ? "\\x%02x" : "%c", *c);
     fputc('\n', stderr);
 }
 
@@ -1619,8 +1617,7 @@ int close_stdout(void) {
 // What the command line asked for: each field is its option's value (usage lists them).
 typedef struct {
     const char *model_path, *corpus_path, *prompt; // -m, -i, -p
-    int max_new_tokens, K;  // -n, -k (0 until parsed: not given)
-    int K_default;          // 1: no -k was given, and K is its default, 4
+    int max_new_tokens, K, K_default; // -n, -k (0 until parsed: not given); 1: no -k, K is 4
     float temperature;      // -t
     uint64_t seed;          // -s
     int trace, compare, plain, run_selftest, help, no_prompt; // the flags of the same names
@@ -1635,7 +1632,7 @@ typedef struct {
 void usage(FILE *f, const char *program) {
     fprintf(f, "usage: %s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
-        "  -i PATH     corpus for the vocabulary and the bigram draft (default " DEFAULT_CORPUS ")\n"
+        "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
         "  -n N        tokens to generate, 1..%d (default 200)\n"
         "  -k K        draft length, 1..block_size-1 (default 4)\n"
@@ -1657,8 +1654,7 @@ void usage(FILE *f, const char *program) {
 
 // Parses a whole decimal number below 2^64 (a seed, say); -1 if it is not one.
 int parse_seed(const char *s, uint64_t *out) {
-    // strtoull alone accepts "", " 5", "+5" and "5x", and turns "-1" into 2^64-1: demand
-    // digits from the first byte to the last
+    // strtoull alone takes "", " 5", "+5", "5x", and "-1" as 2^64-1: digits, first byte to last
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
@@ -1693,13 +1689,9 @@ typedef struct {
     int idle_in;      // IN_SELFTEST, IN_PLAIN: the actions that have no use for it
 } OptionSpec;
 
-// Parses an option's value (a flag has none) into its field; -1 if it breaks the option's rule.
+// Parses a number option's value into its field; -1 if it breaks the option's rule.
 static int parse_value(const OptionSpec *opt, const char *val) {
     if (opt->kind == OPT_SEED) return parse_seed(val, opt->field);
-    if (opt->kind == OPT_TEXT) {
-        *(const char **)opt->field = val;
-        return 0;
-    }
     if (opt->kind == OPT_WHOLE) {
         long whole; // parse_int's result, range-checked before the cast
         if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
@@ -1721,12 +1713,10 @@ static int parse_value(const OptionSpec *opt, const char *val) {
 
 // The options ./beyond adds: here each gets one line that names it.
 static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--top-p",
-                                           "--draft-p-min", "--ffn-width", "--color",
-                                           "--no-color"};
+    "--draft-p-min", "--ffn-width", "--color", "--no-color"};
 
-// Reads argv against a table of options (at most 62 rows, ending at a row without a flag);
-// an option given twice keeps its last value. Returns the rows named, bit j for row j; on a
-// bad argument writes one line to err, naming `program`'s -h, and returns -1.
+// Reads argv against options (at most 62 rows, ending at a row without a flag): a repeated option
+// keeps its last value. Returns the rows named (bit j: row j); or -1, err naming program's -h.
 long parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
                  char *err, size_t errlen) {
     long given = 0; // bit j: row j was named
@@ -1748,19 +1738,20 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
             return fail_with(err, errlen, "option %s needs a value (see %s -h)", a, program);
+        else if (opt->kind == OPT_TEXT) // kept as given
+            *(const char **)opt->field = argv[++i];
         else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
             return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
     return given;
 }
 
-// Sets o to the defaults: the blog's prompt, K = 4 (0 here: no -k given), t = 1, a fixed seed
-// (repeatable); fills table with the options of ./specdec, each pointing into o. Returns how many.
+// Sets o to the defaults (K 0: no -k yet; a fixed seed: repeatable runs) and fills table with
+// ./specdec's options, each pointing into o. Returns how many.
 size_t core_options(Options *o, OptionSpec *table) {
     *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
                    .temperature = 1.0f, .seed = 42};
     const OptionSpec options[] = {
-        // the flags: each sets its field to 1
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, 0},
@@ -1768,7 +1759,6 @@ size_t core_options(Options *o, OptionSpec *table) {
         {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL, 0},
         {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL, 0},
         {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL, IN_SELFTEST},
-        // the texts, kept as given, and the numbers, each with its range and its rule's words
         {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL, 0},
         {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL, IN_PLAIN},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL, IN_SELFTEST},
@@ -1783,9 +1773,8 @@ size_t core_options(Options *o, OptionSpec *table) {
     return sizeof(options) / sizeof(options[0]);
 }
 
-// Refuses what the command line combined and cannot hold (the first that applies is reported):
-// two actions, or an option given for an action that has no use for it (its row's idle_in):
-// an option never does nothing silently. 0 if there is none.
+// Refuses (the first that applies) two actions, or an option given for an action that has no
+// use for it (its row's idle_in): an option never does nothing silently. 0 if there is none.
 int check_options(const OptionSpec *options, long given, const Options *o, char *err,
                   size_t errlen) {
     if (o->plain && o->compare)
@@ -1879,38 +1868,34 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
     return 1;
 }
 
-// Runs speculative decoding, plain decoding, or both (--compare); text to stdout, stats to
-// stderr. Returns 0; 1 out of memory, or with err set when a decoder stopped at a row of logits
-// that is not finite (its text so far is out); 2 when stdout failed, where decoding stopped.
+// Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
+// 0; 1: out of memory, or err set at a row of logits not finite (text so far out); 2: stdout lost.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
     int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
-    float *p = malloc((size_t)V * sizeof(float)); // plain decoding's row
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    int rc = !text || !p || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
+    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
     Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K,
-                         .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v, .rng = &rng,
+    DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K, .rng = &rng,
+                         .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v,
                          .out = o->trace || o->compare ? NULL : stdout};
     fprintf(stderr, "sampling: seed %llu, temperature %g%s, K=%d, %d new tokens; draft: bigram\n",
             (unsigned long long)o->seed, o->temperature, o->temperature == 0 ? " (greedy)" : "",
             o->K, o->max_new_tokens);
-    // run 0: speculative decoding, the lesson (not with --plain); run 1: plain decoding, one
-    // target pass per token (with --plain or --compare)
+    // run 0: speculative decoding, the lesson (no --plain); run 1: plain (--plain, --compare)
     for (int run = o->plain; rc == 0 && run <= (o->plain || o->compare); run++) {
-        int *seq = text + run * cap;
+        int *seq = text + run * cap, *gen = seq + start; // gen: the new tokens, unless streamed
         if (run == 1 && o->compare) fprintf(stderr, "\nplain decoding, same seed:\n");
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
+        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, b.prefill_probs) // a row of V
                           : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
-        const int *gen = seq + start; // the new text, written here if it did not stream
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
@@ -1918,11 +1903,10 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
-        print_comparison(&st[0], &st[1], o->temperature == 0.0f,
-                         memcmp(text + start, text + cap + start,
-                                (size_t)o->max_new_tokens * sizeof(int)) == 0);
+        print_comparison(&st[0], &st[1], o->temperature == 0.0f, memcmp(text + start,
+                         text + cap + start, (size_t)o->max_new_tokens * sizeof(int)) == 0);
     free_spec_buffers(&b);
-    free_all((void *[]){text, p}, 2);
+    free(text);
     return rc;
 }
 
@@ -1954,8 +1938,7 @@ int main(int argc, char **argv) {
     if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
         snprintf(err, sizeof(err), o.run_selftest ? "the self-test failed: its FAIL lines are on "
                  "stdout" : "out of memory for %d tokens", o.max_new_tokens);
-done:
-    // rc 1: err holds the reason; rc 2: stdout failed
+done: // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     free_bigram_draft(&draft);
     free(ld.prompt);
