@@ -14,14 +14,14 @@
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
- *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: the blog's example
+ *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: like the blog's
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # on to the window (make_room)
  *   make debug   # ./specdec_debug (-O0 -g3, sanitizers); then, to stop in round 1 above:
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
  *       -n 10 -s 277 -p "To be or not to be, "
  *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
- *   Token ids are the vocabulary's sorted characters: 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64
- *   'a'..'z' (so 46 43 57 1 is "hes "); `up`, then `p/c o->vocab->chars[46]` prints one.
+ *   Ids are not ASCII (p/c lies): 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64 'a'..'z', so "hes ";
+ *   in speculative_generate (`up` from a phase, or after `finish`) p o->vocab->chars[46] is 'h'.
  *
  * Map: the blog's Python, and where it is here, in reading order
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
@@ -239,9 +239,9 @@ void one_hot(float *out, int n, int i) {
 
 // p = softmax(logits / t): the target's distribution at the decoding temperature (the
 // blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy). Every row of
-// logits becomes probabilities here, every draft's in beyond.c too: so here is THE check that
-// it is finite (weights that are each finite can still overflow once they run). Returns 0; or
-// -1 if a logit is not finite, and p is then NaN throughout: nothing made from it passes.
+// logits becomes probabilities here, so here a row that is not finite is caught (weights
+// that are each finite can still overflow once they run): it returns -1 and fills p with NaN,
+// and the loops look for such rows (first_nonfinite) before they use them. Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
     int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
     if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
@@ -358,6 +358,7 @@ typedef struct {
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
+    double u_last;       //           the uniform of the round's last draw: resample or bonus
     float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised: a
                          //           float COPY for a debugger; the draw takes p - q in double
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
@@ -387,7 +388,8 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
 // Row i of b->target_probs is the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1
 // judge the candidates, row k is the bonus. Why one pass of k+1 tokens can cost little more
 // than one: a pass reads every weight once whatever its T (matmul), and where the weights
-// come from memory, that read is the cost (notes/speed.md).
+// come from memory, that read is the cost. Not here: this model's weights sit in the CPU's
+// cache, and a pass of k+1 tokens costs about k+1 one-token passes (--compare; notes/speed.md).
 void verify_candidates(GPT *target_model, int current_token, int k, float temperature,
                        SpecBuffers *b) {
     int V = b->V;
@@ -442,15 +444,16 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
             continue;
         }
         b->rejected_at = i; // rejected: redraw this position from the mass q under-covered
-        double u_resample = rng_uniform(rng); // the resample's own uniform
+        b->u_last = rng_uniform(rng); // the resample's own uniform
         emitted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
-                                      V, b->residual, u_resample);
+                                     V, b->residual, b->u_last);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
     if (!allow_bonus) // the last round: a bonus would overshoot max_new_tokens
         return k;
     // every candidate passed: p_k came free with the verify pass, so take one more token
-    emitted[k] = sample_from(target_probs + (size_t)k * V, V, rng_uniform(rng));
+    b->u_last = rng_uniform(rng); // the bonus's own uniform
+    emitted[k] = sample_from(target_probs + (size_t)k * V, V, b->u_last);
     return k + 1;
 }
 
@@ -1147,16 +1150,19 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
     int left = k - b->rejected_at - 1; // drafted after a rejected one
+    double mass = 0.0; // the residual's: the chance that this position's guess is rejected
+    for (int x = 0; x < V; x++) mass += b->residual[x];
     visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     if (b->rejected_at >= 0)
-        fprintf(stderr, "    resample from norm(max(0, p-q)) -> %s; discard the "
-                "remaining %d candidate%s\n", vis, left, left == 1 ? "" : "s");
+        fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f -> %s; "
+                "discard the remaining %d candidate%s\n", mass, b->u_last, vis, left,
+                left == 1 ? "" : "s");
     else if (k == 0) // nothing was drafted
-        fprintf(stderr, "  STEP    one token from target_probs[0] -> %s, as plain decoding "
-                "samples it\n", vis);
+        fprintf(stderr, "  STEP    one token from target_probs[0] with u=%.3f -> %s, as plain "
+                "decoding samples it\n", b->u_last, vis);
     else if (num_accepted == k + 1)
-        fprintf(stderr, "  BONUS   all %d passed: one more token from target_probs[%d] -> %s\n",
-                k, k, vis);
+        fprintf(stderr, "  BONUS   all %d passed: one more token from target_probs[%d] with "
+                "u=%.3f -> %s\n", k, k, b->u_last, vis);
     else // a last round, which allows no bonus
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
                 "still needed)\n", k);
@@ -1215,19 +1221,23 @@ double expected_tokens_per_pass(double alpha, double K) {
 
 // Prints the counters of one generation, one per line, on stderr.
 void print_stats(const char *title, const Stats *s, int speculative) {
-    fprintf(stderr, "\n%s\n  tokens emitted          %ld\n", title, s->emitted);
+    fprintf(stderr, "\n%s\n  tokens emitted          %ld", title, s->emitted);
+    if (speculative) // the prefill's first token, then the rounds'
+        fprintf(stderr, "   (1 from the prefill, %ld from the rounds)", s->round_tokens);
+    fputc('\n', stderr);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s), mean_k = ratio(s->drafted, s->rounds);
         fprintf(stderr, "  rounds                  %ld   (%ld ending in a resample, %ld in a "
-                "bonus)\n", s->rounds, s->resampled, s->bonus);
+                "bonus, %ld in neither: no room for a guess, or a last round)\n", s->rounds,
+                s->resampled, s->bonus, s->rounds - s->resampled - s->bonus);
         fprintf(stderr, "  drafted                 %ld   (k = %.2f a round, on average)\n",
                 s->drafted, mean_k);
         fprintf(stderr, "  accepted                %ld of %ld judged: acceptance rate %.3f (a "
                 "rejection ends its round: the guesses after it are never judged)\n",
                 s->accepted, s->judged, ratio(s->accepted, s->judged));
         fprintf(stderr, "  alpha                   %.3f   (the mean of sum min(p, q) over the "
-                "judged: each guess's chance to pass, where the rate counts the passes)\n",
-                alpha);
+                "judged: each guess's chance to pass; the rate counts passes, and differs from "
+                "alpha by chance)\n", alpha);
         fprintf(stderr, "  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
                 "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)\n",
                 ratio(s->round_tokens, s->rounds), s->round_tokens, s->rounds,
@@ -1250,12 +1260,12 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
             plain->target_passes, ratio(spec->target_passes, plain->target_passes));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
-    // a pass over k+1 tokens costs c(k+1) one-token passes: fewer passes pay only if c is small
+    // c(k+1): a round's time (nearly all of it its verify pass of k+1 tokens) in one-token steps
     double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
                      ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
-    fprintf(stderr, "  why time can differ: a verify pass of k+1 = %.2f tokens cost c(k+1) = %.2f "
-            "one-token passes here; it saves time only where it gives more than c(k+1) tokens "
-            "(%.2f)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
+    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took c(k+1) "
+            "= %.2f one-token steps in this run and gave %.2f tokens: time falls only where the "
+            "tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
             ratio(spec->round_tokens, spec->rounds));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again
@@ -1878,6 +1888,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
     int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
+    float p[256]; // plain decoding's row of probabilities (V <= 256, validate_config)
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
     Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
@@ -1894,7 +1905,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, b.prefill_probs) // a row of V
+        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
                           : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token

@@ -68,7 +68,7 @@ crosscheck() {
 
     # the round's last token: the resample or the bonus, and the RESULT line, as the trace has them
     local tail_line
-    for tail_line in "$(grep -o 'resample from norm(max(0, p-q)) -> [^;]*' <<<"$round1")" \
+    for tail_line in "$(grep -o 'resample from norm(max(0, p-q)) [^;]*' <<<"$round1")" \
                      "$(grep -o 'BONUS all .*' <<<"$round1")" \
                      "$(grep -o 'RESULT emitted .*' <<<"$round1")"; do
         [[ -z $tail_line ]] || svg_lines "$svg" | grep -qF -- "$tail_line" ||
