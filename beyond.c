@@ -364,8 +364,8 @@ static void tree_block_forward(const GPT *g, int l, BlockActs *a, int T, int pos
     matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
     matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
     tree_attention(c, a, T, pos0, sees); // the one line that differs from block_forward
-    matmul(a->attn, a->att_out, proj, T);
-    residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
+    matmul(a->proj_out, a->att_out, proj, T);
+    residual_add(a->x_mid, a->x_in, a->proj_out, (size_t)T * C);
     // MLP sub-block, unchanged: each token's own row, whatever the mask
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
     matmul(a->hidden, a->ln2, up, T);

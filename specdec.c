@@ -116,7 +116,7 @@ typedef struct {
     float *q;       // (S, C)      queries of the T tokens, heads side by side
     float *att;     // (NH, S, S)  attention weights: head, token of the pass, cached position
     float *att_out; // (S, C)      attention output before proj, heads concatenated
-    float *attn;    // (S, C)      proj(att_out): what the attention sub-block adds
+    float *proj_out; // (S, C)      proj(att_out): what the attention sub-block adds
     float *x_mid;   // (S, C)      x_in + attn
     float *ln2;     // (S, C)      ln2(x_mid): the input of the MLP
     float *hidden;  // (S, H)      MLP hidden layer, after ReLU
@@ -770,8 +770,8 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T
     matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
     matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
     attention(c, a, T, pos0);
-    matmul(a->attn, a->att_out, proj, T);
-    residual_add(a->x_mid, a->x_in, a->attn, (size_t)T * C);
+    matmul(a->proj_out, a->att_out, proj, T);
+    residual_add(a->x_mid, a->x_in, a->proj_out, (size_t)T * C);
     // MLP sub-block: Linear(C, H) -> ReLU -> Linear(H, C)
     layernorm(a->ln2, a->x_mid, w->ln2_weight + l * C, w->ln2_bias + l * C, T, C);
     matmul(a->hidden, a->ln2, up, T);
@@ -908,14 +908,14 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     // the caches are views, not owned: forward points them at each layer's
     *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
     // sized for a full context (T = S), so any pass, prefill included, fits
-    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->attn, &a->ln2, &a->hidden, &a->ffwd};
+    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden, &a->ffwd};
     size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
     return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 void free_block_acts(BlockActs *a) {
-    void *owned[] = {a->ln1, a->q, a->att, a->att_out, a->attn, a->ln2, a->hidden, a->ffwd};
+    void *owned[] = {a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden, a->ffwd};
     free_all(owned, sizeof(owned) / sizeof(owned[0]));
     memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
 }

@@ -732,7 +732,7 @@ static double time_matmuls(GPT *g, int T, int reps) {
             matmul(a->q, a->ln1, (Linear){w->query + l * CC, NULL, C, C}, T);
             matmul(a->q, a->ln1, (Linear){w->key + l * CC, NULL, C, C}, T);
             matmul(a->q, a->ln1, (Linear){w->value + l * CC, NULL, C, C}, T);
-            matmul(a->attn, a->att_out,
+            matmul(a->proj_out, a->att_out,
                    (Linear){w->proj_weight + l * CC, w->proj_bias + l * C, C, C}, T);
             matmul(a->hidden, a->ln2,
                    (Linear){w->ffwd_up_weight + l * CH, w->ffwd_up_bias + l * H, C, H}, T);

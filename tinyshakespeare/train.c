@@ -2715,8 +2715,8 @@ static void eagle3_train_block_forward(const EagleTrainer *et, BlockActs *a, int
     matmul(a->key_cache + o, a->ln1 + o, key, T);
     matmul(a->value_cache + o, a->ln1 + o, value, T);
     eagle3_train_attention(et, a, t0, T);
-    matmul(a->attn + o, a->att_out + o, proj, T);
-    residual_add(a->x_mid + o, a->x_in + o, a->attn + o, TC);
+    matmul(a->proj_out + o, a->att_out + o, proj, T);
+    residual_add(a->x_mid + o, a->x_in + o, a->proj_out + o, TC);
     // MLP sub-block
     layernorm(a->ln2 + o, a->x_mid + o, w->ln2_weight, w->ln2_bias, T, C);
     matmul(a->hidden + oh, a->ln2 + o, up, T);
