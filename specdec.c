@@ -20,14 +20,14 @@
  *   ASAN_OPTIONS=detect_leaks=0 gdb -ex 'break accept_reject' -ex run --args ./specdec_debug \
  *       -n 10 -s 277 -p "To be or not to be, "
  *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
- *   Ids are not ASCII (p/c lies): 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64 'a'..'z', so "hes ";
- *   in speculative_generate (`up` from a phase, or after `finish`) p o->vocab->chars[46] is 'h'.
+ *   Ids are not ASCII (p/c would print 46 as '.'): 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64 'a'..'z';
+ *   right after `finish` (in speculative_generate), p o->vocab->chars[46] prints 'h'.
  *
  * Map: the blog's Python, and where it is here, in reading order
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
  *   BigramDraftModel.__init__    BigramDraftModel()      The draft model
  *   BigramDraftModel.get_probs   bigram_get_probs()
- *   BigramDraftModel.sample      bigram_sample()
+ *   BigramDraftModel.sample      bigram_sample()         (+ bigram_probs: q at temperature t)
  *   draft_tokens                 draft_tokens()          The four phases of one round
  *   verify_candidates            verify_candidates()     (candidates, draft_probs and
  *   accept_reject                accept_reject()          target_probs: SpecBuffers' fields)
@@ -449,7 +449,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
                                      V, b->residual, b->u_last);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
-    if (!allow_bonus) // the last round: a bonus would overshoot max_new_tokens
+    if (!allow_bonus) // the last round: a bonus would overshoot (the blog draws it, then slices)
         return k;
     // every candidate passed: p_k came free with the verify pass, so take one more token
     b->u_last = rng_uniform(rng); // the bonus's own uniform
@@ -1153,11 +1153,13 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     double mass = 0.0; // the residual's: the chance that this position's guess is rejected
     for (int x = 0; x < V; x++) mass += b->residual[x];
     visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
-    if (b->rejected_at >= 0)
-        fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f -> %s; "
-                "discard the remaining %d candidate%s\n", mass, b->u_last, vis, left,
-                left == 1 ? "" : "s");
-    else if (k == 0) // nothing was drafted
+    if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
+        fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f -> %s", mass,
+                b->u_last, vis);
+        if (left > 0)
+            fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
+        fputc('\n', stderr);
+    } else if (k == 0) // nothing was drafted
         fprintf(stderr, "  STEP    one token from target_probs[0] with u=%.3f -> %s, as plain "
                 "decoding samples it\n", b->u_last, vis);
     else if (num_accepted == k + 1)

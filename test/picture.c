@@ -311,7 +311,7 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
         snprintf(why[0], sizeof(why[0]), "the residual max(0, p-q)");
         snprintf(why[1], sizeof(why[1]), "sums to %.3f = P(reject);", mass);
         snprintf(why[2], sizeof(why[2]), "the bars: norm(max(0, p-q)),");
-        snprintf(why[3], sizeof(why[3]), "the row the resample draws");
+        snprintf(why[3], sizeof(why[3]), "walked in token order by u");
     } else {
         snprintf(why[0], sizeof(why[0]), "p: the model's row after");
         snprintf(why[1], sizeof(why[1]), "%s;", k ? "every guess" : "current_token");
@@ -323,6 +323,12 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
                 y + 58 + 18 * j, i < 0 ? C_P : C_R, why[j]);
     int ids[TOP];
     int n = top_tokens(row, NULL, V, last, ids); // the likeliest, and the token drawn
+    for (int a = 1; a < n; a++) // in token-id order: the order the draw walks its running sum
+        for (int z = a; z > 0 && ids[z] < ids[z - 1]; z--) {
+            int t = ids[z];
+            ids[z] = ids[z - 1];
+            ids[z - 1] = t;
+        }
     draw_bars(f, &ld->v, ids, n, (const float *const[2]){row, NULL},
               (const char *const[2]){i < 0 ? "pk" : "r", NULL}, last, BARS_X, y + 140, 1);
     return PANEL; // the panel's height
