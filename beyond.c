@@ -715,7 +715,7 @@ static void gpt_keep(Draft *d, const GPT *g UNUSED, const TreeBuffers *tb, int m
         move_cache_row(draft, tb->cache_len + tb->path[kept], tb->cache_len + kept);
     }
     if (draft->state.cache_len > tb->cache_len + 1 + kept)
-        roll_back_cache(draft, tb->cache_len + 1 + kept);
+        trim_kv_cache(draft, 1 + kept, tb->cache_len);
 }
 
 // --- Medusa heads on the target's hidden row ---
@@ -1047,7 +1047,7 @@ static void eagle_keep(Draft *d, const GPT *g, const TreeBuffers *tb, int m) {
         eagle_feature(d, g, tb->rerun + tb->path[k], d->feat + (size_t)(tb->cache_len + k) * C);
     GPT *b = &d->eagle.block;
     int keep = tb->restarted ? 0 : tb->cache_len; // its slots 0 .. P-1 read true features
-    if (b->state.cache_len > keep) roll_back_cache(b, keep);
+    if (b->state.cache_len > keep) trim_kv_cache(b, keep, 0);
 }
 
 // --- A staged cascade: the bigram drafts for the GPT draft, which drafts for the target ---
@@ -1394,7 +1394,7 @@ static int accept_reject_tree(TreeBuffers *tb, Rng *rng) {
 // draft keeps what it needs of the path itself: its kind's keep.)
 static void compact_kv_cache(GPT *g, const TreeBuffers *tb, int m) {
     for (int d = 1; d <= m; d++) move_cache_row(g, tb->cache_len + tb->path[d], tb->cache_len + d);
-    roll_back_cache(g, tb->cache_len + 1 + m);
+    trim_kv_cache(g, 1 + m, tb->cache_len);
 }
 
 // ----------------------------------------------------------------------------

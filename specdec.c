@@ -457,11 +457,18 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
     return k + 1;
 }
 
-// Lowers a model's cache_len to keep (<= cache_len). The dropped positions are zeroed, so a
-// debugger shows them gone; the next pass would overwrite them anyway.
-void roll_back_cache(GPT *g, int keep) {
-    RunState *s = &g->state;
-    const Config *c = &g->config;
+// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), with
+// cache_len the length before the verify pass. Keeps cache_len + num_accepted positions:
+// current_token and every token the round emitted but the last. num_accepted = len(accepted) counts
+// that last token too (a resample, a bonus, or in a final round without bonus the last accepted
+// draft), and it is NOT cached: it becomes the next current_token.
+// THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
+// The dropped positions are zeroed, so a debugger shows them gone (the next pass would
+// overwrite them anyway). Also any model's rollback: keep = cache_len + num_accepted.
+void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
+    RunState *s = &target_model->state;
+    const Config *c = &target_model->config;
+    int keep = cache_len + num_accepted; // the blog slices k[:, :keep]; here, lower cache_len
     size_t C = c->n_embd, S = c->block_size, dropped = (size_t)(s->cache_len - keep);
     for (int l = 0; l < c->n_layer; l++) {
         // rows keep .. cache_len-1 of this layer's keys and values: the rejected guesses
@@ -469,17 +476,6 @@ void roll_back_cache(GPT *g, int keep) {
         memset(s->value_cache + (l * S + keep) * C, 0, dropped * C * sizeof(float));
     }
     s->cache_len = keep; // the whole rollback: the next pass writes from here
-}
-
-// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), with
-// cache_len the length before the verify pass. Keeps cache_len + num_accepted positions:
-// current_token and every token the round emitted but the last. num_accepted = len(accepted) counts
-// that last token too (a resample, a bonus, or in a final round without bonus the last accepted
-// draft), and it is NOT cached: it becomes the next current_token.
-// THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
-void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
-    int keep = cache_len + num_accepted; // the blog slices k[:, :keep]; here, lower cache_len
-    roll_back_cache(target_model, keep);
 }
 
 // ----------------------------------------------------------------------------
@@ -1034,10 +1030,8 @@ struct Stats {
     long bonus;         // rounds where all k passed and a bonus token was drawn
     long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
     long target_passes; // every forward pass of the target: prefill, refills, verify, steps
-    long passes[PASS_KINDS];  // the same, by kind: the prompt's one prefill; a full window's
-                              // refills (make_room); one verify pass a round; plain steps
-    double seconds_in[PASS_KINDS]; // their wall time, by kind (a round's: all its phases,
-                                   // nearly all of it the verify pass): what c(k+1) is made of
+    long passes[PASS_KINDS];  // the same, by kind: prefill, refills, verify (a round), steps
+    double seconds_in[PASS_KINDS]; // their wall time by kind (a round's: all its phases)
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of

@@ -112,7 +112,7 @@
  * broken build: -DBREAK_DRAFT_Q
  * mutant BREAK_DRAFT_Q: s|return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess|int x = sample_from(q, d->V, rng_uniform(rng)); memcpy(q, bigram_get_probs(d, token), (size_t)d->V * sizeof(float)); return x;|
  * broken build: -DBREAK_TRIM
- * mutant BREAK_TRIM: s|^    roll_back_cache(target_model, keep);|    (void)keep;|
+ * mutant BREAK_TRIM: s|^    int keep = cache_len + num_accepted; // the blog slices k\[:, :keep\]; here, lower cache_len|    int keep = s->cache_len;|
  * broken build: -DBREAK_FILTER_DRAFT
  * mutant-beyond BREAK_FILTER_DRAFT: s|memcpy(left, tb->q + |memcpy(left, tb->own + |
  * broken build: -DBREAK_UNFILTERED_Q
@@ -1491,7 +1491,7 @@ static void test_self_draft(Fixture *fx) {
                 tok = b.candidates[i] = sample_from(b.draft_probs + (size_t)i * V, V,
                                                     rng_uniform(&r));
             }
-            roll_back_cache(g, before);
+            trim_kv_cache(g, before, 0);
             verify_candidates(g, current, K, t, &b);
             rows_equal += memcmp(b.target_probs, b.draft_probs, (size_t)K * V * sizeof(float)) == 0;
             int n = accept_reject(&b, K, 1, &r);
