@@ -522,7 +522,7 @@ int output_failed(const DecodeOptions *o);
 const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
     int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
     g->state.cache_len = 0; // positions restart at 0
-    double t_pass = now_seconds();
+    double t_pass = now_seconds(); // the pass's time, counted by kind
     const float *logits = forward(g, seq + n_seq - n, n);
     count_pass(st, PREFILL_PASS, now_seconds() - t_pass);
     return logits + (size_t)(n - 1) * g->config.vocab_size;
