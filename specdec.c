@@ -557,7 +557,7 @@ int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int n = S / 2 - 1; // the tokens before current_token, which is seq[n_seq - 1]
     g->state.cache_len = 0;
     if (n > 0) { // a pass of its own; its logits are not needed
-        double t_pass = now_seconds();
+        double t_pass = now_seconds(); // the refill's time, counted by kind
         forward(g, seq + n_seq - 1 - n, n);
         count_pass(o->st, REFILL_PASS, now_seconds() - t_pass);
     }
