@@ -6,7 +6,7 @@
 #   make test     build everything and run the quick tier of the tests: every proof a reader
 #                 relies on, release builds only (test/run_tests.sh; under 3 minutes)
 #   make check    build everything and run the whole suite, as .ci/run does: the quick tier and
-#                 the sanitizer builds, the planted bugs, fuzzing, valgrind (about 12 minutes)
+#                 the sanitizer builds, the planted bugs, fuzzing, valgrind (about 14 minutes)
 #   make train    retrain tinyshakespeare/model.bin (tinyshakespeare/train.c)
 #   make train-draft  retrain tinyshakespeare/draft.bin, the GPT draft, distilled from model.bin
 #   make train-medusa retrain tinyshakespeare/medusa.bin, Medusa heads on the frozen model.bin
