@@ -1248,7 +1248,7 @@ void print_stats(const char *title, const Stats *s, int speculative) {
 }
 
 // Prints speculative against plain: target passes and wall time, whether the texts agree,
-// and why time can go the other way: c, the measured cost of a verify pass in one-token steps.
+// and why time can go the other way: c(k+1), the measured cost of a round in one-token steps.
 void print_comparison(const Stats *spec, const Stats *plain, int greedy, int identical) {
     // ratios below 1 are what speculation buys: fewer passes, and perhaps less time
     fprintf(stderr, "\ncomparison              speculative        plain    spec/plain\n");
