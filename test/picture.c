@@ -7,7 +7,10 @@
  * `./specdec --trace` prints for the same options (test/picture_test.sh checks it). Then it
  * draws, for each guess judged, the draft's row q and the target's row p over the likeliest
  * characters with the guess marked, u against min(1, p/q) and the verdict; then the residual
- * max(0, p - q) and the resampled token at a rejection, or the bonus row p_k and its token.
+ * max(0, p - q) and the resampled token at a rejection, or the bonus row p_k and its token;
+ * then the TRIM, by trim_kv_cache itself: the cache's positions, those cached before the
+ * round, those the verify pass wrote and the trim kept or dropped, and where the new
+ * current_token goes.
  *
  *   test/picture -n 10 -s 277 -p "To be or not to be, " -o notes/round1.svg
  *
@@ -27,6 +30,10 @@ typedef struct {
     int n_emitted;     // tokens the round emitted: accepted guesses, then a resample or bonus
     int allow_bonus;   // 0 when the round already gives every token still needed
     int current_token; // the prefill's token, which the draft's first guess follows
+    int cache_len;     // the cache's length before the verify pass: trim_kv_cache's cache_len
+    int verified;      // its length after the pass, cache_len + k + 1
+    int keep;          // its length after trim_kv_cache: cache_len + n_emitted
+    int *window;       // (verified) the token whose key and value sit at each cache position
 } Round;
 
 // Runs the prefill and round 1 as speculative_generate does, with the same draws from the
@@ -56,7 +63,15 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
     r->current_token = sample_token(logits, V, o->temperature, r->b.prefill_probs, &rng);
     seq[n_seq++] = r->current_token; // the refill reads it, as the last token
     int room = r->current_token >= 0 ? make_room(g, seq, n_seq, &opt) : 0; // the window rule
+    // the cache holds the cache_len tokens before current_token (the invariant): record them,
+    // then current_token and the guesses, which the verify pass adds at the next positions
+    r->cache_len = g->state.cache_len;
+    r->window = malloc((size_t)S * sizeof(int)); // S: the pass never runs past the window
+    for (int pos = 0; r->window && pos < r->cache_len; pos++)
+        r->window[pos] = seq[n_seq - 1 - r->cache_len + pos];
     free(seq);
+    if (!r->window)
+        return fail_with(err, errlen, "out of memory for a window of %d positions", S);
     if (r->current_token < 0)
         return fail_with(err, errlen, "the prefill's row of logits is not finite: no round "
                          "follows it (see ./specdec -n 2)");
@@ -72,6 +87,12 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
         return fail_with(err, errlen, "round 1's verify pass gives a row of logits that is not "
                          "finite; the run stops there (see ./specdec --trace)");
     r->n_emitted = accept_reject(&r->b, r->k, r->allow_bonus, &rng); // u, verdicts, last token
+    // the trim, by specdec.c's own call: the lengths before and after it are what it drew
+    for (int i = 0; i <= r->k; i++)
+        r->window[r->cache_len + i] = r->b.all_tokens[i]; // [current_token, c0 .. c(k-1)]
+    r->verified = g->state.cache_len;
+    trim_kv_cache(g, r->n_emitted, r->cache_len);
+    r->keep = g->state.cache_len;
     return 0;
 }
 
@@ -334,12 +355,59 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     return PANEL; // the panel's height
 }
 
+// Draws the TRIM from y: the trace's TRIM line, then the cache's S positions as cells, the
+// ones cached before the round, the ones the verify pass wrote and the trim kept or dropped,
+// and where the new current_token goes. Returns its height.
+static double draw_trim(FILE *f, const Loaded *ld, const Round *r, double y) {
+    int S = ld->g.config.block_size, last = r->b.emitted[r->n_emitted - 1];
+    double w = (W - 48.0) / S < 28 ? (W - 48.0) / S : 28; // one position's cell
+    fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan font-weight=\"bold\">TRIM"
+            "</tspan>    cache_len %d -&gt; %d (kept current + %d, dropped %d); ", y + 20,
+            r->verified, r->keep, r->n_emitted - 1, r->verified - r->keep);
+    put_token(f, &ld->v, last);
+    fputs(" is the new current_token</text>\n", f);
+    for (int pos = 0; pos < S; pos++) { // a cell per position, coloured by what became of it
+        const char *kind = pos < r->cache_len ? "cached" : pos < r->keep ? "kept"
+                           : pos < r->verified ? "dropped" : "free";
+        const char *fill = kind[0] == 'c' ? "#e8e8e8" : kind[0] == 'k' ? "#c8e6c9"
+                           : kind[0] == 'd' ? "#ffcdd2" : "white";
+        double x = 24 + pos * w; // the cell's left edge
+        fprintf(f, "<rect class=\"cell %s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"26\" "
+                "fill=\"%s\" stroke=\"#999\"/>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" "
+                "fill=\"#777\" text-anchor=\"middle\">%d</text>\n", kind, x, y + 36, w, fill,
+                x + w / 2, y + 74, pos);
+        if (pos >= r->verified) // nothing cached there
+            continue;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">", x + w / 2,
+                y + 53);
+        put_token(f, &ld->v, r->window[pos]);
+        fputs("</text>\n", f);
+    }
+    // where the next round starts: current_token is not cached, its pass writes it at keep
+    double ax = 24 + r->keep * w + w / 2; // the arrow, under position keep
+    int right = ax > W / 2; // the words go on the arrow's roomier side
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" "
+            "text-anchor=\"middle\">&#8593;</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" "
+            "font-weight=\"bold\" text-anchor=\"%s\">", ax, y + 92, right ? ax - 10 : ax + 10,
+            y + 92, right ? "end" : "start");
+    put_token(f, &ld->v, last);
+    fprintf(f, ", the next round's current_token: its verify pass writes position %d"
+            "</text>\n", r->keep);
+    fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">grey: cached before "
+            "the round; green: kept (current_token and the accepted guesses); red: written by the "
+            "verify pass, dropped</text>\n", y + 112);
+    fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">between rounds the "
+            "cache holds exactly the tokens before current_token: keep = cache_len + num_accepted "
+            "= %d + %d</text>\n", y + 128, r->cache_len, r->n_emitted);
+    return 140; // five lines and the cells
+}
+
 // Writes the whole picture to f: the title and the draft, a panel per guess judged, the
 // discarded guesses, the last row, what the round emitted, and the command (argv) it is of.
 static void draw_round(FILE *f, const Loaded *ld, const Round *r, char *const *argv) {
     const SpecBuffers *b = &r->b;
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : r->k; // up to a rejection
-    int height = 160 + judged * PANEL + (judged < r->k ? 30 : 0) + PANEL + 70; // every part below
+    int height = 160 + judged * PANEL + (judged < r->k ? 30 : 0) + PANEL + 210; // every part below
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"monospace\" xml:space=\"preserve\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, height, W, height);
@@ -395,6 +463,7 @@ static void draw_round(FILE *f, const Loaded *ld, const Round *r, char *const *a
     }
     fprintf(f, "\": %d token%s from 1 target pass</text>\n", r->n_emitted,
             r->n_emitted == 1 ? "" : "s");
+    y += draw_trim(f, ld, r, y + 30); // the cache, rolled back to what the round emitted
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"#555\">drawn by test/picture "
             "(make picture) from round 1 of: ", y + 48);
     put_command(f, argv, 1); // the run this round is of
@@ -475,6 +544,7 @@ int main(int argc, char **argv) {
 done:
     if (rc) error_line("%s", err); // "picture: ...", one line
     free_spec_buffers(&r.b);
+    free(r.window);
     free_bigram_draft(&draft);
     free(ld.prompt);
     free_corpus(&ld.corpus);

@@ -7,8 +7,9 @@
 #      `./specdec --trace -n 10 -s 277 -p "To be or not to be, "` (and of seed 7, whose
 #      round 1 ends in a bonus), each ACCEPT/REJECT line's token, p, q, min(1,p/q), u and
 #      verdict are those of the picture's visible line for that guess, in order and no more;
-#      its resample or bonus token and its RESULT line are the picture's; and the marked
-#      guess's bars are 100 * q and 100 * p tall;
+#      its resample or bonus token, its RESULT and TRIM lines are the picture's; the TRIM
+#      panel has as many cached, kept and dropped cells as the trace's cache_len and TRIM
+#      line say; and the marked guess's bars are 100 * q and 100 * p tall;
 #   3. bad inputs (no -o, an unwritable directory, -n 1, which has no round, an option of
 #      ./specdec's actions) give one line on stderr and exit 1, and leave an existing -o
 #      file as it was;
@@ -70,10 +71,19 @@ crosscheck() {
     local tail_line
     for tail_line in "$(grep -o 'resample from norm(max(0, p-q)) [^;]*' <<<"$round1")" \
                      "$(grep -o 'BONUS all .*' <<<"$round1")" \
-                     "$(grep -o 'RESULT emitted .*' <<<"$round1")"; do
+                     "$(grep -o 'RESULT emitted .*' <<<"$round1")" \
+                     "$(grep -o 'TRIM cache_len .*' <<<"$round1")"; do
         [[ -z $tail_line ]] || svg_lines "$svg" | grep -qF -- "$tail_line" ||
             echo "the picture has no line '$tail_line'"
     done
+    # the TRIM panel's cells: the round's cache_len cached before it, then as many kept and
+    # dropped as the trace's TRIM line says ("cache_len 25 -> 23": 20 cached, 3 kept, 2 dropped)
+    local cells
+    cells=$(awk '/^round 1:/ { sub(/.*cache_len /, ""); c = $0 + 0 }
+                 /^ TRIM cache_len/ { v = $3 + 0; k = $5 + 0 }
+                 END { print c, k - c, v - k }' <<<"$round1")
+    [[ $cells == "$(for kind in cached kept dropped; do grep -c "class=\"cell $kind\"" "$svg"; done | paste -sd' ')" ]] ||
+        echo "the TRIM panel's cells (cached, kept, dropped) are not the trace's $cells"
     # the marked guess's bars: 100 * q and 100 * p tall, to within the rounding of both
     local heights
     heights=$(sed -n -E 's/.*class="(q|p) mark".* height="([0-9.]+)".*/\1 \2/p' "$svg" | paste -d' ' - -)
@@ -94,7 +104,7 @@ for seed in 277 7; do
     diffs=$(crosscheck "$tmp/s$seed.svg" "$tmp/trace$seed")
     ends=$(grep -c -E '^ *(resample from|BONUS)' <(sed -n '/^round 1:/,/^round 2:/p' "$tmp/trace$seed"))
     if [[ -z $diffs && $ends == 1 ]]; then
-        pass "picture: -s $seed: every guess's token, p, q, min(1,p/q), u and verdict, the $(sed -n '/^round 1:/,/^round 2:/p' "$tmp/trace$seed" | grep -q BONUS && echo bonus || echo resample), the RESULT and the marked bars agree with $SPECDEC --trace"
+        pass "picture: -s $seed: every guess's token, p, q, min(1,p/q), u and verdict, the $(sed -n '/^round 1:/,/^round 2:/p' "$tmp/trace$seed" | grep -q BONUS && echo bonus || echo resample), the RESULT, the TRIM and its cells and the marked bars agree with $SPECDEC --trace"
     else
         fail "picture: -s $seed: the picture disagrees with $SPECDEC --trace: ${diffs:-the round has no resample or bonus line}"
     fi
