@@ -1294,22 +1294,18 @@ void format_whole(char *out, size_t n, const char *fmt, va_list ap) {
     va_list again; // the arguments, once to measure and once to write
     va_copy(again, ap);
     int len = vsnprintf(NULL, 0, fmt, ap);
-    char *full = len < 0 ? NULL : malloc((size_t)len + 1);
-    if (full) vsnprintf(full, (size_t)len + 1, fmt, again);
-    else vsnprintf(out, n, fmt, again); // no memory: cut, never overrun
+    char *full = len < 0 ? NULL : malloc((size_t)len + 1); // no memory: out, cut, never overrun
+    vsnprintf(full ? full : out, full ? (size_t)len + 1 : n, fmt, again);
     va_end(again);
-    size_t o = 0; // bytes written to out
-    for (const char *c = full; c && *c && o + 1 < n;) {
-        const char *end = *c == '\'' ? strpbrk(c + 1, "' ") : NULL; // the quote's end, or a space
-        if (end && *end == '\'' && end - c > 65) { // its first and last 30 bytes
-            int w = snprintf(out + o, n - o, "'%.30s...%.30s'", c + 1, end - 30);
-            o = w < 0 || (size_t)w >= n - o ? n - 1 : o + (size_t)w;
-            c = end + 1;
-        } else {
-            out[o++] = *c++;
+    for (char *q = full ? strchr(full, '\'') : NULL; q; q = strchr(q + 1, '\'')) {
+        char *end = strpbrk(q + 1, "' "); // the closing quote, or a space: then not a value
+        if (end && *end == '\'' && end - q > 65) { // keep its first and last 30 bytes
+            memcpy(q + 31, "...", 3);
+            memmove(q + 34, end - 30, strlen(end - 30) + 1); // the last 30, the quote, the rest
+            q += 64; // at the closing quote
         }
     }
-    if (full) out[o] = '\0';
+    if (full) snprintf(out, n, "%s", full);
     free(full);
 }
 
@@ -1323,34 +1319,26 @@ int fail_with(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-// Reads a whole file into memory; fills err and returns NULL on any failure.
+// Reads a whole file into memory; NULL and err ("cannot open WHAT 'PATH': why (FIX)") if not.
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
-    struct stat st; // stat first: a directory opens fine with fopen and only fails later
-    FILE *f = NULL; // opened only once stat's answers pass
-    int found = stat(path, &st) == 0;
-    if (found && !S_ISREG(st.st_mode))
-        fail_with(err, errlen, "%s '%s' is not a regular file (%s)", what, path, fix);
-    // refuse a huge file before allocating for it: nothing this program writes or needs is that big
-    else if (found && (uint64_t)st.st_size > MAX_FILE_BYTES)
-        fail_with(err, errlen, "%s '%s' is %lld bytes, more than the %llu this program reads (%s)",
-                  what, path, (long long)st.st_size, MAX_FILE_BYTES, fix);
-    // stat failed, or fopen did after it (no read permission, for instance)
-    else if (!found || !(f = fopen(path, "rb")))
-        fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, strerror(errno), fix);
-    if (!f) return NULL;
+    struct stat st; // stat first: a directory opens fine with fopen, and a FIFO's read blocks
+    // a huge file is refused before allocating for it: nothing this program writes is that big
+    const char *why = stat(path, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ?
+                      "not a regular file" : (uint64_t)st.st_size > MAX_FILE_BYTES ?
+                      "over 2 GiB, more than this program reads" : NULL;
+    FILE *f = why ? NULL : fopen(path, "rb");
+    if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
+    size_t n = f ? (size_t)st.st_size : 0;
+    unsigned char *buf = f ? malloc(n ? n : 1) : NULL; // an empty file still gets a buffer
     // one read of the whole file; a short read means it changed or broke underneath us
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1); // an empty file still gets a buffer
-    int bad = !buf || fread(buf, 1, n, f) != n || ferror(f);
-    fclose(f);
-    if (bad) {
-        fail_with(err, errlen, "cannot read %s '%s' (%s)", what, path, fix);
-        free(buf);
-        return NULL;
-    }
-    *n_out = n;
-    return buf;
+    if (f && (!buf || fread(buf, 1, n, f) != n || ferror(f)))
+        why = buf ? "a short read: the file changed or broke while read" : "out of memory";
+    if (f) fclose(f);
+    if (why) fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, why, fix);
+    if (why) free(buf); // a refusal leaves nothing allocated
+    else *n_out = n;
+    return why ? NULL : buf;
 }
 
 // Frees what load_corpus allocated; safe to call twice.
@@ -1360,41 +1348,30 @@ void free_corpus(Corpus *c) {
     memset(c, 0, sizeof(*c));
 }
 
-// Loads and encodes the corpus; vocab->size 0 builds the vocabulary from it. 0 on success.
+// Loads and encodes the corpus; vocab->size 0 builds the vocabulary from it. 0 on success;
+// on failure err says why, and c holds nothing (the caller's free_corpus stays harmless).
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
+    const char *fix = "run 'make data' to fetch Tiny Shakespeare";
     memset(c, 0, sizeof(*c));
-    c->bytes = read_file(path, &c->n, "corpus", "run 'make data' to fetch Tiny Shakespeare",
-                         err, errlen);
-    if (!c->bytes) return -1;
-    // a refusal below writes err and frees at fail: (the caller's free_corpus stays harmless)
-    if (c->n < 2) {
-        snprintf(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to count a bigram "
-                 "(run 'make data' for Tiny Shakespeare)", path, c->n, c->n == 1 ? "" : "s");
-        goto fail;
-    }
+    if (!(c->bytes = read_file(path, &c->n, "corpus", fix, err, errlen))) return -1;
     // a model the trainer builds learns its vocabulary here; a checkpoint brought its own
-    if (vocab->size == 0) build_vocab(vocab, c->bytes, c->n);
-    if (!(c->tokens = malloc(c->n * sizeof(int)))) { // (N) ints: 4.5 MB for Tiny Shakespeare
-        snprintf(err, errlen, "out of memory encoding corpus '%s'", path);
-        goto fail;
-    }
+    if (vocab->size == 0 && c->n >= 2) build_vocab(vocab, c->bytes, c->n);
+    c->tokens = c->n >= 2 ? malloc(c->n * sizeof(int)) : NULL; // (N) ints: 4.5 MB for Shakespeare
     // a byte the model has no token for cannot be counted in the bigram table
-    long bad = encode(vocab, c->bytes, c->n, c->tokens);
-    if (bad >= 0) {
-        char vis[8];
-        visible_char(vis, c->bytes[bad]);
-        snprintf(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, which is not "
-                 "in the model's vocabulary (use the corpus the model was built with)",
-                 path, vis, c->bytes[bad], bad);
-        goto fail;
-    }
+    long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1;
+    char vis[8]; // that byte, as a message shows it
+    visible_char(vis, bad >= 0 ? c->bytes[bad] : 0);
+    int rc = c->n < 2 ? fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 "
+                                  "to count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix) :
+             !c->tokens ? fail_with(err, errlen, "out of memory encoding corpus '%s'", path) :
+             bad >= 0 ? fail_with(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, "
+                                  "not in the model's vocabulary (use the corpus the model was "
+                                  "built with)", path, vis, c->bytes[bad], bad) : 0;
     // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
     c->n_train = (size_t)(0.9 * (double)c->n);
     c->n_val = c->n - c->n_train;
-    return 0;
-fail:
-    free_corpus(c);
-    return -1;
+    if (rc != 0) free_corpus(c);
+    return rc;
 }
 
 // Checkpoint format (every integer uint32 and every float float32, little-endian):
