@@ -1403,20 +1403,25 @@ uint32_t get_u32(const unsigned char *p) {
 // The same for 64-bit values: low half first.
 uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-// Checks a config for sizes the model can be built with; fills err and returns -1 if not.
-int validate_config(const Config *c, char *err, size_t errlen) {
+// Checks a config's five sizes, held wide: a checkpoint's huge uint32 is named, never wrapped.
+int check_sizes(const long long v[5], char *err, size_t errlen) {
     // generous bounds: every size product stays far below 2^63; block_size >= 2 leaves room
     // for current_token and one draft; vocab_size <= 256: a token per byte
-    if (c->n_layer < 1 || c->n_layer > 64 || c->n_head < 1 || c->n_head > 64 ||
-        c->n_embd < 1 || c->n_embd > 4096 || c->block_size < 2 || c->block_size > 4096 ||
-        c->vocab_size < 1 || c->vocab_size > 256)
-        return fail_with(err, errlen, "config out of range (n_layer %d, n_head %d, n_embd %d, "
-                         "block_size %d, vocab_size %d)", c->n_layer, c->n_head, c->n_embd,
-                         c->block_size, c->vocab_size);
-    if (c->n_embd % c->n_head != 0) // heads split the embedding evenly: HS = C / NH is whole
-        return fail_with(err, errlen, "n_embd %d is not a multiple of n_head %d", c->n_embd,
-                         c->n_head);
+    static const char *name[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
+    static const int lo[5] = {1, 1, 1, 2, 1}, hi[5] = {64, 64, 4096, 4096, 256};
+    for (int i = 0; i < 5; i++)
+        if (v[i] < lo[i] || v[i] > hi[i])
+            return fail_with(err, errlen, "config out of range: %s %lld, not %d..%d", name[i],
+                             v[i], lo[i], hi[i]);
+    if (v[2] % v[1] != 0) // heads split the embedding evenly: HS = C / NH is whole
+        return fail_with(err, errlen, "n_embd %lld is not a multiple of n_head %lld", v[2], v[1]);
     return 0;
+}
+
+// Checks a config for sizes the model can be built with; fills err and returns -1 if not.
+int validate_config(const Config *c, char *err, size_t errlen) {
+    long long size[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    return check_sizes(size, err, errlen);
 }
 
 // Parses a checkpoint in memory into g (built here) and vocab, checking every field first.
@@ -1425,22 +1430,14 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     if (n < CKPT_HEADER) // header: magic, version, config
         return fail_with(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n,
                          CKPT_HEADER);
-    if (memcmp(buf, CKPT_MAGIC, 4) != 0)
-        return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
-    if (get_u32(buf + 4) != CKPT_VERSION)
-        return fail_with(err, errlen, "version %u, this program reads version %d",
-                         get_u32(buf + 4), CKPT_VERSION);
-    static const char *field[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
-    Config c = {0}; // the five sizes are read below, in its field order; ffn_width follows
-    int *sizes_to[5] = {&c.n_layer, &c.n_head, &c.n_embd, &c.block_size, &c.vocab_size};
-    for (int i = 0; i < 5; i++) {
-        uint32_t f = get_u32(buf + 8 + 4 * i); // unsigned: a huge field must not wrap yet
-        if (f > 4096) // it would wrap to a negative int: refuse it here, naming the real value
-            return fail_with(err, errlen, "config out of range (%s %u)", field[i], f);
-        *sizes_to[i] = (int)f;
-    }
-    c.ffn_width = 4 * c.n_embd; // the lecture's 4C: a checkpoint holds no other width
-    if (validate_config(&c, err, errlen) != 0) return -1;
+    if (memcmp(buf, CKPT_MAGIC, 4) != 0 || get_u32(buf + 4) != CKPT_VERSION)
+        return fail_with(err, errlen, "wrong magic or version ('%.4s', %u; '%s', %d wanted): not "
+                         "a specdec checkpoint", buf, get_u32(buf + 4), CKPT_MAGIC, CKPT_VERSION);
+    long long s[5] = {get_u32(buf + 8), get_u32(buf + 12), get_u32(buf + 16), get_u32(buf + 20),
+                      get_u32(buf + 24)}; // the five sizes in Config's order, read unsigned
+    if (check_sizes(s, err, errlen) != 0) return -1;
+    // in range, so whole ints; ffn_width is the lecture's 4C: a checkpoint holds no other
+    Config c = {(int)s[0], (int)s[1], (int)s[2], (int)s[3], (int)s[4], 4 * (int)s[2]};
     // the size follows from the config: one number covers truncation at any section and a
     // config that lies about the tensors, checked before reading further
     size_t sizes[N_TENSORS], V = (size_t)c.vocab_size;
@@ -1458,6 +1455,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
         if (vb[i] <= vb[i - 1]) // else two tokens would share a byte, or decode out of order
             return fail_with(err, errlen, "vocabulary bytes are not distinct and ascending at "
                              "entry %zu", i);
+    build_vocab(vocab, vb, V); // token i is the i-th byte, as building it from them gives
     int rc = build_gpt(g, &c) == 0 ? 0 : fail_with(err, errlen, "out of memory for %zu "
                    "parameters and the activations of a %d-token context", P, c.block_size);
     // parameters, tensor by tensor so that a bad one can be named; each must be finite.
@@ -1471,10 +1469,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                 rc = fail_with(err, errlen, "parameter %zu (in tensor %s) is not a finite number",
                                i, TENSOR_NAMES[t]);
         }
-    if (rc != 0)
-        free_gpt(g); // the caller gets no half-built or half-loaded model
-    else
-        build_vocab(vocab, vb, V); // token i is the i-th byte, as building it from them gives
+    if (rc != 0) free_gpt(g); // the caller gets no half-built or half-loaded model
     return rc;
 }
 
