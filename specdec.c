@@ -1473,30 +1473,17 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     return rc;
 }
 
-// What a file is for, in a refusal's words: its role ("checkpoint") and how to get a good one.
-typedef struct {
-    const char *what; // e.g. "draft checkpoint"
-    const char *fix;  // e.g. "make train-draft writes one"
-} FileRole;
-
-// Reads and parses a checkpoint file into g and vocab; err names its role, path, problem and fix.
-int read_checkpoint(const char *path, FileRole role, GPT *g, Vocab *vocab, char *err,
-                    size_t errlen) {
-    size_t n = 0;
-    unsigned char *buf = read_file(path, &n, role.what, role.fix, err, errlen);
-    if (!buf) return -1;
-    char why[256]; // the reason alone; the message below adds what, path and fix
-    int rc = parse_checkpoint(buf, n, g, vocab, why, sizeof(why));
-    free(buf); // the parameters were copied out of it
-    if (rc != 0) snprintf(err, errlen, "%s '%s': %s (%s)", role.what, path, why, role.fix);
-    return rc;
-}
-
 // Loads the target's checkpoint (-m); on failure err names the file, the problem, the fix.
 int load_checkpoint(const char *path, GPT *g, Vocab *vocab, char *err, size_t errlen) {
-    FileRole role = {"checkpoint", "point -m at a checkpoint: 'make train' trains one, "
-                                   "'tinyshakespeare/train init --seed S -o PATH' writes a random one"};
-    return read_checkpoint(path, role, g, vocab, err, errlen);
+    const char *fix = "point -m at a checkpoint: 'make train' trains one, "
+                      "'tinyshakespeare/train init --seed S -o PATH' writes a random one";
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, "checkpoint", fix, err, errlen);
+    char why[256]; // the reason alone; the message below adds the path and the fix
+    int rc = buf ? parse_checkpoint(buf, n, g, vocab, why, sizeof(why)) : -1;
+    if (buf && rc != 0) fail_with(err, errlen, "checkpoint '%s': %s (%s)", path, why, fix);
+    free(buf); // the parameters were copied out of it
+    return rc;
 }
 
 // ----------------------------------------------------------------------------
