@@ -1430,9 +1430,11 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     if (n < CKPT_HEADER) // header: magic, version, config
         return fail_with(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n,
                          CKPT_HEADER);
-    if (memcmp(buf, CKPT_MAGIC, 4) != 0 || get_u32(buf + 4) != CKPT_VERSION)
-        return fail_with(err, errlen, "wrong magic or version ('%.4s', %u; '%s', %d wanted): not "
-                         "a specdec checkpoint", buf, get_u32(buf + 4), CKPT_MAGIC, CKPT_VERSION);
+    if (memcmp(buf, CKPT_MAGIC, 4) != 0)
+        return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
+    if (get_u32(buf + 4) != CKPT_VERSION)
+        return fail_with(err, errlen, "version %u, this program reads version %d",
+                         get_u32(buf + 4), CKPT_VERSION);
     long long s[5] = {get_u32(buf + 8), get_u32(buf + 12), get_u32(buf + 16), get_u32(buf + 20),
                       get_u32(buf + 24)}; // the five sizes in Config's order, read unsigned
     if (check_sizes(s, err, errlen) != 0) return -1;
