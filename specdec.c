@@ -1285,9 +1285,6 @@ typedef struct {
     size_t n_val;         // the last 10%
 } Corpus;
 
-// The largest file read_file accepts: 2 GiB (a checkpoint of 500 million parameters).
-#define MAX_FILE_BYTES (1ULL << 31)
-
 // Formats a message into out (n bytes), each quoted value ('VALUE', no space) over 64 bytes
 // cut in its middle: a long path or value never pushes the reason and the fix off the end.
 void format_whole(char *out, size_t n, const char *fmt, va_list ap) {
@@ -1323,9 +1320,9 @@ int fail_with(char *err, size_t errlen, const char *fmt, ...) {
 unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
     struct stat st; // stat first: a directory opens fine with fopen, and a FIFO's read blocks
-    // a huge file is refused before allocating for it: nothing this program writes is that big
+    // over 2 GiB (500 million parameters) is refused before allocating: nothing here is that big
     const char *why = stat(path, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ?
-                      "not a regular file" : (uint64_t)st.st_size > MAX_FILE_BYTES ?
+                      "not a regular file" : (uint64_t)st.st_size > (1ULL << 31) ?
                       "over 2 GiB, more than this program reads" : NULL;
     FILE *f = why ? NULL : fopen(path, "rb");
     if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
@@ -1534,9 +1531,8 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
         // a vocabulary without these bytes cannot run the required prompts: one failed case
         int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)prompt.n,
                                         tokens) >= 0;
-        if (cannot)
-            printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
-                   "(use Tiny Shakespeare)\n", labels[c]);
+        if (cannot) printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
+                           "(use Tiny Shakespeare)\n", labels[c]);
         cases += cannot; // a case, and failed
         // K = 1..8: short and long drafts; 300 tokens is several refills
         for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++)
