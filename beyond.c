@@ -661,6 +661,24 @@ static void lookup_rows(Draft *d, TreeBuffers *tb, const Tokens *text, int lo,
 
 // --- A small GPT of the target's family, with a KV cache of its own ---
 
+// What a file is for, in a refusal's words: its role ("draft checkpoint") and how to get one.
+typedef struct {
+    const char *what; // e.g. "draft checkpoint"
+    const char *fix;  // e.g. "make train-draft writes one"
+} FileRole;
+
+// Reads and parses a checkpoint file into g and vocab; err names its role, path, problem and fix.
+int read_checkpoint(const char *path, FileRole role, GPT *g, Vocab *vocab, char *err,
+                    size_t errlen) {
+    size_t n = 0;
+    unsigned char *buf = read_file(path, &n, role.what, role.fix, err, errlen);
+    char why[256]; // the reason alone; the message below adds what, path and fix
+    int rc = buf ? parse_checkpoint(buf, n, g, vocab, why, sizeof(why)) : -1;
+    if (buf && rc != 0) fail_with(err, errlen, "%s '%s': %s (%s)", role.what, path, why, role.fix);
+    free(buf); // the parameters were copied out of it
+    return rc;
+}
+
 // Reads the checkpoint at in->path (tinyshakespeare/draft.bin, or --draft's path), which must
 // share the target's vocabulary and block size (the caches restart together).
 static int gpt_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen) {

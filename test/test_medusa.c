@@ -243,7 +243,7 @@ static void test_file(const char *dir) {
     // missing, empty, a directory
     snprintf(bad, sizeof(bad), "%s/none.bin", dir);
     expect_refused("a missing file", bad, &g, "cannot open medusa heads");
-    expect_refused("a directory", dir, &g, "is not a regular file");
+    expect_refused("a directory", dir, &g, "not a regular file");
     snprintf(bad, sizeof(bad), "%s/bad.bin", dir);
     write_bytes(bad, good, 0);
     expect_refused("an empty file", bad, &g, "shorter than the 28-byte header");

@@ -1332,29 +1332,20 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
 // windows, position for position). Fills err with one line and returns -1 on a problem.
 static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *t,
                         char *err, size_t errlen) {
-    size_t n = 0;
-    unsigned char *buf = read_file(path, &n, "teacher checkpoint", "--teacher takes a "
-                                   "trained checkpoint of this corpus, e.g. " DEFAULT_MODEL,
-                                   err, errlen);
-    if (!buf) return -1;
-    char why[256]; // the reason alone; the message below adds path and fix
+    FileRole role = {"teacher checkpoint", "--teacher takes a trained checkpoint of this "
+                                           "corpus, e.g. " DEFAULT_MODEL};
     Vocab tv;
-    int rc = parse_checkpoint(buf, n, t, &tv, why, sizeof(why));
-    free(buf); // the parameters were copied out of it
-    if (rc != 0)
-        snprintf(err, errlen, "teacher checkpoint '%s': %s (--teacher takes a checkpoint "
-                 "written by tinyshakespeare/train)", path, why);
-    else if (vocab_difference(&tv, "teacher", v, "corpus", why, sizeof(why)) != 0)
-        snprintf(err, errlen, "teacher '%s' has another vocabulary than the corpus (%s): its "
-                 "probabilities are over other characters; give --teacher a model trained on "
-                 "this corpus (-i)", path, why);
-    else if (t->config.block_size != c->block_size)
-        snprintf(err, errlen, "teacher '%s' has block_size %d, the student %d: it must read "
-                 "the same windows; train the student with --block %d", path,
-                 t->config.block_size, c->block_size, t->config.block_size);
-    else
-        return 0;
-    return -1;
+    char why[256]; // how the vocabularies differ
+    if (read_checkpoint(path, role, t, &tv, err, errlen) != 0) return -1;
+    if (vocab_difference(&tv, "teacher", v, "corpus", why, sizeof(why)) != 0)
+        return fail_with(err, errlen, "teacher '%s' has another vocabulary than the corpus (%s): "
+                         "its probabilities are over other characters; give --teacher a model "
+                         "trained on this corpus (-i)", path, why);
+    if (t->config.block_size != c->block_size)
+        return fail_with(err, errlen, "teacher '%s' has block_size %d, the student %d: it must "
+                         "read the same windows; train the student with --block %d", path,
+                         t->config.block_size, c->block_size, t->config.block_size);
+    return 0;
 }
 
 // Where training writes without -o: beside the shipped model, never over it. Replacing
