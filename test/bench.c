@@ -1814,8 +1814,8 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 int main(int argc, char **argv) {
     program_name = "bench"; // its messages' first word
     Options o;
-    OptionSpec unused[16]; // the table core_options fills beside the defaults
-    core_options(&o, unused); // -m and -i below; the rest as ./specdec's defaults
+    char err[512];
+    parse_args(1, argv, &o, NULL, err, sizeof(err)); // no words: the defaults; -m, -i below
     int csv = 0, quick = 0, full = 0;
     const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1880,7 +1880,6 @@ int main(int argc, char **argv) {
                    "--full: the sweep to 136 MB)");
         return 1;
     }
-    char err[512];
     // the chart's path is checked before minutes of measuring: can its .tmp be created?
     struct stat st;
     if (svg && (!*svg || (stat(svg, &st) == 0 && !S_ISREG(st.st_mode)))) {
@@ -1899,15 +1898,9 @@ int main(int argc, char **argv) {
         fclose(f);
         remove(tmp); // write_svg makes it again at the end
     }
-    // what every run decodes: ./specdec's default prompt and seed, read from parse_args
-    Options defaults;
-    char *no_args[] = {argv[0], NULL};
-    if (parse_args(1, no_args, &defaults, err, sizeof(err)) != 0) {
-        error_line("%s", err);
-        return 1;
-    }
-    PROMPT = defaults.prompt;
-    SEED = defaults.seed;
+    // what every run decodes: ./specdec's default prompt and seed, as parse_args set them
+    PROMPT = o.prompt;
+    SEED = o.seed;
     MODEL_PATH = o.model_path ? o.model_path : DEFAULT_MODEL;
     int np = 0;
     if (o.model_path) np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);

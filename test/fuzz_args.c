@@ -149,7 +149,7 @@ static void fuzz_parse_args(int argc, char **argv) {
     Options o;
     char err[ERRLEN];
     err[0] = '\0';
-    int rc = parse_args(argc, argv, &o, err, sizeof(err));
+    int rc = parse_args(argc, argv, &o, NULL, err, sizeof(err));
     Vocab v;
     build_vocab(&v, (const unsigned char *)SHAKESPEARE, sizeof(SHAKESPEARE) - 1);
     if (rc != 0) {
