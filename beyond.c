@@ -2312,7 +2312,7 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
     if (H > 0 && widen_ffn(g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    int n = snprintf(ld->source, sizeof(ld->source), "%s", ld->core.path);
+    int n = snprintf(ld->source, sizeof(ld->source), "%s", o->core.model_path);
     if (H > 0) // and what the weights became
         snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
                  "(%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
@@ -2403,7 +2403,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                                     (int)st[run].core.emitted, color);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->core.path, &st[run].core, err, errlen);
+        if (rc == 0 && stopped) rc = refuse_nonfinite(c->model_path, &st[run].core, err, errlen);
         if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs

@@ -1749,8 +1749,9 @@ static long parse_table(int argc, char **argv, const OptionSpec *options, char *
 // so is a second action. 0, or -1 with err's one line.
 int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *err,
                size_t errlen) {
-    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
-                   .temperature = 1.0f, .seed = 42}; // K 0: no -k yet; a fixed seed: repeatable
+    *o = (Options){.model_path = DEFAULT_MODEL, .corpus_path = DEFAULT_CORPUS,
+                   .prompt = DEFAULT_PROMPT, .max_new_tokens = 200, .temperature = 1.0f,
+                   .seed = 42}; // a fixed seed: repeatable runs; K: 0 until a -k (or below)
     OptionSpec table[32] = { // zeroed after its rows: the row after the last is the table's end
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
@@ -1803,7 +1804,6 @@ typedef struct {
     GPT g;            // the target (-m)
     Vocab v;          // its vocabulary
     Corpus corpus;    // -i, encoded with v
-    const char *path; // the checkpoint's path, for the "model:" line
     int *prompt;      // (n_prompt) -p, a token per byte; --selftest: NULL
     int n_prompt;     // the prompt's length
 } Loaded;
@@ -1811,8 +1811,7 @@ typedef struct {
 // Loads the model and the corpus, and checks what needs them: -k, the prompt (encoded into
 // ld->prompt), and the corpus's length for the self-test. 0, or -1 with err set.
 int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
-    ld->path = o->model_path ? o->model_path : DEFAULT_MODEL;
-    if (load_checkpoint(ld->path, &ld->g, &ld->v, err, errlen) != 0) return -1;
+    if (load_checkpoint(o->model_path, &ld->g, &ld->v, err, errlen) != 0) return -1;
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
@@ -1879,7 +1878,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
-        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->path, &st[run], err, errlen);
+        if (rc == 0 && stopped) rc = refuse_nonfinite(o->model_path, &st[run], err, errlen);
         if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
@@ -1912,7 +1911,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     // 3. every input is good: say what runs, then run it
-    print_config(&ld.g, ld.path);
+    print_config(&ld.g, o.model_path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
                         : run_generation(&o, &ld, &draft, err, sizeof(err));
     if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory

@@ -1901,9 +1901,10 @@ int main(int argc, char **argv) {
     // what every run decodes: ./specdec's default prompt and seed, as parse_args set them
     PROMPT = o.prompt;
     SEED = o.seed;
-    MODEL_PATH = o.model_path ? o.model_path : DEFAULT_MODEL;
+    MODEL_PATH = o.model_path;
     int np = 0;
-    if (o.model_path) np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);
+    if (strcmp(o.model_path, DEFAULT_MODEL)) // a -m given: the commands name it
+        np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);
     if (strcmp(o.corpus_path, DEFAULT_CORPUS) && np < (int)sizeof(CMD_PATHS))
         snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -i %s", o.corpus_path);
     Loaded ld; // the model, its vocabulary and the corpus, as ./specdec loads them
@@ -1926,7 +1927,7 @@ int main(int argc, char **argv) {
         int tokens[64];
         if (encode_prompt(&ld.v, TEMPER_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
     }
-    print_config(&ld.g, ld.path);
+    print_config(&ld.g, o.model_path);
     // the drafts: the bigram first (the tempering section reads its table), then the GPT
     // draft, which is left out with a note when this model cannot take it (no draft.bin, or
     // another vocabulary or block size), then prompt lookup
