@@ -2242,7 +2242,7 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
          "least FLT_MIN, 1.18e-38) and at most 1", IN_SELFTEST},
         {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
          "from 1.18e-38 (FLT_MIN) to 1", IN_SELFTEST | IN_PLAIN},
-        {NULL}};
+        {0}}; // the end: a row without a flag
     if (parse_args(argc, argv, &o->core, more, err, errlen) != 0) return -1;
     if (o->core.run_selftest && find_draft(o->draft) && strcmp(o->draft, "bigram") != 0)
         return fail_with(err, errlen, "--selftest runs every draft; with it --draft takes a "

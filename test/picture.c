@@ -431,7 +431,7 @@ int main(int argc, char **argv) {
     program_name = "picture"; // its messages' first word
     Options o; // ./specdec's options, parsed by its own table
     const char *out = NULL; // -o
-    const OptionSpec more[] = {{"-o", OPT_TEXT, &out, 0, 0, NULL, 0}, {NULL}}; // after its rows
+    const OptionSpec more[] = {{"-o", OPT_TEXT, &out, 0, 0, NULL, 0}, {0}}; // after its rows
     Loaded ld = {0}; // zeroed, as are the draft and the round: done: frees what was made
     BigramDraft draft = {0}; // the blog's bigram table, from -i
     Round r = {0}; // round 1: its buffers, what it drew
