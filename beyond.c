@@ -2243,12 +2243,11 @@ int parse_tree_shape(const char *text, int V, int S, TreeShape *shape, char *err
     }
 }
 
-// Fills o from argv; on a bad argument writes one line to err and returns -1.
+// Fills o from argv, specdec's options and its own; on a bad argument writes one line to err
+// and returns -1.
 int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t errlen) {
-    OptionSpec table[32] = {0}; // zeroed: the row after the last option is the table's end
     *o = (BeyondOptions){.draft = "bigram", .color = -1};
-    size_t n = core_options(&o->core, table); // specdec's options and defaults, then beyond's
-    const OptionSpec more[] = {
+    const OptionSpec more[] = { // after specdec's rows, checked as they are
         {"--color", OPT_FLAG, &o->color, 1, 0, NULL, IN_SELFTEST},
         {"--no-color", OPT_FLAG, &o->color, 0, 0, NULL, IN_SELFTEST},
         {"--draft", OPT_TEXT, &o->draft, 0, 0, NULL, IN_PLAIN}, // --selftest: a path, below
@@ -2260,20 +2259,18 @@ int parse_beyond_args(int argc, char **argv, BeyondOptions *o, char *err, size_t
         {"--top-p", OPT_REAL, &o->top_p, FLT_MIN, 1.0, "a probability mass above 0 (at "
          "least FLT_MIN, 1.18e-38) and at most 1", IN_SELFTEST},
         {"--draft-p-min", OPT_REAL, &o->draft_p_min, 0.0, 1.0, "0 (off) or a probability "
-         "from 1.18e-38 (FLT_MIN) to 1", IN_SELFTEST | IN_PLAIN}};
-    memcpy(table + n, more, sizeof(more));
-    long given = parse_table(argc, argv, table, "./beyond", err, errlen); // the rows named
-    if (given < 0 || check_options(table, given, &o->core, err, errlen) != 0) return -1;
+         "from 1.18e-38 (FLT_MIN) to 1", IN_SELFTEST | IN_PLAIN},
+        {0}}; // the end: a row without a flag
+    if (parse_args(argc, argv, &o->core, more, err, errlen) != 0) return -1;
     if (o->core.run_selftest && find_draft(o->draft) && strcmp(o->draft, "bigram") != 0)
         return fail_with(err, errlen, "--selftest runs every draft; with it --draft takes a "
                          "checkpoint's path, for gpt and cascade; drop --draft %s", o->draft);
-    if (o->tree && o->core.K) // the tree's levels are its K, for the chain beside it too
+    if (o->tree && !o->core.K_default) // the tree's levels are its K, for the chain beside it too
         return fail_with(err, errlen, "-k %d sets a chain's length, and --tree %s a tree's "
                          "levels (--compare's chain beside it takes that depth); drop -k",
                          o->core.K, o->tree);
-    o->core.K_default = o->core.K == 0 && !o->tree;
-    if (!o->tree) // -k's default, 4 guesses a round; a tree's depth is its own
-        o->core.K = o->core.K ? o->core.K : 4;
+    if (o->tree) // a tree's depth is its K: no chain of -k's default
+        o->core.K = o->core.K_default = 0;
     return 0;
 }
 
@@ -2333,7 +2330,7 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
     if (H > 0 && widen_ffn(g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    int n = snprintf(ld->source, sizeof(ld->source), "%s", ld->core.path);
+    int n = snprintf(ld->source, sizeof(ld->source), "%s", o->core.model_path);
     if (H > 0) // and what the weights became
         snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
                  "(%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
@@ -2424,7 +2421,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                                     (int)st[run].core.emitted, color);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->core.path, &st[run].core, err, errlen);
+        if (rc == 0 && stopped) rc = refuse_nonfinite(c->model_path, &st[run].core, err, errlen);
         if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs

@@ -1670,33 +1670,25 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     return 0;
 }
 
-// The options ./beyond adds: here each gets one line that names it.
-static const char *const BEYOND_FLAGS[] = {"--draft", "--tree", "--top-k", "--top-p",
-    "--draft-p-min", "--ffn-width", "--color", "--no-color"};
-
 // Reads argv against options (at most 62 rows, ending at a row without a flag): a repeated option
-// keeps its last value. Returns the rows named (bit j: row j); or -1, err naming program's -h.
-long parse_table(int argc, char **argv, const OptionSpec *options, const char *program,
-                 char *err, size_t errlen) {
+// keeps its last value. Returns the rows named (bit j: row j); or -1 with err set.
+static long parse_table(int argc, char **argv, const OptionSpec *options, char *err,
+                        size_t errlen) {
     long given = 0; // bit j: row j was named
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row of the table, which ends at a row without a flag
         for (size_t j = 0; options[j].flag; j++)
             if (!strcmp(a, options[j].flag)) opt = &options[j];
-        if (opt) given |= 1L << (opt - options);
-        for (size_t j = 0; !opt && j < sizeof(BEYOND_FLAGS) / sizeof(BEYOND_FLAGS[0]); j++)
-            if (!strcmp(a, BEYOND_FLAGS[j])) // an option of ./beyond, given to ./specdec
-                return fail_with(err, errlen, "%s goes beyond the blog: it is an option of "
-                                 "./beyond, which takes every option of ./specdec too (see "
-                                 "./beyond -h)", a);
-        if (!opt) // a typo, or the name of a tool beside it
-            return fail_with(err, errlen, "unknown option '%s' (see %s -h; the tools beside it "
-                             "are tinyshakespeare/train, test/bench and test/explain)", a, program);
+        if (!opt) // a typo, an option of ./beyond given to ./specdec, or the name of a tool
+            return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
+                             "options, ./beyond -h the papers' too; the tools beside them are "
+                             "tinyshakespeare/train, test/bench and test/explain)", a);
+        given |= 1L << (opt - options);
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
-            return fail_with(err, errlen, "option %s needs a value (see %s -h)", a, program);
+            return fail_with(err, errlen, "option %s needs a value (see -h)", a);
         else if (opt->kind == OPT_TEXT) // kept as given
             *(const char **)opt->field = argv[++i];
         else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
@@ -1705,63 +1697,45 @@ long parse_table(int argc, char **argv, const OptionSpec *options, const char *p
     return given;
 }
 
-// Sets o to the defaults (K 0: no -k yet; a fixed seed: repeatable runs) and fills table with
-// ./specdec's options, each pointing into o. Returns how many.
-size_t core_options(Options *o, OptionSpec *table) {
-    *o = (Options){.corpus_path = DEFAULT_CORPUS, .prompt = DEFAULT_PROMPT, .max_new_tokens = 200,
-                   .temperature = 1.0f, .seed = 42};
-    const OptionSpec options[] = {
+// Fills o from argv: ./specdec's options, then more's rows (./beyond's, test/picture's; NULL:
+// none). An option the action (--selftest, --plain) has no use for is refused, never ignored;
+// so is a second action. 0, or -1 with err's one line.
+int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *err,
+               size_t errlen) {
+    *o = (Options){.model_path = DEFAULT_MODEL, .corpus_path = DEFAULT_CORPUS,
+                   .prompt = DEFAULT_PROMPT, .max_new_tokens = 200, .temperature = 1.0f,
+                   .seed = 42}; // a fixed seed: repeatable runs; K: 0 until a -k (or below)
+    OptionSpec table[32] = { // zeroed after its rows: the row after the last is the table's end
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
-        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, 0},
-        {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL, 0},
-        {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL, 0},
+        {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, IN_SELFTEST | IN_PLAIN},
+        {"--compare", OPT_FLAG, &o->compare, 1, 0, NULL, IN_SELFTEST | IN_PLAIN},
+        {"--plain", OPT_FLAG, &o->plain, 1, 0, NULL, IN_SELFTEST}, // one action a run
         {"--selftest", OPT_FLAG, &o->run_selftest, 1, 0, NULL, 0},
         {"--no-prompt", OPT_FLAG, &o->no_prompt, 1, 0, NULL, IN_SELFTEST},
         {"-m", OPT_TEXT, &o->model_path, 0, 0, NULL, 0},
         {"-i", OPT_TEXT, &o->corpus_path, 0, 0, NULL, IN_PLAIN},
         {"-p", OPT_TEXT, &o->prompt, 0, 0, NULL, IN_SELFTEST},
-        {"-n", OPT_WHOLE, &o->max_new_tokens, 1, MAX_NEW_TOKENS,
-         "a whole number of tokens, 1 to 10000000", IN_SELFTEST},
-        {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number from 1 to block_size-1",
+        {"-n", OPT_WHOLE, &o->max_new_tokens, 1, MAX_NEW_TOKENS, "a whole number, 1 to 10000000",
+         IN_SELFTEST},
+        {"-k", OPT_WHOLE, &o->K, 1, 4096, "a whole number, 1 to block_size-1",
          IN_SELFTEST | IN_PLAIN},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}};
-    memcpy(table, options, sizeof(options));
-    return sizeof(options) / sizeof(options[0]);
-}
-
-// Refuses (the first that applies) two actions, or an option given for an action that has no
-// use for it (its row's idle_in): an option never does nothing silently. 0 if there is none.
-int check_options(const OptionSpec *options, long given, const Options *o, char *err,
-                  size_t errlen) {
-    if (o->plain && o->compare)
-        return fail_with(err, errlen, "--plain and --compare cannot be combined; --compare "
-                         "already runs plain decoding");
-    if (o->plain && o->trace) // plain decoding has no rounds to trace
-        return fail_with(err, errlen, "--trace shows the rounds of speculative decoding; drop "
-                         "--plain to see them");
-    if (o->run_selftest && (o->trace || o->compare || o->plain)) // one action a run
-        return fail_with(err, errlen, "--selftest and generation (--trace, --compare, --plain) "
-                         "are separate actions; give one per run");
+    size_t n = 14; // the rows above; more's follow them (up to 17: the last row stays the end)
+    for (size_t j = 0; more && more[j].flag && n + 1 < sizeof(table) / sizeof(table[0]); j++)
+        table[n++] = more[j];
+    long given = parse_table(argc, argv, table, err, errlen); // the rows named
+    if (given < 0) return -1;
     int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
-    const char *why = action == IN_SELFTEST ? "--selftest, which runs its own prompts, "
-                      "lengths, drafts, temperatures and seeds" : "--plain, which drafts nothing "
-                      "(no draft, and so no bigram table from -i)";
-    for (size_t j = 0; options[j].flag; j++)
-        if ((given >> j & 1) && (options[j].idle_in & action))
-            return fail_with(err, errlen, "%s has no effect with %s; drop %s", options[j].flag,
-                             why, options[j].flag);
-    return 0;
-}
-
-// Fills o from argv; on a bad argument writes one line to err and returns -1.
-int parse_args(int argc, char **argv, Options *o, char *err, size_t errlen) {
-    OptionSpec table[16] = {0}; // zeroed: the row after the last option is the table's end
-    core_options(o, table);
-    long given = parse_table(argc, argv, table, "./specdec", err, errlen); // the rows named
-    if (given < 0 || check_options(table, given, o, err, errlen) != 0) return -1;
+    const char *why = action == IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
+                      "lengths, drafts, temperatures and seeds)" : "--plain, which drafts nothing "
+                      "(no rounds to trace or compare, no bigram table from -i)";
+    for (size_t j = 0; j < n; j++)
+        if ((given >> j & 1) && (table[j].idle_in & action))
+            return fail_with(err, errlen, "%s has no effect with %s; drop %s", table[j].flag,
+                             why, table[j].flag);
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
@@ -1783,7 +1757,6 @@ typedef struct {
     GPT g;            // the target (-m)
     Vocab v;          // its vocabulary
     Corpus corpus;    // -i, encoded with v
-    const char *path; // the checkpoint's path, for the "model:" line
     int *prompt;      // (n_prompt) -p, a token per byte; --selftest: NULL
     int n_prompt;     // the prompt's length
 } Loaded;
@@ -1791,8 +1764,7 @@ typedef struct {
 // Loads the model and the corpus, and checks what needs them: -k, the prompt (encoded into
 // ld->prompt), and the corpus's length for the self-test. 0, or -1 with err set.
 int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
-    ld->path = o->model_path ? o->model_path : DEFAULT_MODEL;
-    if (load_checkpoint(ld->path, &ld->g, &ld->v, err, errlen) != 0) return -1;
+    if (load_checkpoint(o->model_path, &ld->g, &ld->v, err, errlen) != 0) return -1;
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
@@ -1859,7 +1831,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
-        if (rc == 0 && stopped) rc = refuse_nonfinite(ld->path, &st[run], err, errlen);
+        if (rc == 0 && stopped) rc = refuse_nonfinite(o->model_path, &st[run], err, errlen);
         if (rc == 0) print_stats(run ? "plain decoding" : "speculative decoding", &st[run], !run);
     }
     if (rc == 0 && o->compare) // equal texts are required at t = 0 and merely possible at t > 0
@@ -1879,7 +1851,7 @@ int main(int argc, char **argv) {
     char err[512] = ""; // a refusal's one line; done: prints it if something failed
     int rc = 1; // stays 1 until an action has run and succeeded
     // 1. the command line: every flag checked before anything is loaded
-    if (parse_args(argc, argv, &o, err, sizeof(err)) != 0) goto done;
+    if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above
         usage(stdout, "./specdec");
         return close_stdout();
@@ -1892,7 +1864,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     // 3. every input is good: say what runs, then run it
-    print_config(&ld.g, ld.path);
+    print_config(&ld.g, o.model_path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
                         : run_generation(&o, &ld, &draft, err, sizeof(err));
     if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory

@@ -1814,8 +1814,8 @@ int run_bench(GPT *g, Draft *drafts, int n_drafts, const Vocab *v, int csv,
 int main(int argc, char **argv) {
     program_name = "bench"; // its messages' first word
     Options o;
-    OptionSpec unused[16]; // the table core_options fills beside the defaults
-    core_options(&o, unused); // -m and -i below; the rest as ./specdec's defaults
+    char err[512];
+    parse_args(1, argv, &o, NULL, err, sizeof(err)); // no words: the defaults; -m, -i below
     int csv = 0, quick = 0, full = 0;
     const char *svg = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1880,7 +1880,6 @@ int main(int argc, char **argv) {
                    "--full: the sweep to 136 MB)");
         return 1;
     }
-    char err[512];
     // the chart's path is checked before minutes of measuring: can its .tmp be created?
     struct stat st;
     if (svg && (!*svg || (stat(svg, &st) == 0 && !S_ISREG(st.st_mode)))) {
@@ -1899,18 +1898,13 @@ int main(int argc, char **argv) {
         fclose(f);
         remove(tmp); // write_svg makes it again at the end
     }
-    // what every run decodes: ./specdec's default prompt and seed, read from parse_args
-    Options defaults;
-    char *no_args[] = {argv[0], NULL};
-    if (parse_args(1, no_args, &defaults, err, sizeof(err)) != 0) {
-        error_line("%s", err);
-        return 1;
-    }
-    PROMPT = defaults.prompt;
-    SEED = defaults.seed;
-    MODEL_PATH = o.model_path ? o.model_path : DEFAULT_MODEL;
+    // what every run decodes: ./specdec's default prompt and seed, as parse_args set them
+    PROMPT = o.prompt;
+    SEED = o.seed;
+    MODEL_PATH = o.model_path;
     int np = 0;
-    if (o.model_path) np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);
+    if (strcmp(o.model_path, DEFAULT_MODEL)) // a -m given: the commands name it
+        np += snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -m %s", o.model_path);
     if (strcmp(o.corpus_path, DEFAULT_CORPUS) && np < (int)sizeof(CMD_PATHS))
         snprintf(CMD_PATHS + np, sizeof(CMD_PATHS) - np, " -i %s", o.corpus_path);
     Loaded ld; // the model, its vocabulary and the corpus, as ./specdec loads them
@@ -1933,7 +1927,7 @@ int main(int argc, char **argv) {
         int tokens[64];
         if (encode_prompt(&ld.v, TEMPER_PROMPTS[i], tokens, err, sizeof(err)) != 0) goto done;
     }
-    print_config(&ld.g, ld.path);
+    print_config(&ld.g, o.model_path);
     // the drafts: the bigram first (the tempering section reads its table), then the GPT
     // draft, which is left out with a note when this model cannot take it (no draft.bin, or
     // another vocabulary or block size), then prompt lookup

@@ -126,7 +126,8 @@ static int is_word(const char *s, char **argv, int argc) {
 // (tree: ./beyond was given --tree, whose depth stands for K, which then stays 0).
 static void check_core_options(const Options *o, char **argv, int argc, int tree) {
     // every path and the prompt: the default or a word of argv, never a copy or a temporary
-    if (o->model_path && !is_word(o->model_path, argv, argc)) fail("-m does not point into argv", NULL);
+    if (strcmp(o->model_path, DEFAULT_MODEL) && !is_word(o->model_path, argv, argc))
+        fail("-m does not point into argv", NULL);
     if (strcmp(o->corpus_path, DEFAULT_CORPUS) && !is_word(o->corpus_path, argv, argc))
         fail("-i does not point into argv", NULL);
     if (strcmp(o->prompt, DEFAULT_PROMPT) && !is_word(o->prompt, argv, argc))
@@ -149,7 +150,7 @@ static void fuzz_parse_args(int argc, char **argv) {
     Options o;
     char err[ERRLEN];
     err[0] = '\0';
-    int rc = parse_args(argc, argv, &o, err, sizeof(err));
+    int rc = parse_args(argc, argv, &o, NULL, err, sizeof(err));
     Vocab v;
     build_vocab(&v, (const unsigned char *)SHAKESPEARE, sizeof(SHAKESPEARE) - 1);
     if (rc != 0) {

@@ -500,30 +500,27 @@ int main(int argc, char **argv) {
     program_name = "picture"; // its messages' first word
     Options o; // ./specdec's options, parsed by its own table
     const char *out = NULL; // -o
-    OptionSpec table[20] = {0}; // zeroed: the row after the last option is the table's end
-    size_t n = core_options(&o, table); // its rows and defaults, then -o
-    table[n] = (OptionSpec){"-o", OPT_TEXT, &out, 0, 0, NULL, 0};
+    const OptionSpec more[] = {{"-o", OPT_TEXT, &out, 0, 0, NULL, 0}, {0}}; // after its rows
     Loaded ld = {0}; // zeroed, as are the draft and the round: done: frees what was made
     BigramDraft draft = {0}; // the blog's bigram table, from -i
     Round r = {0}; // round 1: its buffers, what it drew
     char err[512] = ""; // a refusal's one line
     int rc = 1; // 1 until the picture is written
-    long given = parse_table(argc, argv, table, "test/picture", err, sizeof(err));
-    if (given < 0) goto done; // a typo, or a bad value
-    for (size_t j = 0; j < n; j++) // the flags of ./specdec's actions have no use here
-        if ((given >> j & 1) && table[j].kind == OPT_FLAG && table[j].field != &o.help) {
-            fail_with(err, sizeof(err), "%s has no use in test/picture, which draws round 1 "
-                      "of ./specdec --trace with the same options; drop it", table[j].flag);
-            goto done;
-        }
+    if (parse_args(argc, argv, &o, more, err, sizeof(err)) != 0) goto done; // a typo, a bad value
+    // the flags of ./specdec's actions have no use here
+    const char *flag = o.trace ? "--trace" : o.compare ? "--compare" : o.plain ? "--plain"
+                     : o.run_selftest ? "--selftest" : o.no_prompt ? "--no-prompt" : NULL;
+    if (flag) {
+        fail_with(err, sizeof(err), "%s has no use in test/picture, which draws round 1 of "
+                  "./specdec --trace with the same options; drop it", flag);
+        goto done;
+    }
     if (o.help) {
         printf("usage: test/picture [-m PATH] [-i PATH] [-p TEXT] [-n N] [-k K] [-t T] [-s SEED] "
                "-o PATH\n  round 1 of ./specdec --trace with the same options, drawn as an SVG "
                "into PATH\n  (make picture: notes/round1.svg; see test/picture.c)\n");
         return close_stdout();
     }
-    o.K_default = o.K == 0;
-    o.K = o.K ? o.K : 4; // -k's default, as parse_args sets it
     if (!out || !*out) {
         fail_with(err, sizeof(err), "-o PATH is required: where to write the SVG (make picture "
                   "writes notes/round1.svg)");
