@@ -891,6 +891,7 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
 float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 // Points *bufs[i] at n[i] zeroed floats, i < count; 0 if all succeeded (the caller frees).
+// Each buffer is an allocation of its own, so valgrind and -fsanitize catch an overrun.
 static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
     int ok = 1;
     for (size_t i = 0; i < count; i++) ok &= (*bufs[i] = alloc_floats(n[i])) != NULL;
@@ -904,59 +905,42 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     // the caches are views, not owned: forward points them at each layer's
     *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
     // sized for a full context (T = S), so any pass, prefill included, fits
-    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden, &a->ffwd};
+    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden,
+                      &a->ffwd};
     size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
     return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 void free_block_acts(BlockActs *a) {
-    void *owned[] = {a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden, a->ffwd};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden,
+                        a->ffwd}, 8);
     memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
 }
 
-// Allocates the activations and the KV cache for a config; 0 on success.
-int build_run_state(RunState *s, const Config *c) {
-    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    // zeroed, so that a cache position never written reads as zero in a debugger; each cache
-    // is 4 * 32 * 64 floats, 32 KiB
-    float **bufs[] = {&s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits, &s->key_cache,
-                      &s->value_cache};
-    size_t n[] = {S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
-    int rc = alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
-    s->cache_len = 0; // empty: the first pass is a prefill
-    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
-    int blk = build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
-    return (rc == 0 && blk == 0) ? 0 : -1;
-}
-
-// Frees what build_run_state allocated.
-void free_run_state(RunState *s) {
-    free_block_acts(&s->block);
-    void *owned[] = {s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
-                     s->value_cache};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
-    memset(s, 0, sizeof(*s));
-}
-
-// Allocates parameters (zeroed) and run state for a config; 0 on success.
+// Allocates the parameters, the activations and the KV cache for a config, all zeroed;
+// 0 on success. On -1 (out of memory) the half-built GPT still frees safely (free_gpt).
 int build_gpt(GPT *g, const Config *c) {
-    memset(g, 0, sizeof(*g));
-    g->config = *c;
-    size_t sizes[N_TENSORS];
-    g->n_params = weight_sizes(c, sizes);
-    // one allocation for all parameters: one copy in, one copy out, one free
-    g->params = alloc_floats(g->n_params);
-    if (!g->params) return -1;
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer, sizes[N_TENSORS];
+    *g = (GPT){.config = *c, .n_params = weight_sizes(c, sizes)}; // cache_len 0: a prefill next
+    RunState *s = &g->state;
+    // one allocation for all parameters: one copy in, one copy out, one free; a cache
+    // position never written reads as zero in a debugger (a cache: 4 * 32 * 64 floats, 32 KiB)
+    float **bufs[] = {&g->params, &s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits,
+                      &s->key_cache, &s->value_cache};
+    size_t n[] = {g->n_params, S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
+    if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
     point_weights(&g->w, g->params, sizes);
-    return build_run_state(&g->state, c);
+    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
+    return build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
 }
 
 // Frees what build_gpt allocated; safe on a zeroed or half-built GPT (free takes NULLs).
 void free_gpt(GPT *g) {
-    free(g->params);
-    free_run_state(&g->state);
+    RunState *s = &g->state;
+    free_block_acts(&s->block);
+    free_all((void *[]){g->params, s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
+                        s->value_cache}, 8);
     memset(g, 0, sizeof(*g));
 }
 
@@ -974,11 +958,8 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
     for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
     v->size = 0;
     for (int b = 0; b < 256; b++) {
-        v->id[b] = -1;
-        if (!seen[b]) continue; // not in the text: no token
-        v->id[b] = v->size; // the next token number, so tokens go in byte order
-        v->chars[v->size] = (unsigned char)b;
-        v->size++;
+        v->id[b] = seen[b] ? v->size : -1; // the next token number, or none: not in the text
+        if (seen[b]) v->chars[v->size++] = (unsigned char)b; // so tokens go in byte order
     }
 }
 
@@ -1010,9 +991,8 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
-    void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
-                     b->residual, b->emitted, b->prefill_probs};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
+                        b->residual, b->emitted, b->prefill_probs}, 8);
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
