@@ -1084,12 +1084,9 @@ int output_failed(const DecodeOptions *o) { return o->out && ferror(o->out); }
 
 // Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
 void visible_char(char out[8], unsigned char b) {
-    if (b == '\n' || b == '\t' || b == '\'' || b == '\\') // a backslash escape, as C writes it
-        snprintf(out, 8, "'\\%c'", b == '\n' ? 'n' : b == '\t' ? 't' : b);
-    else if (isprint(b))
-        snprintf(out, 8, "'%c'", b);
-    else
-        snprintf(out, 8, "'\\x%02x'", b);
+    int escaped = b == '\n' || b == '\t' || b == '\'' || b == '\\'; // a backslash, as C writes it
+    const char *format = escaped ? "'\\%c'" : isprint(b) ? "'%c'" : "'\\x%02x'";
+    snprintf(out, 8, format, b == '\n' ? 'n' : b == '\t' ? 't' : b);
 }
 
 // Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
@@ -1151,16 +1148,14 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     visible_char(vis, decode(o->vocab, b->all_tokens[0]));
     fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds, vis,
             cache_len, k);
-    if (k == 0) // current_token takes the last position: no room for a guess
-        fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
-                "a guess would need the next\n");
-    else
-        fprintf(stderr, "  DRAFT   %s", vis); // current_token -> c0 -> c1 ..
+    // current_token -> c0 -> c1 ..; or none, when current_token takes the last position
+    fprintf(stderr, "  DRAFT   %s", k ? vis : "none: current_token takes the cache's last "
+            "position, and a guess would need the next");
     for (int i = 0; i < k; i++) {
         visible_char(vis, decode(o->vocab, b->candidates[i]));
         fprintf(stderr, " -> %s (q=%.3f)", vis, b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
     }
-    if (k > 0) fputc('\n', stderr);
+    fputc('\n', stderr);
     fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
     trace_decisions(o, b, k, num_accepted);
@@ -1168,18 +1163,16 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->emitted[i]);
-        if (ch == '\n') fputs("\\n", stderr);
-        else if (ch == '"' || ch == '\\') fprintf(stderr, "\\%c", ch);
-        else if (isprint(ch)) fputc(ch, stderr);
-        else fprintf(stderr, "\\x%02x", ch);
+        int escaped = ch == '\n' || ch == '"' || ch == '\\'; // a tab, unlike visible_char's: \x09
+        fprintf(stderr, escaped ? "\\%c" : isprint(ch) ? "%c" : "\\x%02x", ch == '\n' ? 'n' : ch);
     }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
-    int verified = cache_len + k + 1; // the verify pass added k+1 positions
-    int keep = cache_len + num_accepted; // trim_kv_cache's keep
+    // the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
     visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d, dropped %d); %s is the "
-            "new current_token\n", verified, keep, num_accepted - 1, verified - keep, vis);
+            "new current_token\n", cache_len + k + 1, cache_len + num_accepted, num_accepted - 1,
+            k + 1 - num_accepted, vis);
 }
 
 // a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
