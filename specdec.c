@@ -1082,20 +1082,20 @@ void show_tokens(const DecodeOptions *o, const int *tokens, int n) {
 // True once the stream failed (a closed pipe, a full disk): the loops stop there.
 int output_failed(const DecodeOptions *o) { return o->out && ferror(o->out); }
 
-// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
-void visible_char(char out[8], unsigned char b) {
+// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'; returns out, for a printf.
+char *visible_char(char out[8], unsigned char b) {
     int escaped = b == '\n' || b == '\t' || b == '\'' || b == '\\'; // a backslash, as C writes it
     const char *format = escaped ? "'\\%c'" : isprint(b) ? "'%c'" : "'\\x%02x'";
     snprintf(out, 8, format, b == '\n' ? 'n' : b == '\t' ? 't' : b);
+    return out;
 }
 
 // Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
     char vis[8];
-    visible_char(vis, decode(o->vocab, sampled));
     fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
             "sampled %s, the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
-            n_tokens - 1, n_tokens, vis);
+            n_tokens - 1, n_tokens, visible_char(vis, decode(o->vocab, sampled)));
 }
 
 // Prints a refill: the cache was full, and the window restarted (make_room).
@@ -1106,18 +1106,16 @@ void trace_refill(int n_tokens) {
 }
 
 // Prints the ACCEPT/REJECT lines: one per candidate judged, then how the round ended.
-static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
-                            int num_accepted) {
+static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted) {
     int V = b->V, judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
     char vis[8];
     if (judged > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
     for (int i = 0; i < judged; i++) {
         int c = b->candidates[i];
-        double p = b->target_probs[(size_t)i * V + c];
-        double q = b->draft_probs[(size_t)i * V + c];
-        visible_char(vis, decode(o->vocab, c));
-        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n", vis, p, q,
-                p / q, fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT");
+        double p = b->target_probs[(size_t)i * V + c], q = b->draft_probs[(size_t)i * V + c];
+        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
+                visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
+                i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
     int left = k - b->rejected_at - 1; // drafted after a rejected one
@@ -1144,17 +1142,15 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
 // Prints one round the way the blog's worked example reads, with real numbers.
 void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
                  int cache_len) {
-    char vis[8];
-    visible_char(vis, decode(o->vocab, b->all_tokens[0]));
-    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds, vis,
-            cache_len, k);
+    char vis[8]; // current_token, then each guess, then the new current_token
+    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds,
+            visible_char(vis, decode(o->vocab, b->all_tokens[0])), cache_len, k);
     // current_token -> c0 -> c1 ..; or none, when current_token takes the last position
     fprintf(stderr, "  DRAFT   %s", k ? vis : "none: current_token takes the cache's last "
             "position, and a guess would need the next");
-    for (int i = 0; i < k; i++) {
-        visible_char(vis, decode(o->vocab, b->candidates[i]));
-        fprintf(stderr, " -> %s (q=%.3f)", vis, b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
-    }
+    for (int i = 0; i < k; i++) // each guess, and the draft's probability of it
+        fprintf(stderr, " -> %s (q=%.3f)", visible_char(vis, decode(o->vocab, b->candidates[i])),
+                b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
     fputc('\n', stderr);
     fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
@@ -1169,10 +1165,10 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
     // the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
-    visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d, dropped %d); %s is the "
             "new current_token\n", cache_len + k + 1, cache_len + num_accepted, num_accepted - 1,
-            k + 1 - num_accepted, vis);
+            k + 1 - num_accepted,
+            visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1])));
 }
 
 // a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
