@@ -1184,34 +1184,32 @@ double expected_tokens_per_pass(double alpha, double K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints the counters of one generation, one per line, on stderr.
+// Prints the counters of one generation on stderr, a line each. A line's "\n" starts the
+// next, so that speculation's part can go on the first one ("(1 from the prefill, ..").
 void print_stats(const char *title, const Stats *s, int speculative) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld", title, s->emitted);
-    if (speculative) // the prefill's first token, then the rounds'
-        fprintf(stderr, "   (1 from the prefill, %ld from the rounds)", s->round_tokens);
-    fputc('\n', stderr);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s), mean_k = ratio(s->drafted, s->rounds);
-        fprintf(stderr, "  rounds                  %ld   (%ld ending in a resample, %ld in a "
-                "bonus, %ld in neither: no room for a guess, or a last round)\n", s->rounds,
+        fprintf(stderr, "   (1 from the prefill, %ld from the rounds)", s->round_tokens);
+        fprintf(stderr, "\n  rounds                  %ld   (%ld ending in a resample, %ld in a "
+                "bonus, %ld in neither: no room for a guess, or a last round)", s->rounds,
                 s->resampled, s->bonus, s->rounds - s->resampled - s->bonus);
-        fprintf(stderr, "  drafted                 %ld   (k = %.2f a round, on average)\n",
+        fprintf(stderr, "\n  drafted                 %ld   (k = %.2f a round, on average)",
                 s->drafted, mean_k);
-        fprintf(stderr, "  accepted                %ld of %ld judged: acceptance rate %.3f (a "
-                "rejection ends its round: the guesses after it are never judged)\n",
+        fprintf(stderr, "\n  accepted                %ld of %ld judged: acceptance rate %.3f (a "
+                "rejection ends its round: the guesses after it are never judged)",
                 s->accepted, s->judged, ratio(s->accepted, s->judged));
-        fprintf(stderr, "  alpha                   %.3f   (the mean of sum min(p, q) over the "
+        fprintf(stderr, "\n  alpha                   %.3f   (the mean of sum min(p, q) over the "
                 "judged: each guess's chance to pass; the rate counts passes, and differs from "
-                "alpha by chance)\n", alpha);
-        fprintf(stderr, "  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
-                "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)\n",
+                "alpha by chance)", alpha);
+        fprintf(stderr, "\n  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
+                "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)",
                 ratio(s->round_tokens, s->rounds), s->round_tokens, s->rounds,
                 expected_tokens_per_pass(alpha, mean_k));
     }
-    fprintf(stderr, "  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
+    fprintf(stderr, "\n  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
             s->target_passes, s->passes[PREFILL_PASS], s->passes[REFILL_PASS],
-            s->passes[speculative ? VERIFY_PASS : STEP_PASS],
-            speculative ? "verify" : "one-token");
+            s->passes[speculative ? VERIFY_PASS : STEP_PASS], speculative ? "verify" : "one-token");
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             ratio(s->emitted, s->seconds));
 }
@@ -1228,9 +1226,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
     // c(k+1): a round's time (nearly all of it its verify pass of k+1 tokens) in one-token steps
     double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
                      ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
-    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took c(k+1) "
-            "= %.2f one-token steps in this run and gave %.2f tokens: time falls only where the "
-            "tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
+    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took "
+            "c(k+1) = %.2f one-token steps in this run and gave %.2f tokens: time falls only "
+            "where the tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
             ratio(spec->round_tokens, spec->rounds));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again
