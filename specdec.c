@@ -881,10 +881,7 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
         &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
         &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
         &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
-    for (int i = 0; i < N_TENSORS; i++) {
-        *fields[i] = p; // each tensor starts where the one before it ended: no gaps
-        p += sizes[i];
-    }
+    for (int i = 0; i < N_TENSORS; p += sizes[i++]) *fields[i] = p; // back to back: no gaps
 }
 
 // n zeroed floats, or NULL.
@@ -918,8 +915,7 @@ void free_block_acts(BlockActs *a) {
     memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
 }
 
-// Allocates the parameters, the activations and the KV cache for a config, all zeroed;
-// 0 on success. On -1 (out of memory) the half-built GPT still frees safely (free_gpt).
+// Allocates parameters, activations and KV cache, zeroed: 0; or -1, and free_gpt still frees it.
 int build_gpt(GPT *g, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer, sizes[N_TENSORS];
     *g = (GPT){.config = *c, .n_params = weight_sizes(c, sizes)}; // cache_len 0: a prefill next
@@ -965,10 +961,8 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
 
 // Encodes n bytes into tokens; returns the index of the first byte not in the vocabulary, or -1.
 long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
-    for (size_t i = 0; i < n; i++) {
-        if (v->id[text[i]] < 0) return (long)i;
-        tokens[i] = v->id[text[i]];
-    }
+    for (size_t i = 0; i < n; i++)
+        if ((tokens[i] = v->id[text[i]]) < 0) return (long)i; // the -1 there is no token
     return -1;
 }
 
@@ -1145,17 +1139,15 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     char vis[8]; // current_token, then each guess, then the new current_token
     fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds,
             visible_char(vis, decode(o->vocab, b->all_tokens[0])), cache_len, k);
-    // current_token -> c0 -> c1 ..; or none, when current_token takes the last position
+    // current_token -> c0 -> c1 .., or none; the VERIFY line's "\n" ends this line
     fprintf(stderr, "  DRAFT   %s", k ? vis : "none: current_token takes the cache's last "
             "position, and a guess would need the next");
     for (int i = 0; i < k; i++) // each guess, and the draft's probability of it
         fprintf(stderr, " -> %s (q=%.3f)", visible_char(vis, decode(o->vocab, b->candidates[i])),
                 b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
-    fputc('\n', stderr);
-    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
+    fprintf(stderr, "\n  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
     trace_decisions(o, b, k, num_accepted);
-    // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
     fprintf(stderr, "  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->emitted[i]);
@@ -1164,7 +1156,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
-    // the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
+    // TRIM: the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d, dropped %d); %s is the "
             "new current_token\n", cache_len + k + 1, cache_len + num_accepted, num_accepted - 1,
             k + 1 - num_accepted,
@@ -1184,8 +1176,7 @@ double expected_tokens_per_pass(double alpha, double K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints the counters of one generation on stderr, a line each. A line's "\n" starts the
-// next, so that speculation's part can go on the first one ("(1 from the prefill, ..").
+// Prints a generation's counters on stderr, a line each; "\n" starts a line, so lines can grow.
 void print_stats(const char *title, const Stats *s, int speculative) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld", title, s->emitted);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
