@@ -868,9 +868,8 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
         L * H * C, L * C,                // ffwd down
         C, C,                            // ln_f
         C * V, V};                       // lm_head
-    memcpy(sizes, table, sizeof(table));
     size_t total = 0; // P: 209,729 for the shipped model
-    for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
+    for (int i = 0; i < N_TENSORS; i++) total += (sizes[i] = table[i]); // copy out, add up
     return total;
 }
 
@@ -888,7 +887,6 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
 float *alloc_floats(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
 
 // Points *bufs[i] at n[i] zeroed floats, i < count; 0 if all succeeded (the caller frees).
-// Each buffer is an allocation of its own, so valgrind and -fsanitize catch an overrun.
 static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
     int ok = 1;
     for (size_t i = 0; i < count; i++) ok &= (*bufs[i] = alloc_floats(n[i])) != NULL;
@@ -1111,7 +1109,7 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
-    // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
+    // the round's last token: a resample, a bonus, or neither; RESULT's "\n" ends its line
     int left = k - b->rejected_at - 1; // drafted after a rejected one
     double mass = 0.0; // the residual's: the chance that this position's guess is rejected
     for (int x = 0; x < V; x++) mass += b->residual[x];
@@ -1121,16 +1119,15 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 b->u_last, vis);
         if (left > 0)
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
-        fputc('\n', stderr);
     } else if (k == 0) // nothing was drafted
         fprintf(stderr, "  STEP    one token from target_probs[0] with u=%.3f -> %s, as plain "
-                "decoding samples it\n", b->u_last, vis);
+                "decoding samples it", b->u_last, vis);
     else if (num_accepted == k + 1)
         fprintf(stderr, "  BONUS   all %d passed: one more token from target_probs[%d] with "
-                "u=%.3f -> %s\n", k, k, b->u_last, vis);
+                "u=%.3f -> %s", k, k, b->u_last, vis);
     else // a last round, which allows no bonus
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
-                "still needed)\n", k);
+                "still needed)", k);
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
@@ -1148,7 +1145,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "\n  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
     trace_decisions(o, b, k, num_accepted);
-    fprintf(stderr, "  RESULT  emitted \"");
+    fprintf(stderr, "\n  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->emitted[i]);
         int escaped = ch == '\n' || ch == '"' || ch == '\\'; // a tab, unlike visible_char's: \x09
