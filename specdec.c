@@ -868,9 +868,8 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
         L * H * C, L * C,                // ffwd down
         C, C,                            // ln_f
         C * V, V};                       // lm_head
-    memcpy(sizes, table, sizeof(table));
     size_t total = 0; // P: 209,729 for the shipped model
-    for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
+    for (int i = 0; i < N_TENSORS; i++) total += (sizes[i] = table[i]); // copy out, add up
     return total;
 }
 
@@ -881,10 +880,7 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
         &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
         &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
         &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
-    for (int i = 0; i < N_TENSORS; i++) {
-        *fields[i] = p; // each tensor starts where the one before it ended: no gaps
-        p += sizes[i];
-    }
+    for (int i = 0; i < N_TENSORS; p += sizes[i++]) *fields[i] = p; // back to back: no gaps
 }
 
 // n zeroed floats, or NULL.
@@ -904,59 +900,41 @@ int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, f
     // the caches are views, not owned: forward points them at each layer's
     *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
     // sized for a full context (T = S), so any pass, prefill included, fits
-    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden, &a->ffwd};
+    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden,
+                      &a->ffwd};
     size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
     return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
 }
 
 // Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
 void free_block_acts(BlockActs *a) {
-    void *owned[] = {a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden, a->ffwd};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden,
+                        a->ffwd}, 8);
     memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
 }
 
-// Allocates the activations and the KV cache for a config; 0 on success.
-int build_run_state(RunState *s, const Config *c) {
-    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer;
-    // zeroed, so that a cache position never written reads as zero in a debugger; each cache
-    // is 4 * 32 * 64 floats, 32 KiB
-    float **bufs[] = {&s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits, &s->key_cache,
-                      &s->value_cache};
-    size_t n[] = {S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
-    int rc = alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
-    s->cache_len = 0; // empty: the first pass is a prefill
-    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
-    int blk = build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
-    return (rc == 0 && blk == 0) ? 0 : -1;
-}
-
-// Frees what build_run_state allocated.
-void free_run_state(RunState *s) {
-    free_block_acts(&s->block);
-    void *owned[] = {s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
-                     s->value_cache};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
-    memset(s, 0, sizeof(*s));
-}
-
-// Allocates parameters (zeroed) and run state for a config; 0 on success.
+// Allocates parameters, activations and KV cache, zeroed: 0; or -1, and free_gpt still frees it.
 int build_gpt(GPT *g, const Config *c) {
-    memset(g, 0, sizeof(*g));
-    g->config = *c;
-    size_t sizes[N_TENSORS];
-    g->n_params = weight_sizes(c, sizes);
-    // one allocation for all parameters: one copy in, one copy out, one free
-    g->params = alloc_floats(g->n_params);
-    if (!g->params) return -1;
+    size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer, sizes[N_TENSORS];
+    *g = (GPT){.config = *c, .n_params = weight_sizes(c, sizes)}; // cache_len 0: a prefill next
+    RunState *s = &g->state;
+    // one allocation for all parameters: one copy in, one copy out, one free; a cache
+    // position never written reads as zero in a debugger (a cache: 4 * 32 * 64 floats, 32 KiB)
+    float **bufs[] = {&g->params, &s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits,
+                      &s->key_cache, &s->value_cache};
+    size_t n[] = {g->n_params, S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
+    if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
     point_weights(&g->w, g->params, sizes);
-    return build_run_state(&g->state, c);
+    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
+    return build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
 }
 
 // Frees what build_gpt allocated; safe on a zeroed or half-built GPT (free takes NULLs).
 void free_gpt(GPT *g) {
-    free(g->params);
-    free_run_state(&g->state);
+    RunState *s = &g->state;
+    free_block_acts(&s->block);
+    free_all((void *[]){g->params, s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
+                        s->value_cache}, 8);
     memset(g, 0, sizeof(*g));
 }
 
@@ -974,20 +952,15 @@ void build_vocab(Vocab *v, const unsigned char *text, size_t n) {
     for (size_t i = 0; i < n; i++) seen[text[i]] = 1;
     v->size = 0;
     for (int b = 0; b < 256; b++) {
-        v->id[b] = -1;
-        if (!seen[b]) continue; // not in the text: no token
-        v->id[b] = v->size; // the next token number, so tokens go in byte order
-        v->chars[v->size] = (unsigned char)b;
-        v->size++;
+        v->id[b] = seen[b] ? v->size : -1; // the next token number, or none: not in the text
+        if (seen[b]) v->chars[v->size++] = (unsigned char)b; // so tokens go in byte order
     }
 }
 
 // Encodes n bytes into tokens; returns the index of the first byte not in the vocabulary, or -1.
 long encode(const Vocab *v, const unsigned char *text, size_t n, int *tokens) {
-    for (size_t i = 0; i < n; i++) {
-        if (v->id[text[i]] < 0) return (long)i;
-        tokens[i] = v->id[text[i]];
-    }
+    for (size_t i = 0; i < n; i++)
+        if ((tokens[i] = v->id[text[i]]) < 0) return (long)i; // the -1 there is no token
     return -1;
 }
 
@@ -1010,9 +983,8 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
-    void *owned[] = {b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
-                     b->residual, b->emitted, b->prefill_probs};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
+                        b->residual, b->emitted, b->prefill_probs}, 8);
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
@@ -1102,23 +1074,20 @@ void show_tokens(const DecodeOptions *o, const int *tokens, int n) {
 // True once the stream failed (a closed pipe, a full disk): the loops stop there.
 int output_failed(const DecodeOptions *o) { return o->out && ferror(o->out); }
 
-// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'.
-void visible_char(char out[8], unsigned char b) {
-    if (b == '\n' || b == '\t' || b == '\'' || b == '\\') // a backslash escape, as C writes it
-        snprintf(out, 8, "'\\%c'", b == '\n' ? 'n' : b == '\t' ? 't' : b);
-    else if (isprint(b))
-        snprintf(out, 8, "'%c'", b);
-    else
-        snprintf(out, 8, "'\\x%02x'", b);
+// Writes a byte so that it can be seen: '\n', ' ', 'a', '\x07'; returns out, for a printf.
+char *visible_char(char out[8], unsigned char b) {
+    int escaped = b == '\n' || b == '\t' || b == '\'' || b == '\\'; // a backslash, as C writes it
+    const char *format = escaped ? "'\\%c'" : isprint(b) ? "'%c'" : "'\\x%02x'";
+    snprintf(out, 8, format, b == '\n' ? 'n' : b == '\t' ? 't' : b);
+    return out;
 }
 
 // Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
     char vis[8];
-    visible_char(vis, decode(o->vocab, sampled));
     fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
             "sampled %s, the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
-            n_tokens - 1, n_tokens, vis);
+            n_tokens - 1, n_tokens, visible_char(vis, decode(o->vocab, sampled)));
 }
 
 // Prints a refill: the cache was full, and the window restarted (make_room).
@@ -1129,20 +1098,18 @@ void trace_refill(int n_tokens) {
 }
 
 // Prints the ACCEPT/REJECT lines: one per candidate judged, then how the round ended.
-static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
-                            int num_accepted) {
+static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted) {
     int V = b->V, judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
     char vis[8];
     if (judged > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
     for (int i = 0; i < judged; i++) {
         int c = b->candidates[i];
-        double p = b->target_probs[(size_t)i * V + c];
-        double q = b->draft_probs[(size_t)i * V + c];
-        visible_char(vis, decode(o->vocab, c));
-        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n", vis, p, q,
-                p / q, fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT");
+        double p = b->target_probs[(size_t)i * V + c], q = b->draft_probs[(size_t)i * V + c];
+        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
+                visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
+                i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
-    // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
+    // the round's last token: a resample, a bonus, or neither; RESULT's "\n" ends its line
     int left = k - b->rejected_at - 1; // drafted after a rejected one
     double mass = 0.0; // the residual's: the chance that this position's guess is rejected
     for (int x = 0; x < V; x++) mass += b->residual[x];
@@ -1152,54 +1119,45 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 b->u_last, vis);
         if (left > 0)
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
-        fputc('\n', stderr);
     } else if (k == 0) // nothing was drafted
         fprintf(stderr, "  STEP    one token from target_probs[0] with u=%.3f -> %s, as plain "
-                "decoding samples it\n", b->u_last, vis);
+                "decoding samples it", b->u_last, vis);
     else if (num_accepted == k + 1)
         fprintf(stderr, "  BONUS   all %d passed: one more token from target_probs[%d] with "
-                "u=%.3f -> %s\n", k, k, b->u_last, vis);
+                "u=%.3f -> %s", k, k, b->u_last, vis);
     else // a last round, which allows no bonus
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
-                "still needed)\n", k);
+                "still needed)", k);
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
 void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
                  int cache_len) {
-    char vis[8];
-    visible_char(vis, decode(o->vocab, b->all_tokens[0]));
-    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds, vis,
-            cache_len, k);
-    if (k == 0) // current_token takes the last position: no room for a guess
-        fprintf(stderr, "  DRAFT   none: current_token takes the cache's last position, and "
-                "a guess would need the next\n");
-    else
-        fprintf(stderr, "  DRAFT   %s", vis); // current_token -> c0 -> c1 ..
-    for (int i = 0; i < k; i++) {
-        visible_char(vis, decode(o->vocab, b->candidates[i]));
-        fprintf(stderr, " -> %s (q=%.3f)", vis, b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
-    }
-    if (k > 0) fputc('\n', stderr);
-    fprintf(stderr, "  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
+    char vis[8]; // current_token, then each guess, then the new current_token
+    fprintf(stderr, "\nround %ld: current_token %s, cache_len %d, k %d\n", o->st->rounds,
+            visible_char(vis, decode(o->vocab, b->all_tokens[0])), cache_len, k);
+    // current_token -> c0 -> c1 .., or none; the VERIFY line's "\n" ends this line
+    fprintf(stderr, "  DRAFT   %s", k ? vis : "none: current_token takes the cache's last "
+            "position, and a guess would need the next");
+    for (int i = 0; i < k; i++) // each guess, and the draft's probability of it
+        fprintf(stderr, " -> %s (q=%.3f)", visible_char(vis, decode(o->vocab, b->candidates[i])),
+                b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
+    fprintf(stderr, "\n  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
     trace_decisions(o, b, k, num_accepted);
-    // RESULT and TRIM: what the round emitted, and the cache rolled back to match it
-    fprintf(stderr, "  RESULT  emitted \"");
+    fprintf(stderr, "\n  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->emitted[i]);
-        if (ch == '\n') fputs("\\n", stderr);
-        else if (ch == '"' || ch == '\\') fprintf(stderr, "\\%c", ch);
-        else if (isprint(ch)) fputc(ch, stderr);
-        else fprintf(stderr, "\\x%02x", ch);
+        int escaped = ch == '\n' || ch == '"' || ch == '\\'; // a tab, unlike visible_char's: \x09
+        fprintf(stderr, escaped ? "\\%c" : isprint(ch) ? "%c" : "\\x%02x", ch == '\n' ? 'n' : ch);
     }
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
-    int verified = cache_len + k + 1; // the verify pass added k+1 positions
-    int keep = cache_len + num_accepted; // trim_kv_cache's keep
-    visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
+    // TRIM: the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
     fprintf(stderr, "  TRIM    cache_len %d -> %d (kept current + %d, dropped %d); %s is the "
-            "new current_token\n", verified, keep, num_accepted - 1, verified - keep, vis);
+            "new current_token\n", cache_len + k + 1, cache_len + num_accepted, num_accepted - 1,
+            k + 1 - num_accepted,
+            visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1])));
 }
 
 // a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.
@@ -1215,34 +1173,31 @@ double expected_tokens_per_pass(double alpha, double K) {
     return alpha < 1.0 ? (1.0 - pow(alpha, K + 1)) / (1.0 - alpha) : K + 1.0; // 0/0 at alpha 1
 }
 
-// Prints the counters of one generation, one per line, on stderr.
+// Prints a generation's counters on stderr, a line each; "\n" starts a line, so lines can grow.
 void print_stats(const char *title, const Stats *s, int speculative) {
     fprintf(stderr, "\n%s\n  tokens emitted          %ld", title, s->emitted);
-    if (speculative) // the prefill's first token, then the rounds'
-        fprintf(stderr, "   (1 from the prefill, %ld from the rounds)", s->round_tokens);
-    fputc('\n', stderr);
     if (speculative) { // speculation's own counters: how much was guessed, kept and paid for
         double alpha = stats_alpha(s), mean_k = ratio(s->drafted, s->rounds);
-        fprintf(stderr, "  rounds                  %ld   (%ld ending in a resample, %ld in a "
-                "bonus, %ld in neither: no room for a guess, or a last round)\n", s->rounds,
+        fprintf(stderr, "   (1 from the prefill, %ld from the rounds)", s->round_tokens);
+        fprintf(stderr, "\n  rounds                  %ld   (%ld ending in a resample, %ld in a "
+                "bonus, %ld in neither: no room for a guess, or a last round)", s->rounds,
                 s->resampled, s->bonus, s->rounds - s->resampled - s->bonus);
-        fprintf(stderr, "  drafted                 %ld   (k = %.2f a round, on average)\n",
+        fprintf(stderr, "\n  drafted                 %ld   (k = %.2f a round, on average)",
                 s->drafted, mean_k);
-        fprintf(stderr, "  accepted                %ld of %ld judged: acceptance rate %.3f (a "
-                "rejection ends its round: the guesses after it are never judged)\n",
+        fprintf(stderr, "\n  accepted                %ld of %ld judged: acceptance rate %.3f (a "
+                "rejection ends its round: the guesses after it are never judged)",
                 s->accepted, s->judged, ratio(s->accepted, s->judged));
-        fprintf(stderr, "  alpha                   %.3f   (the mean of sum min(p, q) over the "
+        fprintf(stderr, "\n  alpha                   %.3f   (the mean of sum min(p, q) over the "
                 "judged: each guess's chance to pass; the rate counts passes, and differs from "
-                "alpha by chance)\n", alpha);
-        fprintf(stderr, "  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
-                "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)\n",
+                "alpha by chance)", alpha);
+        fprintf(stderr, "\n  tokens per verify pass  %.3f   (%ld tokens / %ld passes; predicted "
+                "(1 - alpha^(k+1)) / (1 - alpha) at the mean k: %.3f)",
                 ratio(s->round_tokens, s->rounds), s->round_tokens, s->rounds,
                 expected_tokens_per_pass(alpha, mean_k));
     }
-    fprintf(stderr, "  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
+    fprintf(stderr, "\n  target passes           %ld   (%ld prefill, %ld refill, %ld %s)\n",
             s->target_passes, s->passes[PREFILL_PASS], s->passes[REFILL_PASS],
-            s->passes[speculative ? VERIFY_PASS : STEP_PASS],
-            speculative ? "verify" : "one-token");
+            s->passes[speculative ? VERIFY_PASS : STEP_PASS], speculative ? "verify" : "one-token");
     fprintf(stderr, "  wall time               %.3f ms   %.0f tokens/s\n", 1e3 * s->seconds,
             ratio(s->emitted, s->seconds));
 }
@@ -1259,9 +1214,9 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
     // c(k+1): a round's time (nearly all of it its verify pass of k+1 tokens) in one-token steps
     double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
                      ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
-    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took c(k+1) "
-            "= %.2f one-token steps in this run and gave %.2f tokens: time falls only where the "
-            "tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
+    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took "
+            "c(k+1) = %.2f one-token steps in this run and gave %.2f tokens: time falls only "
+            "where the tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
             ratio(spec->round_tokens, spec->rounds));
     // only greedy decoding promises equal texts; sampling promises equal distributions
     if (greedy) // and greedy text loops: the likeliest character, again and again

@@ -505,9 +505,10 @@ static void test_kv_layout(const Fixture *fx) {
     const int *tok = fx->corpus.tokens + 54321;
     float *xin = calloc(LSC, sizeof(float)), *want_k = calloc(LSC, sizeof(float));
     float *want_v = calloc(LSC, sizeof(float)), *ln = malloc((size_t)C * sizeof(float));
-    // token by token, layer by layer, with a run state of its own
-    RunState rs;
-    int built = build_run_state(&rs, &c) == 0;
+    // token by token, layer by layer, with a run state of its own (a second model's)
+    GPT own;
+    int built = build_gpt(&own, &c) == 0;
+    RunState rs = own.state; // the same buffers, by another name: free_gpt(&own) frees them
     for (int t = 0; built && t < S; t++) {
         embed(rs.x, &g.w, tok + t, 1, t, C); // token t at position t: it sees 0 .. t
         for (int l = 0; l < L; l++) {
@@ -522,7 +523,7 @@ static void test_kv_layout(const Fixture *fx) {
             proj_row(want_v + row, ln, g.w.value + l * CC, C);
         }
     }
-    free_run_state(&rs);
+    free_gpt(&own);
     // the keys and values are not all alike (a cache of zeros would pass nothing)
     size_t zeros = 0;
     for (size_t i = 0; i < LSC; i++) zeros += want_k[i] == 0.0f || want_v[i] == 0.0f;
