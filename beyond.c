@@ -326,7 +326,7 @@ static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
             float *w = a->att + ((size_t)h * S + t) * S; // its weights over the slots
             // one score per slot up to its own; -inf where the mask hides the slot
             for (int s = 0; s < n; s++) {
-                const float *kh = a->key_cache + (size_t)s * C + h * HS;
+                const float *kh = a->keys + (size_t)s * C + h * HS;
                 float score = 0.0f;
                 for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
                 w[s] = row[s] ? score * scale : -INFINITY;
@@ -338,7 +338,7 @@ static void tree_attention(const Config *c, BlockActs *a, int T, int pos0,
             for (int i = 0; i < HS; i++) oh[i] = 0.0f;
             for (int s = 0; s < n; s++) {
                 if (!row[s]) continue; // not an ancestor: it adds nothing, not even a 0
-                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                const float *vh = a->values + (size_t)s * C + h * HS;
                 for (int i = 0; i < HS; i++) oh[i] += w[s] * vh[i];
             }
         }
@@ -361,8 +361,8 @@ static void tree_block_forward(const GPT *g, int l, BlockActs *a, int T, int pos
     // attention sub-block: keys and values into the cache at slots pos0 .., then the mask
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, query, T);
-    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
-    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
+    matmul(a->keys + (size_t)pos0 * C, a->ln1, key, T);
+    matmul(a->values + (size_t)pos0 * C, a->ln1, value, T);
     tree_attention(c, a, T, pos0, sees); // the one line that differs from block_forward
     matmul(a->proj_out, a->att_out, proj, T);
     residual_add(a->x_mid, a->x_in, a->proj_out, (size_t)T * C);
@@ -389,8 +389,8 @@ static void masked_blocks(GPT *g, int l0, int l1, int T, int pos0, const unsigne
     check_pass_fits(g, pos0, T); // the loops keep the window: a pass past it is a bug
     size_t layer = (size_t)g->config.block_size * g->config.n_embd; // a layer's slice of a cache
     for (int l = l0; l < l1; l++) {
-        g->state.block.key_cache = g->state.key_cache + l * layer; // this layer's cache
-        g->state.block.value_cache = g->state.value_cache + l * layer;
+        g->state.block.keys = g->state.key_cache + l * layer; // this layer's cache
+        g->state.block.values = g->state.value_cache + l * layer;
         tree_block_forward(g, l, &g->state.block, T, pos0, sees);
         memcpy(g->state.x, g->state.x_out, (size_t)T * g->config.n_embd * sizeof(float)); // x_in
     }

@@ -122,8 +122,8 @@ typedef struct {
     float *hidden;  // (S, H)      MLP hidden layer, after ReLU
     float *ffwd;    // (S, C)      what the MLP sub-block adds
     float *x_out;   // (S, C)      x_mid + ffwd: the next block's x_in
-    float *key_cache;   // (S, C)  this layer's cached keys, by position: the pass writes its rows
-    float *value_cache; // (S, C)  and values (views into RunState's caches, set per layer)
+    float *keys;    // (S, C)      this layer's slice of RunState's key_cache, by position: the
+    float *values;  // (S, C)      pass writes its rows; and of value_cache (forward sets both)
 } BlockActs;
 
 // Activations of one inference pass of up to S tokens, and the KV cache: the blog's past_kvs.
@@ -351,8 +351,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
 // The blog's lists are its arrays of the same names: candidates, draft_probs, target_probs.
 typedef struct {
-    int K;               //           the longest draft these buffers hold
-    int V;               //           vocabulary size
+    int V;               //           vocabulary size (rows hold any k <= K guesses)
     int *candidates;     // (K)       c0 .. c(k-1), drafted this round
     float *draft_probs;  // (K, V)    draft_probs[i] = the draft's row that c(i) was sampled from
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
@@ -709,7 +708,7 @@ void attention(const Config *c, BlockActs *a, int T, int pos0) {
             float *w = a->att + ((size_t)h * S + t) * S; // its weights, att[h][t][0 .. n-1]
             // one score per visible position: the dot product of the query and that key
             for (int s = 0; s < n; s++) {
-                const float *kh = a->key_cache + (size_t)s * C + h * HS;
+                const float *kh = a->keys + (size_t)s * C + h * HS;
                 float score = 0.0f;
                 for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
                 w[s] = score * scale;
@@ -720,7 +719,7 @@ void attention(const Config *c, BlockActs *a, int T, int pos0) {
             float *oh = a->att_out + (size_t)t * C + h * HS;
             for (int i = 0; i < HS; i++) oh[i] = 0.0f;
             for (int s = 0; s < n; s++) {
-                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                const float *vh = a->values + (size_t)s * C + h * HS;
                 for (int i = 0; i < HS; i++) oh[i] += w[s] * vh[i];
             }
         }
@@ -747,9 +746,9 @@ void embed(float *x, const Weights *w, const int *tokens, int T, int pos0, int C
 
 // One transformer block l:  x_mid = x_in + proj(attn(ln1(x_in)));
 //                           x_out = x_mid + ffwd(ln2(x_mid)).
-// The T tokens' keys and values are written into this layer's cache (a->key_cache and
-// a->value_cache, (S, C)) at positions pos0 .., so that their queries, and every later token's, can
-// attend to them.
+// The T tokens' keys and values are written into this layer's cache (a->keys and a->values,
+// (S, C)) at positions pos0 .., so that their queries, and every later token's, can attend to
+// them.
 void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T, int pos0) {
     int C = c->n_embd, H = c->ffn_width;
     size_t CC = (size_t)C * C, CH = (size_t)C * H; // layer l's (C, C) and (C, H) matrices
@@ -763,8 +762,8 @@ void block_forward(const Config *c, const Weights *w, int l, BlockActs *a, int T
     // attention sub-block: the new keys and values go straight into the cache, rows pos0 ..
     layernorm(a->ln1, a->x_in, w->ln1_weight + l * C, w->ln1_bias + l * C, T, C);
     matmul(a->q, a->ln1, query, T);
-    matmul(a->key_cache + (size_t)pos0 * C, a->ln1, key, T);
-    matmul(a->value_cache + (size_t)pos0 * C, a->ln1, value, T);
+    matmul(a->keys + (size_t)pos0 * C, a->ln1, key, T);
+    matmul(a->values + (size_t)pos0 * C, a->ln1, value, T);
     attention(c, a, T, pos0);
     matmul(a->proj_out, a->att_out, proj, T);
     residual_add(a->x_mid, a->x_in, a->proj_out, (size_t)T * C);
@@ -796,8 +795,8 @@ float *forward(GPT *g, const int *tokens, int T) {
     embed(s->x, &g->w, tokens, T, pos0, C);
     size_t layer = (size_t)c->block_size * C; // one layer's slice of each cache
     for (int l = 0; l < c->n_layer; l++) {
-        s->block.key_cache = s->key_cache + l * layer; // this layer's cache
-        s->block.value_cache = s->value_cache + l * layer;
+        s->block.keys = s->key_cache + l * layer; // this layer's slice of the cache
+        s->block.values = s->value_cache + l * layer;
         block_forward(c, &g->w, l, &s->block, T, pos0);
         memcpy(s->x, s->block.x_out, (size_t)T * C * sizeof(float)); // the next block's x_in
     }
@@ -868,8 +867,9 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
         L * H * C, L * C,                // ffwd down
         C, C,                            // ln_f
         C * V, V};                       // lm_head
+    memcpy(sizes, table, sizeof(table));
     size_t total = 0; // P: 209,729 for the shipped model
-    for (int i = 0; i < N_TENSORS; i++) total += (sizes[i] = table[i]); // copy out, add up
+    for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
     return total;
 }
 
@@ -880,7 +880,10 @@ void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
         &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
         &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
         &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
-    for (int i = 0; i < N_TENSORS; p += sizes[i++]) *fields[i] = p; // back to back: no gaps
+    for (int i = 0; i < N_TENSORS; i++) {
+        *fields[i] = p; // each tensor starts where the one before it ended: no gaps
+        p += sizes[i];
+    }
 }
 
 // n zeroed floats, or NULL.
@@ -969,7 +972,7 @@ unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 
 // Allocates a round's buffers for drafts of up to K tokens; 0 on success.
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
-    *b = (SpecBuffers){.K = K, .V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
+    *b = (SpecBuffers){.V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
     float **rows[] = {&b->draft_probs, &b->target_probs, &b->residual, &b->prefill_probs};
     size_t n[] = {(size_t)K * V, (size_t)(K + 1) * V, (size_t)V, (size_t)V};
@@ -1109,7 +1112,7 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
-    // the round's last token: a resample, a bonus, or neither; RESULT's "\n" ends its line
+    // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
     int left = k - b->rejected_at - 1; // drafted after a rejected one
     double mass = 0.0; // the residual's: the chance that this position's guess is rejected
     for (int x = 0; x < V; x++) mass += b->residual[x];
@@ -1128,6 +1131,7 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     else // a last round, which allows no bonus
         fprintf(stderr, "  (all %d passed; no bonus: the round already gives every token "
                 "still needed)", k);
+    fputc('\n', stderr); // each branch's line ends here
 }
 
 // Prints one round the way the blog's worked example reads, with real numbers.
@@ -1145,7 +1149,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "\n  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
     trace_decisions(o, b, k, num_accepted);
-    fprintf(stderr, "\n  RESULT  emitted \"");
+    fprintf(stderr, "  RESULT  emitted \"");
     for (int i = 0; i < num_accepted; i++) { // the text, as a C string literal spells it
         unsigned char ch = decode(o->vocab, b->emitted[i]);
         int escaped = ch == '\n' || ch == '"' || ch == '\\'; // a tab, unlike visible_char's: \x09

@@ -1937,7 +1937,7 @@ static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context
     float p[2 * 256], q[256], residual[256]; // p_0, and a bonus row the round never reads
     double emit[256] = {0}, grid = 9007199254740992.0, u[1]; // emit[x]: the chance x comes out
     int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
-    SpecBuffers b = {.K = 1, .V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
+    SpecBuffers b = {.V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
                      .u = u, .residual = residual, .emitted = out};
     g->state.cache_len = 0;
     tempered_softmax(p, forward(g, context, n) + (size_t)(n - 1) * V, V, 1.0f);

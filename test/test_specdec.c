@@ -384,8 +384,8 @@ static void causal_attention(float *out, float *att, const float *q, float *kc, 
                              const int *dims) {
     int T = dims[0], pos0 = dims[1], S = dims[4];
     Config c = {1, dims[3], dims[2], S, 1, 1};
-    BlockActs a = {.q = (float *)q, .att = att, .att_out = out, .key_cache = kc,
-                   .value_cache = vc};
+    BlockActs a = {.q = (float *)q, .att = att, .att_out = out, .keys = kc,
+                   .values = vc};
     attention(&c, &a, T, pos0);
 }
 
@@ -514,8 +514,8 @@ static void test_kv_layout(const Fixture *fx) {
         for (int l = 0; l < L; l++) {
             size_t row = ((size_t)l * S + t) * C, CC = (size_t)C * C;
             memcpy(xin + row, rs.x, (size_t)C * sizeof(float));
-            rs.block.key_cache = rs.key_cache + (size_t)l * S * C;
-            rs.block.value_cache = rs.value_cache + (size_t)l * S * C;
+            rs.block.keys = rs.key_cache + (size_t)l * S * C;
+            rs.block.values = rs.value_cache + (size_t)l * S * C;
             block_forward(&c, &g.w, l, &rs.block, 1, t);
             memcpy(rs.x, rs.block.x_out, (size_t)C * sizeof(float)); // as forward does
             layernorm(ln, xin + row, g.w.ln1_weight + l * C, g.w.ln1_bias + l * C, 1, C);
@@ -1167,7 +1167,7 @@ static void test_accept_reject(void) {
     int c2 = 2, acc[2], never = 0;
     double u1[1];
     float resid[V];
-    SpecBuffers bf = {.K = 1, .V = V, .candidates = &c2, .draft_probs = qf, .target_probs = pf,
+    SpecBuffers bf = {.V = V, .candidates = &c2, .draft_probs = qf, .target_probs = pf,
                       .u = u1, .residual = resid, .emitted = acc}; // one guess, on these rows
     for (uint64_t s = 0; s < 1000; s++) {
         Rng rs;
@@ -1186,7 +1186,7 @@ static void test_accept_reject(void) {
     rng_seed(&rg, 2718);
     for (int t = 0; t < TRIALS; t++) {
         int c = sample_from(qg, V, rng_uniform(&rg));
-        SpecBuffers bg = {.K = 1, .V = V, .candidates = &c, .draft_probs = qg, .target_probs = pg,
+        SpecBuffers bg = {.V = V, .candidates = &c, .draft_probs = qg, .target_probs = pg,
                           .u = u1, .residual = resid, .emitted = acc};
         accept_reject(&bg, 1, 0, &rg);
         hits[acc[0]]++;
@@ -1568,7 +1568,7 @@ static void test_alpha_formulas(void) {
     int cand[K], out[K + 1];
     double u[K], sum = 0.0, sum2 = 0.0;
     float res[V];
-    SpecBuffers bk = {.K = K, .V = V, .candidates = cand, .draft_probs = qk, .target_probs = pk,
+    SpecBuffers bk = {.V = V, .candidates = cand, .draft_probs = qk, .target_probs = pk,
                       .u = u, .residual = res, .emitted = out}; // a round's buffers, on these
     Rng r;
     rng_seed(&r, 4321);

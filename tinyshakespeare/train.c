@@ -183,8 +183,8 @@ int build_train_state(TrainState *ts, const Config *c, int B) {
             BlockActs *a = &ts->blocks[b * L + l];
             if (build_block_acts(a, c, r, ts->mid + (b * L + l) * SC, r + SC) != 0)
                 return -1;
-            a->key_cache = ts->key + (b * L + l) * SC; // this window's keys at this layer
-            a->value_cache = ts->value + (b * L + l) * SC;
+            a->keys = ts->key + (b * L + l) * SC; // this window's keys at this layer
+            a->values = ts->value + (b * L + l) * SC;
         }
     // the backward scratch
     ts->d_logits = alloc_floats(S * V);
@@ -2666,7 +2666,7 @@ static void eagle3_train_attention(const EagleTrainer *et, BlockActs *a, int t0,
             float *w = a->att + ((size_t)h * R + t) * R; // its weights: compact, then spread
             // the visible scores, packed at w[0 .. m-1], and their softmax
             for (int j = 0; j < m; j++) {
-                const float *kh = a->key_cache + (size_t)seen[j] * C + h * HS;
+                const float *kh = a->keys + (size_t)seen[j] * C + h * HS;
                 float score = 0.0f;
                 for (int i = 0; i < HS; i++) score += qh[i] * kh[i];
                 w[j] = score * scale;
@@ -2681,7 +2681,7 @@ static void eagle3_train_attention(const EagleTrainer *et, BlockActs *a, int t0,
             float *oh = a->att_out + (size_t)t * C + h * HS;
             for (int i = 0; i < HS; i++) oh[i] = 0.0f;
             for (int j = 0; j < m; j++) {
-                const float *vh = a->value_cache + (size_t)seen[j] * C + h * HS;
+                const float *vh = a->values + (size_t)seen[j] * C + h * HS;
                 for (int i = 0; i < HS; i++) oh[i] += w[seen[j]] * vh[i];
             }
         }
@@ -2703,8 +2703,8 @@ static void eagle3_train_block_forward(const EagleTrainer *et, BlockActs *a, int
     // attention sub-block, as block_forward: the keys and values into the window's cache
     layernorm(a->ln1 + o, a->x_in + o, w->ln1_weight, w->ln1_bias, T, C);
     matmul(a->q + o, a->ln1 + o, query, T);
-    matmul(a->key_cache + o, a->ln1 + o, key, T);
-    matmul(a->value_cache + o, a->ln1 + o, value, T);
+    matmul(a->keys + o, a->ln1 + o, key, T);
+    matmul(a->values + o, a->ln1 + o, value, T);
     eagle3_train_attention(et, a, t0, T);
     matmul(a->proj_out + o, a->att_out + o, proj, T);
     residual_add(a->x_mid + o, a->x_in + o, a->proj_out + o, TC);
@@ -2962,7 +2962,7 @@ static void eagle3_train_attention_backward(EagleTrainer *et, const BlockActs *a
             float da_dot_w = 0.0f;
             for (int s = 0; s < R; s++) {
                 if (!sees[s]) continue;
-                const float *vh = a->value_cache + (size_t)s * C + h * HS;
+                const float *vh = a->values + (size_t)s * C + h * HS;
                 float *dvh = ts->d_v + (size_t)s * C + h * HS;
                 da[s] = 0.0f;
                 for (int i = 0; i < HS; i++) da[s] += dy[i] * vh[i];
@@ -2975,7 +2975,7 @@ static void eagle3_train_attention_backward(EagleTrainer *et, const BlockActs *a
             for (int s = 0; s < R; s++) {
                 if (!sees[s]) continue;
                 float gs = w[s] * (da[s] - da_dot_w) * scale;
-                const float *kh = a->key_cache + (size_t)s * C + h * HS;
+                const float *kh = a->keys + (size_t)s * C + h * HS;
                 float *dkh = ts->d_k + (size_t)s * C + h * HS;
                 for (int i = 0; i < HS; i++) dkh[i] += gs * qh[i];
                 for (int i = 0; i < HS; i++) dqh[i] += gs * kh[i];
