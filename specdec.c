@@ -9,8 +9,8 @@
  *   decoding, byte for byte. The target, the engine verify_candidates calls, is the lecture's
  *   character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729
  *   parameters) in textbook loops with a KV cache.
- * What this is not: a fast engine, a trainer, or anything beyond the blog. beyond.c (./beyond)
- *   adds what the papers do; it, the trainer and test/ include this file (TESTING: no main).
+ * What this is not: a fast engine, a trainer, or the papers' additions (beyond.c, ./beyond; it,
+ *   the trainer and test/ include this file). Where it departs from the blog: "The loop" lists it.
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
@@ -22,6 +22,7 @@
  *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
  *   Ids are not ASCII (p/c would print 46 as '.'): 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64 'a'..'z';
  *   right after `finish` (in speculative_generate), p o->vocab->chars[46] prints 'h'.
+ *   (gdb) p ((float(*)[65])b->target_probs)[2][57]   # a (K+1, V) buffer as rows: p of guess 3, 's'
  *
  * Map: the blog's Python, and where it is here, in reading order
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
@@ -39,7 +40,6 @@
  *
  * Size letters of the shape comments: T tokens in a pass; C n_embd 64; V vocab_size 65; L n_layer
  * 4; NH n_head 4, HS = C/NH 16; S block_size 32; K draft length 4, k <= K a round; H 4C; P params.
- *
  * C11, libc and libm, one thread, batch size 1. No -ffast-math, -ffp-contract=off: a token's
  * sums are bit-identical alone or in a verify pass of k+1 tokens (else greedy would drift).
  */
@@ -122,8 +122,8 @@ typedef struct {
     float *hidden;  // (S, H)      MLP hidden layer, after ReLU
     float *ffwd;    // (S, C)      what the MLP sub-block adds
     float *x_out;   // (S, C)      x_mid + ffwd: the next block's x_in
-    float *keys;    // (S, C)      this layer's slice of RunState's key_cache, by position: the
-    float *values;  // (S, C)      pass writes its rows; and of value_cache (forward sets both)
+    float *keys;    // (S, C)      this layer's keys, by position: a view into RunState.key_cache
+    float *values;  // (S, C)      its values: a view into RunState.value_cache (forward sets both)
 } BlockActs;
 
 // Activations of one inference pass of up to S tokens, and the KV cache: the blog's past_kvs.
@@ -192,8 +192,8 @@ double rng_uniform(Rng *r) {
 
 // Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be
 // NULL: w_i = probs_i): the first index whose running sum of weights exceeds u * total.
-// The weights are taken in double: the difference of two floats is exact there, so the
-// residual max(0, p - q) gets no rounding. Zero-weight entries are skipped outright, and
+// The weights are taken in double, where p - q of two floats is exact unless one is over 2^29
+// times the other (then it rounds by under 2^-53 of itself). Zero-weight entries are skipped, and
 // if rounding carries u * total past the last running sum, the last index with weight
 // is returned: a token of weight 0 can never come out. Returns -1 if every weight is 0.
 static int sample_weights(const float *probs, const float *minus, int n, double u) {
@@ -237,11 +237,10 @@ void one_hot(float *out, int n, int i) {
     out[i] = 1.0f;
 }
 
-// p = softmax(logits / t): the target's distribution at the decoding temperature (the
-// blog's F.softmax(logits) is t = 1); for t = 0, one-hot at the argmax (greedy). Every row of
-// logits becomes probabilities here, so here a row that is not finite is caught (weights
-// that are each finite can still overflow once they run): it returns -1 and fills p with NaN,
-// and the loops look for such rows (first_nonfinite) before they use them. Else 0.
+// p = softmax(logits / t): the target's distribution at the decoding temperature. The blog's
+// F.softmax(logits) is t = 1; t = 0 gives one-hot at the argmax (greedy). Weights that are each
+// finite can still overflow once they run. So a row of logits that is not finite gives a row
+// of NaN and -1, and the loops stop before they use it (first_nonfinite). Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
     int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
     if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
@@ -386,11 +385,10 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
 // cache_len+k: forward reads cache_len from the cache, as the blog reads past_kvs's shape.
 // Row i of b->target_probs is the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1
 // judge the candidates, row k is the bonus. Why one pass of k+1 tokens can cost little more
-// than one: a pass reads every weight once whatever its T (matmul), and where the weights
-// come from memory, that read is the cost. Not here: this model's weights sit in the CPU's
-// cache, and a pass of k+1 tokens costs about k+1 one-token passes (--compare; notes/speed.md).
-void verify_candidates(GPT *target_model, int current_token, int k, float temperature,
-                       SpecBuffers *b) {
+// than one, and why not here: matmul. Returns the first row that is not finite, or -1 (the
+// loop stops at such a row: departure 5).
+int verify_candidates(GPT *target_model, int current_token, int k, float temperature,
+                      SpecBuffers *b) {
     int V = b->V;
     b->all_tokens[0] = current_token; // the blog's all_tokens = [current_token] + candidates
     for (int i = 0; i < k; i++) b->all_tokens[1 + i] = b->candidates[i];
@@ -398,11 +396,13 @@ void verify_candidates(GPT *target_model, int current_token, int k, float temper
     // the blog's F.softmax of each row, at the decoding temperature: k+1 rows, the bonus's too
     for (int i = 0; i <= k; i++)
         tempered_softmax(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, temperature);
+    return first_nonfinite(b->target_probs, k + 1, V); // -1: every row is a distribution
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
-// no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding). residual: (V) receives
-// max(0, p - q) as floats, for a debugger to show; the draw uses the exact differences.
+// no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding; the blog would divide
+// 0 by 0: departure 4). residual: (V) receives max(0, p - q) as floats, for a debugger to show;
+// the draw takes the differences in double.
 static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
     double mass = 0.0; // the residual stays unnormalised: the draw scales by its total anyway
     for (int j = 0; j < V; j++) {
@@ -463,7 +463,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
 // draft), and it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
 // The dropped positions are zeroed, so a debugger shows them gone (the next pass would
-// overwrite them anyway). Also any model's rollback: keep = cache_len + num_accepted.
+// overwrite them anyway). beyond.c rolls back its other models' caches with this call too.
 void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
     RunState *s = &target_model->state;
     const Config *c = &target_model->config;
@@ -479,6 +479,18 @@ void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
 
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding
+//
+// Where this loop departs from the blog's, and why (each is marked where it happens):
+//  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
+//     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
+//     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
+//  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
+//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1.
+//  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
+//     blog would divide 0 by 0 there.
+//  5. A row of logits that is not finite stops the run (verify_candidates' return value). The
+//     blog would sample from NaN.
+//  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs.
 
 // Token ids and how many, in one argument, as the blog's tensors carry their length.
 typedef struct {
@@ -546,8 +558,8 @@ int start_sequence(int *seq, const Tokens *prompt) {
 // (the lecture's own generate crops the text to its last 32 tokens and reruns them all, every
 // step). Here the prefill keeps the prompt's last S tokens, and a full cache restarts the
 // window: the last S/2 tokens, current_token last, run again from position 0. This call runs
-// the S/2-1 before current_token (none for block_size 2 or 3); the next pass runs it at
-// position S/2-1, with any guesses. Both decoders restart at the same tokens, so each token
+// the S/2-1 before current_token (none for block_size 2 or 3). The next pass runs current_token
+// at position S/2-1, with any guesses. Both decoders restart at the same tokens, so each token
 // is predicted from the same context in both: "exact" means exact under this rule.
 int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int S = g->config.block_size;
@@ -606,9 +618,8 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         // the blog's four phases, one line each, and a stop at a row that is not finite
         double t_round = now_seconds(); // the round's wall time: count_round adds it up
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        verify_candidates(target_model, current_token, k, temperature, b);
-        int bad = first_nonfinite(b->target_probs, k + 1, V); // the target's rows; q's are finite
-        if (bad >= 0) // row `bad` of the pass is not finite: accept/reject must not use it
+        int bad = verify_candidates(target_model, current_token, k, temperature, b);
+        if (bad >= 0) // departure 5: row `bad` is not finite, and accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
@@ -1113,11 +1124,11 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
-    int left = k - b->rejected_at - 1; // drafted after a rejected one
     double mass = 0.0; // the residual's: the chance that this position's guess is rejected
     for (int x = 0; x < V; x++) mass += b->residual[x];
     visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
+        int left = k - b->rejected_at - 1; // drafted after the rejected one
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f -> %s", mass,
                 b->u_last, vis);
         if (left > 0)
@@ -1801,7 +1812,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     return rc;
 }
 
-#ifndef TESTING
+#ifndef TESTING // beyond.c, the trainer and test/ include this file, and bring their own main
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     Options o;

@@ -82,8 +82,8 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
         r->k = room;
     r->allow_bonus = r->k < remaining; // never more tokens than -n asks
     draft_tokens(d, r->current_token, r->k, o->temperature, &rng, &r->b); // guesses, rows q
-    verify_candidates(g, r->current_token, r->k, o->temperature, &r->b); // rows p: one pass
-    if (first_nonfinite(r->b.target_probs, r->k + 1, V) >= 0) // the loop stops there too
+    // rows p: one pass; a row that is not finite stops the loop, and this round too
+    if (verify_candidates(g, r->current_token, r->k, o->temperature, &r->b) >= 0)
         return fail_with(err, errlen, "round 1's verify pass gives a row of logits that is not "
                          "finite; the run stops there (see ./specdec --trace)");
     r->n_emitted = accept_reject(&r->b, r->k, r->allow_bonus, &rng); // u, verdicts, last token
