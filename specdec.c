@@ -858,7 +858,11 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
 // ----------------------------------------------------------------------------
 // Plumbing: the model's memory, the tokenizer and the round's buffers
 // From here on, the file is plumbing, which a reader of the blog can skip (the trace's
-// printers, in "Trace and stats", show what a round decided).
+// printers, in "Trace and stats", show what a round decided). Most of its length is one rule:
+// every bad input (a flag, a number, a prompt, a corpus, a checkpoint, a lost stdout) gets one
+// line naming the problem and the fix, and an exit code; never a crash, a hang or a silent
+// clamp, and an option the action has no use for is refused. Some pieces serve the programs
+// that include this file (beyond.c, the trainer, test/).
 
 // Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
 void free_all(void *const *owned, size_t n) {

@@ -21,7 +21,10 @@
 #      the round's header (current_token, cache_len, k), the guesses and their q, the
 #      VERIFY positions, every judged candidate's p, q, u and verdict (to the trace's 3
 #      decimals), the round's last token, and the TRIM line's two lengths; and, in the
-#      second run, the REFILL line before round 1, which leaves cache_len S/2-1 = 15.
+#      second run, the REFILL line before round 1, which leaves cache_len S/2-1 = 15;
+#   5. the gdb recipe in specdec.c's header, run as written there: the guesses it quotes,
+#      the character it says id 46 prints, and its (K+1, V) buffer read as rows, which must
+#      give the trace's p for that guess.
 # What notes/debugging.md quotes of this run (and of every other gdb session it shows)
 # is checked by test/quotes_test.sh, which runs each session again and compares.
 #
@@ -267,6 +270,33 @@ if [[ $before_round == yes && $refill_line == *"one target pass over the 15 befo
     pass "gdb walkthrough (${ARGS_REFILL[*]}): round 1 follows a REFILL pass of the 15 tokens before current_token, so the four phases see cache_len 15"
 else
     fail "gdb walkthrough (${ARGS_REFILL[*]}): want a REFILL line before round 1 ('$refill_line', before: $before_round) and cache_len 15 at draft_tokens (gdb: '$refill_cl')"
+fi
+
+# --- check 5: the recipe in specdec.c's header ---------------------------------------
+# The header tells a reader how to stop in round 1 of the demo and what they will see: the
+# guesses {46, 43, 57, 1}, 'h' for id 46 after `finish`, and a (K+1, V) buffer read as rows.
+# Its commands are run as written there, and its claims checked against gdb and the trace.
+hdr=$(sed -n '1,/\*\//p' specdec.c)
+h_args=$(grep -A1 -- "--args $DEBUG_BIN" <<<"$hdr" | tail -n 1 | sed 's/^ \* *//')
+h_break=$(grep -o "gdb -ex '[^']*'" <<<"$hdr" | head -n 1 | sed "s/gdb -ex '//; s/'$//")
+h_guess=$(grep -o '(gdb) p b->candidates\[0\]@k' <<<"$hdr" | sed 's/(gdb) //')
+h_want=$(grep -o 'the guesses, {[0-9, ]*}' <<<"$hdr" | sed 's/the guesses, //')
+h_chars=$(grep -o "p o->vocab->chars\[[0-9]*\] prints '[^']*'" <<<"$hdr")
+h_rows=$(grep -o '(gdb) p ((float(\*)\[[0-9]*\])b->target_probs)\[[0-9]*\]\[[0-9]*\]' <<<"$hdr" | sed 's/(gdb) //')
+eval "h_argv=($h_args)" 2>/dev/null || h_argv=()
+hg=$(ASAN_OPTIONS=detect_leaks=0 timeout 120 gdb -batch -nx -ex "$h_break" -ex run -ex "$h_guess" \
+     -ex "$h_rows" -ex finish -ex "${h_chars% prints*}" --args "$DEBUG_BIN" "${h_argv[@]}" 2>&1)
+"$RELEASE_BIN" --trace "${h_argv[@]}" >/dev/null 2>"$T/header.trace"
+row=$(sed -E 's/.*\)\[([0-9]*)\]\[([0-9]*)\]$/\1/' <<<"$h_rows")
+t_p=$(sed -n '/^round 1:/,/^round 2:/p' "$T/header.trace" | grep "^    '.*' *p=" | sed -n "$((row + 1))p" | sed -E 's/.* p=([0-9.]*) .*/\1/')
+g_guess=$(grep -m 1 '^\$1 = ' <<<"$hg" | sed 's/^\$1 = //')
+g_p=$(grep -m 1 '^\$2 = ' <<<"$hg" | sed 's/^\$2 = //')
+g_char=$(grep -m 1 '^\$[0-9]* = [0-9]* ' <<<"$hg" | sed -E "s/.* ('.*')$/\1/")
+if [[ -n $h_guess && $g_guess == "$h_want" && -n $g_p && -n $t_p ]] && near "$g_p" "$t_p" &&
+   [[ $h_chars == *"prints $g_char" ]]; then
+    pass "gdb walkthrough: specdec.c's header recipe ($h_break, ${h_args}) shows the guesses $g_guess, $h_chars, and $h_rows = $g_p, the trace's p=$t_p"
+else
+    fail "gdb walkthrough: specdec.c's header recipe drifted: guesses '$g_guess' (header says '$h_want'), '${h_chars:-no chars[] line}' (gdb: '$g_char'), '${h_rows:-no rows line}' = '$g_p' (trace p '$t_p')"
 fi
 
 ((nfail == 0)) || exit 1
