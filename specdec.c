@@ -9,8 +9,8 @@
  *   decoding, byte for byte. The target, the engine verify_candidates calls, is the lecture's
  *   character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729
  *   parameters) in textbook loops with a KV cache.
- * What this is not: a fast engine, a trainer, or the papers' additions (beyond.c, ./beyond; it,
- *   the trainer and test/ include this file). Where it departs from the blog: "The loop" lists it.
+ * What this is not: a fast engine, a trainer, or the papers' additions (those are in beyond.c).
+ *   Where it departs from the blog, and why: the list that opens "The four phases".
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run                  # build ./specdec, fetch the corpus, run the demo
@@ -40,8 +40,8 @@
  *
  * Size letters of the shape comments: T tokens in a pass; C n_embd 64; V vocab_size 65; L n_layer
  * 4; NH n_head 4, HS = C/NH 16; S block_size 32; K draft length 4, k <= K a round; H 4C; P params.
- * C11, libc and libm, one thread, batch size 1. No -ffast-math, -ffp-contract=off: a token's
- * sums are bit-identical alone or in a verify pass of k+1 tokens (else greedy would drift).
+ * C11, libc and libm, one thread, batch size 1. No -ffast-math; -ffp-contract=off (each product
+ * rounds before its sum): a token's sums are bit-identical alone or in a verify pass of k+1.
  */
 
 #define _POSIX_C_SOURCE 200809L // clock_gettime and stat under -std=c11
@@ -238,9 +238,9 @@ void one_hot(float *out, int n, int i) {
 }
 
 // p = softmax(logits / t): the target's distribution at the decoding temperature. The blog's
-// F.softmax(logits) is t = 1; t = 0 gives one-hot at the argmax (greedy). Weights that are each
-// finite can still overflow once they run. So a row of logits that is not finite gives a row
-// of NaN and -1, and the loops stop before they use it (first_nonfinite). Else 0.
+// F.softmax(logits) is t = 1; t = 0 gives one-hot at the argmax (greedy). Parameters that are
+// each finite can still overflow once the model runs. So a row of logits that is not finite
+// gives a row of NaN and -1, and the loops stop before they use it (first_nonfinite). Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
     int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
     if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
@@ -346,6 +346,20 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 
 // ----------------------------------------------------------------------------
 // The four phases of one round: draft, verify, accept/reject, trim
+//
+// Where these phases and their loop depart from the blog's, and why (each is marked where it
+// happens):
+//  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
+//     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
+//     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
+//  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
+//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1.
+//  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
+//     blog would divide 0 by 0 there.
+//  5. A row of logits that is not finite stops the run (verify_candidates' return value). The
+//     blog would sample from NaN.
+//  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs.
+//  7. An empty prompt starts from token 0 (start_sequence), as the lecture's generate does.
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
 // The blog's lists are its arrays of the same names: candidates, draft_probs, target_probs.
@@ -479,18 +493,6 @@ void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
 
 // ----------------------------------------------------------------------------
 // The loop: speculative decoding
-//
-// Where this loop departs from the blog's, and why (each is marked where it happens):
-//  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
-//     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
-//     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
-//  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
-//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1.
-//  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
-//     blog would divide 0 by 0 there.
-//  5. A row of logits that is not finite stops the run (verify_candidates' return value). The
-//     blog would sample from NaN.
-//  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs.
 
 // Token ids and how many, in one argument, as the blog's tensors carry their length.
 typedef struct {
@@ -518,13 +520,12 @@ typedef struct {
 // Plumbing, after the model: counting, tracing, writing the text; called around the phases.
 double now_seconds(void);
 void count_pass(Stats *st, int kind, double seconds);
-void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds);
 void finish_stats(Stats *st, long emitted, double t0);
 int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
 void trace_refill(int n_tokens);
-void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
-                 int cache_len);
+void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
+                  int cache_len, double t_round);
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
@@ -612,22 +613,18 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         int cache_len = target_model->state.cache_len;
         int remaining = max_new_tokens - n_generated; // >= 1: the loop's condition
         int k = K < remaining ? K : remaining; // as the blog clamps k
-        if (k > room) // the window rule: the guesses must fit (the blog's loop has no window)
+        if (k > room) // the window rule: the guesses must fit (0 at the cache's last position)
             k = room;
         int allow_bonus = k < remaining; // never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
-        double t_round = now_seconds(); // the round's wall time: count_round adds it up
+        double t_round = now_seconds(); // the round's start: report_round times it
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
         int bad = verify_candidates(target_model, current_token, k, temperature, b);
         if (bad >= 0) // departure 5: row `bad` is not finite, and accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        // count and show the round
-        count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
-        if (o->trace)
-            trace_round(o, b, k, num_accepted, cache_len);
-        show_tokens(o, b->emitted, num_accepted);
+        report_round(o, b, k, num_accepted, cache_len, t_round); // stats, --trace, the text
         // update state: the blog's generated.extend(accepted) and current_token = accepted[-1]
         memcpy(generated + n_generated, b->emitted, (size_t)num_accepted * sizeof(int));
         n_generated += num_accepted;
@@ -1128,13 +1125,14 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
-    double mass = 0.0; // the residual's: the chance that this position's guess is rejected
+    double mass = 0.0; // sum max(0, p - q) = 1 - sum min(p, q): P(a guess here is rejected)
     for (int x = 0; x < V; x++) mass += b->residual[x];
     visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
         int left = k - b->rejected_at - 1; // drafted after the rejected one
-        fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f -> %s", mass,
-                b->u_last, vis);
+        // the draw: the first token whose running sum of max(0, p - q) passes u*mass
+        fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
+                "-> %s", mass, b->u_last, b->u_last * mass, vis);
         if (left > 0)
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
     } else if (k == 0) // nothing was drafted
@@ -1177,6 +1175,16 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
             "new current_token\n", cache_len + k + 1, cache_len + num_accepted, num_accepted - 1,
             k + 1 - num_accepted,
             visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1])));
+}
+
+// After a round's four phases, the loop's bookkeeping in one call: counts the round in the
+// stats (its wall time since t_round), prints it (--trace), and writes its tokens to the text.
+void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
+                  int cache_len, double t_round) {
+    count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
+    if (o->trace)
+        trace_round(o, b, k, num_accepted, cache_len);
+    show_tokens(o, b->emitted, num_accepted);
 }
 
 // a / b, or 0 when there is nothing to divide by: no round, no guess, no time measured.

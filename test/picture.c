@@ -317,8 +317,8 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
             "stroke=\"#ddd\"/>\n<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan "
             "font-weight=\"bold\">", y, W - 24, PANEL - 10, y + 24);
     if (i >= 0) // the trace's words
-        fprintf(f, "guess %d</tspan>  resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f "
-                "-&gt; ", i + 1, mass, b->u_last);
+        fprintf(f, "guess %d</tspan>  resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, "
+                "u*mass=%.3f -&gt; ", i + 1, mass, b->u_last, b->u_last * mass);
     else if (k == 0)
         fprintf(f, "STEP</tspan>  one token from target_probs[0] with u=%.3f -&gt; ", b->u_last);
     else
