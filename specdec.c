@@ -6,14 +6,14 @@
  *   in a debugger: the blog's Laplace bigram draft; one round's four phases, draft -> verify
  *   -> accept/reject -> trim the KV cache, and the loop around them; a trace of every p/q
  *   decision; plain decoding; a self-test that greedy speculative decoding is plain greedy
- *   decoding, byte for byte. The target, the engine verify_candidates calls, is the lecture's
- *   character GPT (4 layers, 4 heads, 64 wide, 32 tokens of context, 65 characters, 209,729
- *   parameters) in textbook loops with a KV cache.
+ *   decoding, byte for byte. The target, the engine verify_candidates calls, is the character
+ *   GPT of Karpathy's nanoGPT lecture ("the lecture": 4 layers, 4 heads, 64 wide, 32 tokens of
+ *   context, 65 characters, 209,729 parameters) in textbook loops with a KV cache.
  * What this is not: a fast engine, a trainer, or the papers' additions (those are in beyond.c).
  *   Where it departs from the blog, and why: the list that opens "The four phases".
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
- *   make run                  # build ./specdec, fetch the corpus, run the demo
+ *   make run  # build, get the corpus, run the demo; by hand: cc -O2 -ffp-contract=off specdec.c -lm
  *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: like the blog's
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # on to the window (make_room)
  *   make debug   # ./specdec_debug (-O0 -g3, sanitizers); then, to stop in round 1 above:
@@ -22,7 +22,7 @@
  *   (gdb) p b->candidates[0]@k   # the guesses, {46, 43, 57, 1}; then `finish`: how many it emits
  *   Ids are not ASCII (p/c would print 46 as '.'): 0 '\n', 1 ' ', 13..38 'A'..'Z', 39..64 'a'..'z';
  *   right after `finish` (in speculative_generate), p o->vocab->chars[46] prints 'h'.
- *   (gdb) p ((float(*)[65])b->target_probs)[2][57]   # a (K+1, V) buffer as rows: p of guess 3, 's'
+ *   (gdb) p ((float(*)[65])b->target_probs)[2][57]   # a (K+1, V) buffer as rows: p of c2, 's'
  *
  * Map: the blog's Python, and where it is here, in reading order
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
@@ -47,7 +47,7 @@
 #define _POSIX_C_SOURCE 200809L // clock_gettime and stat under -std=c11
 #include <ctype.h>
 #include <errno.h> // errno: strto*'s range errors, and why a file failed to open
-#include <float.h> // FLT_MIN: the smallest positive -t that a float holds
+#include <float.h> // FLT_MIN: the smallest normal float, the smallest -t allowed
 #include <math.h>
 #include <stdarg.h> // error_line's printf-style arguments
 #include <stdint.h>
@@ -237,10 +237,10 @@ void one_hot(float *out, int n, int i) {
     out[i] = 1.0f;
 }
 
-// p = softmax(logits / t): the target's distribution at the decoding temperature. The blog's
+// p = softmax(logits / t): the target's distribution at the decoding temperature (departure 3).
 // F.softmax(logits) is t = 1; t = 0 gives one-hot at the argmax (greedy). Parameters that are
 // each finite can still overflow once the model runs. So a row of logits that is not finite
-// gives a row of NaN and -1, and the loops stop before they use it (first_nonfinite). Else 0.
+// makes p a row of NaN and returns -1, and the loops stop before they use it. Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
     int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
     if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
@@ -311,7 +311,7 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
     return d->probs + (size_t)token * d->V; // a view into the table, not a copy
 }
 
-// q = the draft's row after token at the decoding temperature: q^(1/t), renormalised.
+// q = the draft's row after token at the decoding temperature: q^(1/t), renormalised (departure 3).
 // Why temper at all: exactness holds for ANY draft q (accept/reject corrects whatever the
 // draft proposes; notes/math.md), so this is a choice, made for acceptance. The target is
 // sampled from softmax(logits / t); a bigram row raised to 1/t moves the same way, sharper
@@ -372,7 +372,8 @@ typedef struct {
     double *u;           // (K)       the uniform draw that decided each candidate
     double u_last;       //           the uniform of the round's last draw: resample or bonus
     float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised: a
-                         //           float COPY for a debugger; the draw takes p - q in double
+                         //           float COPY for a debugger and the trace; the draw
+                         //           takes p - q in double
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus (the blog's list `accepted`; its length is
                          //           the blog's num_accepted)
@@ -462,7 +463,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
                                      V, b->residual, b->u_last);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
-    if (!allow_bonus) // the last round: a bonus would overshoot (the blog draws it, then slices)
+    if (!allow_bonus) // departure 2: the last round's bonus would overshoot (the blog slices it)
         return k;
     // every candidate passed: p_k came free with the verify pass, so take one more token
     b->u_last = rng_uniform(rng); // the bonus's own uniform
@@ -481,7 +482,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
 void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
     RunState *s = &target_model->state;
     const Config *c = &target_model->config;
-    int keep = cache_len + num_accepted; // the blog slices k[:, :keep]; here, lower cache_len
+    int keep = cache_len + num_accepted; // departure 6: the blog slices k[:, :keep]
     size_t C = c->n_embd, S = c->block_size, dropped = (size_t)(s->cache_len - keep);
     for (int l = 0; l < c->n_layer; l++) {
         // rows keep .. cache_len-1 of this layer's keys and values: the rejected guesses
@@ -513,7 +514,8 @@ typedef struct {
     int trace;          // print the prefill and every speculative round on stderr
     const Vocab *vocab; // for the trace and the text
     FILE *out;          // where the text streams as it is made (stdout), or NULL
-    Rng *rng;           // the random stream: every draw of the generation, in order
+    Rng *rng;           // draws, in order: the prefill's token, then per round k guesses, a
+                        // u per guess judged, the resample's or bonus's u (plain: 1 a token)
     Stats *st;          // the generation's counters
 } DecodeOptions;
 
@@ -542,7 +544,7 @@ const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
 
 // The prompt as tokens into seq (room for max(prompt->n, 1) + max_new_tokens); returns their
 // count. An empty prompt starts from token 0 ('\n' here), as the lecture's generate starts
-// from torch.zeros((1, 1)).
+// from torch.zeros((1, 1)) (departure 7: the blog starts from its prompt).
 int start_sequence(int *seq, const Tokens *prompt) {
     if (prompt->n == 0) { // a round needs a current token to start from
         seq[0] = 0;
@@ -552,7 +554,7 @@ int start_sequence(int *seq, const Tokens *prompt) {
     return prompt->n;
 }
 
-// THE WINDOW RULE, one call that both decoders make before each pass on top of the cache;
+// THE WINDOW RULE (departure 1), one call both decoders make before each pass on the cache;
 // returns the room: how many guesses fit after current_token (k <= room). The blog's loop has
 // no window: its positions grow by up to K+1 a round, and on the lecture's model, with S = 32
 // rows of position embeddings, the pass that reaches position 32 would index past the table
@@ -612,10 +614,10 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         int room = make_room(target_model, seq, n_prompt + n_generated, o); // the window rule
         int cache_len = target_model->state.cache_len;
         int remaining = max_new_tokens - n_generated; // >= 1: the loop's condition
-        int k = K < remaining ? K : remaining; // as the blog clamps k
+        int k = K < remaining ? K : remaining; // as the blog clamps k; departure 1 just below
         if (k > room) // the window rule: the guesses must fit (0 at the cache's last position)
             k = room;
-        int allow_bonus = k < remaining; // never emit more than was asked for
+        int allow_bonus = k < remaining; // departure 2: never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
         double t_round = now_seconds(); // the round's start: report_round times it
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
