@@ -1224,9 +1224,8 @@ void free_draft(Draft *d) {
     free(d->eagle.fuse_weight ? d->eagle.fuse_weight : d->eagle.fc_weight); // the rest too
     free_gpt(&d->eagle.block);
     free_spec_buffers(&d->inner);
-    void *owned[] = {d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->taps, d->chain,
-                     d->chain_q, d->chain_own, d->pass_in};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->taps, d->chain,
+                        d->chain_q, d->chain_own, d->pass_in}, 10);
     memset(d, 0, sizeof(*d));
 }
 
@@ -2284,8 +2283,7 @@ typedef struct {
 // Checks the options that need the model and the prompt: -k, --top-k, --tree, the drafts'
 // combinations. 0, or -1 with err set.
 int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
-    int S = ld->core.g.config.block_size, V = ld->core.v.size, lookup = !strcmp(o->draft, "lookup");
-    int n = ld->core.n_prompt;
+    int S = ld->core.g.config.block_size, V = ld->core.v.size, n = ld->core.n_prompt;
     const DraftKind *kind = find_draft(o->draft) ? find_draft(o->draft) : find_draft("gpt");
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
@@ -2306,7 +2304,7 @@ int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, siz
     if (!chain && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
-    if (lookup && n <= LOOKUP_MIN_N)
+    if (!strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N) // a prompt too short to copy from
         return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %d "
                          "character%s holds no %d-gram to find again; give -p at least %d "
                          "characters, or another draft", n, n == 1 ? "" : "s", LOOKUP_MIN_N,
@@ -2384,10 +2382,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
     TreeBuffers tb[N_RUNS] = {0};
     int rc = !text[0] || !source; // 1: out of memory
-    for (int r = 0; r < N_RUNS; r++) {
-        text[r] = text[0] ? text[0] + (size_t)r * cap : NULL;
-        rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
-    }
+    for (int r = 0; r < N_RUNS; r++) rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
     if (rc) goto out;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
@@ -2414,6 +2409,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
         if (!c->no_prompt) fputs(c->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, c->seed); // the same seed for each, so greedy texts compare byte for byte
         opt.st = &st[run];
+        text[run] = text[0] + (size_t)run * cap; // its row of the one block
         tb[run].top = c->temperature == 0.0f || d->kind->sure; // sure guesses
         int stopped = tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
                                     &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
@@ -2470,28 +2466,27 @@ int main(int argc, char **argv) {
     DraftInputs in = {&ld.core.v, &ld.core.corpus, ld.core.g.config.block_size, &ld.core.g,
                       o.core.run_selftest ? 0 : ld.shape.depth, NULL};
     int n_drafts = o.core.run_selftest ? N_DRAFTS : 1;
-    for (int i = 0; i < n_drafts; i++) {
-        const char *name = o.core.run_selftest ? DRAFTS[i].name : o.draft;
+    if (!o.core.run_selftest && setup_draft(o.draft, &in, &drafts[0], err, sizeof(err)) != 0)
+        goto done;
+    for (int i = 0; i < n_drafts && o.core.run_selftest; i++) {
         // the model drafts (gpt, cascade) read --draft's checkpoint, if it names one
-        int own_file = o.core.run_selftest && !find_draft(o.draft) && DRAFTS[i].file &&
+        int own_file = !find_draft(o.draft) && DRAFTS[i].file &&
                        !strcmp(DRAFTS[i].file, DEFAULT_DRAFT);
-        in.path = own_file ? o.draft : NULL;
-        int failed = own_file ? setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0
-                              : setup_draft(name, &in, &drafts[i], err, sizeof(err)) != 0;
-        if (failed && o.core.run_selftest && DRAFTS[i].untrained) {
+        in.path = own_file ? o.draft : DRAFTS[i].file;
+        int failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
+        if (failed && DRAFTS[i].untrained) {
             free_draft(&drafts[i]); // a file for another target: the untrained form instead
             in.path = NULL;
             failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
             drafts[i].name = DRAFTS[i].untrained;
         }
-        if (failed && !o.core.run_selftest) goto done;
         if (failed) { // the self-test leaves its cases out, and says why
             printf("SKIP %s: %s\n", DRAFTS[i].name, err);
             free_draft(&drafts[i]);
-            err[0] = '\0';
         }
-        drafts[i].p_min = o.draft_p_min; // refused above where a draft cannot use it
+        err[0] = '\0'; // a file the untrained form replaced is no reason to fail
     }
+    for (int i = 0; i < n_drafts; i++) drafts[i].p_min = o.draft_p_min; // refused above if unusable
     if (setup_width(&o, &ld, err, sizeof(err)) != 0) goto done;
     // 4. every input is good: say what runs, then run it
     print_config(&ld.core.g, ld.source);
