@@ -1877,7 +1877,6 @@ typedef struct {
     const char *magic; // its first 4 bytes
     size_t header;     // bytes before the floats; the fingerprint is its last 8
     const char *what;  // e.g. "medusa heads", in the messages
-    const char *title; // e.g. "Medusa heads", in "not a specdec Medusa heads file"
     const char *fix;   // how to make one that fits
     // the floats the header's sizes call for, or 0 with why set; `needs` names them, e.g.
     // "4 heads 64 wide": the format's own checks
@@ -1893,7 +1892,7 @@ static size_t check_tied_file(const unsigned char *buf, size_t n, const GPT *tar
     if (n < f->header)
         snprintf(why, 256, "file is %zu bytes, shorter than the %zu-byte header", n, f->header);
     else if (memcmp(buf, f->magic, 4) != 0)
-        snprintf(why, 256, "wrong magic (not a specdec %s file)", f->title);
+        snprintf(why, 256, "wrong magic (not a specdec %s file)", f->what);
     else if (get_u32(buf + 4) != 1)
         snprintf(why, 256, "version %u, this program reads version 1", get_u32(buf + 4));
     else if ((N = f->sizes(buf, target, why, needs)) == 0)
@@ -1950,10 +1949,9 @@ static size_t medusa_sizes(const unsigned char *buf, const GPT *g, char *why, ch
 
 // Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
 int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
-    static const TiedFile f = {MEDUSA_MAGIC, MEDUSA_HEADER, "medusa heads", "Medusa heads",
-                               "train heads for this model: 'make train-medusa', or "
-                               "'tinyshakespeare/train medusa -m MODEL -o " DEFAULT_MEDUSA "'",
-                               medusa_sizes};
+    static const TiedFile f = {MEDUSA_MAGIC, MEDUSA_HEADER, "medusa heads", "train heads for "
+                               "this model: 'make train-medusa', or 'tinyshakespeare/train "
+                               "medusa -m MODEL -o " DEFAULT_MEDUSA "'", medusa_sizes};
     unsigned char header[MEDUSA_HEADER] = {0};
     memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
     float *w = read_tied_file(path, target, &f, header, err, errlen);
@@ -1978,9 +1976,9 @@ static size_t exit_sizes(const unsigned char *buf, const GPT *g, char *why, char
 
 // Reads a trained exit for `target` from path into e; on failure err and -1, nothing held.
 int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "exit head", "train one "
-                               "for this model: 'make train-exit', or 'tinyshakespeare/train "
-                               "exit -m MODEL -o " DEFAULT_EXIT "'", exit_sizes};
+    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "train one for this "
+                               "model: 'make train-exit', or 'tinyshakespeare/train exit -m "
+                               "MODEL -o " DEFAULT_EXIT "'", exit_sizes};
     unsigned char header[EXIT_HEADER] = {0};
     float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
@@ -2020,9 +2018,9 @@ static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, cha
 
 // Reads an EAGLE head for `target` from path into e; on failure err and -1, nothing held.
 int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "EAGLE head", "train "
-                               "one for this model: 'make train-eagle', or 'tinyshakespeare/train "
-                               "eagle -m MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
+    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "train one for this "
+                               "model: 'make train-eagle', or 'tinyshakespeare/train eagle -m "
+                               "MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
     unsigned char header[EAGLE_HEADER] = {0};
     float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
