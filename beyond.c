@@ -832,9 +832,8 @@ static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen)
     d->exit = (ExitHead){.layer = 1, .C = c->n_embd, .V = c->vocab_size}; // a file's: its own
     if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
     if (d->exit.layer >= c->n_layer)
-        return fail_with(err, errlen, "%s needs a target of 2 blocks or more: it runs the "
-                         "first and verifies with the rest (this one has %d)", d->name,
-                         c->n_layer);
+        return fail_with(err, errlen, "%s needs a target of 2 blocks or more: it runs the first "
+                         "and verifies with the rest (this one has %d)", d->name, c->n_layer);
     return 0;
 }
 
@@ -2198,8 +2197,7 @@ void beyond_usage(FILE *f) {
         fprintf(f, "      %-20s %s%s%s%s\n", DRAFTS[i].name, DRAFTS[i].about,
                 DRAFTS[i].file ? " (" : "", DRAFTS[i].file ? DRAFTS[i].file : "",
                 DRAFTS[i].file ? ")" : "");
-    fprintf(f,
-        "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
+    fprintf(f, "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
         "  --tree W1,W2,..  draft a tree: W1 guesses after current_token, W2 after each of\n"
