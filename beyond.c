@@ -2023,10 +2023,9 @@ int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, siz
     unsigned char header[EAGLE_HEADER] = {0};
     float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
-    int C = (int)get_u32(header + 24), S = target->config.block_size;
-    Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
-                  (int)get_u32(header + 32)};
-    int n_feat = (int)get_u32(header + 8);
+    int C = (int)get_u32(header + 24), n_feat = (int)get_u32(header + 8);
+    Config one = {1, (int)get_u32(header + 36), C, target->config.block_size,
+                  (int)get_u32(header + 28), (int)get_u32(header + 32)};
     size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0; // EAGLE-3's fuse Linear first
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
@@ -2324,10 +2323,9 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
     if (H > 0 && widen_ffn(g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    int n = snprintf(ld->source, sizeof(ld->source), "%s", o->core.model_path);
-    if (H > 0) // and what the weights became
-        snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
-                 "(%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
+    // the path, and what the weights became if widened (unwidened, "%s" ignores the rest)
+    const char *fmt = H > 0 ? "%s, MLP padded with zeros to %d units (%.1f MB of weights)" : "%s";
+    snprintf(ld->source, sizeof(ld->source), fmt, o->core.model_path, H, g->n_params * 4.0 / 1e6);
     return 0;
 }
 
