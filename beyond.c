@@ -2180,8 +2180,7 @@ typedef struct {
     const char *tree;         // --tree, e.g. "3,2,1,1", or NULL: a chain of K
     int top_k, ffn_width;     // --top-k (0: off), --ffn-width (0: the model's own)
     float top_p, draft_p_min; // --top-p (0: off), --draft-p-min (0: off)
-    int color;                // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR
-                              // is unset or empty
+    int color;                // 1 --color, 0 --no-color, -1 on a terminal if NO_COLOR unset/empty
 } BeyondOptions;
 
 #define MAX_FFN_WIDTH 16777216 // 2^24 hidden units: 32 GiB of weights for the lecture's model
@@ -2382,8 +2381,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    FILE *stream = c->trace || c->compare ? NULL : stdout;
-    Output out = {.stream = stream, .source = source, .color = color};
+    Output out = {c->trace || c->compare ? NULL : stdout, source, color}; // stream, source, color
     RunStats st[N_RUNS] = {0};
     Rng rng; // seeded afresh before each decoder
     RunOptions opt = {.max_new_tokens = c->max_new_tokens,
@@ -2429,8 +2427,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                 K, 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].core.seconds);
 out:
     for (int r = 0; r < N_RUNS; r++) free_tree_buffers(&tb[r]);
-    free(text[0]);
-    free(source);
+    free_all((void *[]){text[0], source}, 2);
     return rc;
 }
 
