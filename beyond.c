@@ -1607,8 +1607,7 @@ static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
 
 // Prints where a generation's wall time went: each kind of target pass, drafting, the rest.
 static void print_time_table(const RunStats *s, int speculative) {
-    double seconds = s->core.seconds, wall = seconds > 0 ? seconds : 1.0;
-    double rest = seconds - s->draft_seconds;
+    double sec = s->core.seconds, wall = sec > 0 ? sec : 1.0, rest = sec - s->draft_seconds;
     fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
     for (int i = 0; i < N_PASS_KINDS; i++) {
         const PassTally *t = &s->pass[i];
@@ -1925,12 +1924,11 @@ static float *read_tied_file(const char *path, const GPT *target, const TiedFile
         memcpy(&x[i], &bits, 4);
         if (!isfinite(x[i])) snprintf(why, sizeof(why), "float %zu is not a finite number", i);
     }
-    if (!why[0]) memcpy(header, buf, f->header);
+    if (!why[0]) memcpy(header, buf, f->header); // the caller reads its sizes there
     free(buf);
-    if (!why[0]) return x;
-    free(x);
-    fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
-    return NULL;
+    if (why[0]) free(x); // on failure nothing is held, and err says why
+    if (why[0]) fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
+    return why[0] ? NULL : x;
 }
 
 // Medusa's sizes: 1 to 16 heads, each C wide with the target's C and V.
