@@ -832,9 +832,8 @@ static int exit_setup(Draft *d, const DraftInputs *in, char *err, size_t errlen)
     d->exit = (ExitHead){.layer = 1, .C = c->n_embd, .V = c->vocab_size}; // a file's: its own
     if (in->path && load_exit(in->path, in->target, &d->exit, err, errlen) != 0) return -1;
     if (d->exit.layer >= c->n_layer)
-        return fail_with(err, errlen, "%s needs a target of 2 blocks or more: it runs the "
-                         "first and verifies with the rest (this one has %d)", d->name,
-                         c->n_layer);
+        return fail_with(err, errlen, "%s needs a target of 2 blocks or more: it runs the first "
+                         "and verifies with the rest (this one has %d)", d->name, c->n_layer);
     return 0;
 }
 
@@ -1224,9 +1223,8 @@ void free_draft(Draft *d) {
     free(d->eagle.fuse_weight ? d->eagle.fuse_weight : d->eagle.fc_weight); // the rest too
     free_gpt(&d->eagle.block);
     free_spec_buffers(&d->inner);
-    void *owned[] = {d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->taps, d->chain,
-                     d->chain_q, d->chain_own, d->pass_in};
-    free_all(owned, sizeof(owned) / sizeof(owned[0]));
+    free_all((void *[]){d->hidden, d->resid, d->feat, d->pred, d->eagle_in, d->taps, d->chain,
+                        d->chain_q, d->chain_own, d->pass_in}, 10);
     memset(d, 0, sizeof(*d));
 }
 
@@ -1609,8 +1607,7 @@ static void trace_tree(const RunOptions *o, const TreeBuffers *tb, int n) {
 
 // Prints where a generation's wall time went: each kind of target pass, drafting, the rest.
 static void print_time_table(const RunStats *s, int speculative) {
-    double seconds = s->core.seconds, wall = seconds > 0 ? seconds : 1.0;
-    double rest = seconds - s->draft_seconds;
+    double sec = s->core.seconds, wall = sec > 0 ? sec : 1.0, rest = sec - s->draft_seconds;
     fprintf(stderr, "  where the time went     passes   tokens         ms   share\n");
     for (int i = 0; i < N_PASS_KINDS; i++) {
         const PassTally *t = &s->pass[i];
@@ -1878,7 +1875,6 @@ typedef struct {
     const char *magic; // its first 4 bytes
     size_t header;     // bytes before the floats; the fingerprint is its last 8
     const char *what;  // e.g. "medusa heads", in the messages
-    const char *title; // e.g. "Medusa heads", in "not a specdec Medusa heads file"
     const char *fix;   // how to make one that fits
     // the floats the header's sizes call for, or 0 with why set; `needs` names them, e.g.
     // "4 heads 64 wide": the format's own checks
@@ -1894,7 +1890,7 @@ static size_t check_tied_file(const unsigned char *buf, size_t n, const GPT *tar
     if (n < f->header)
         snprintf(why, 256, "file is %zu bytes, shorter than the %zu-byte header", n, f->header);
     else if (memcmp(buf, f->magic, 4) != 0)
-        snprintf(why, 256, "wrong magic (not a specdec %s file)", f->title);
+        snprintf(why, 256, "wrong magic (not a specdec %s file)", f->what);
     else if (get_u32(buf + 4) != 1)
         snprintf(why, 256, "version %u, this program reads version 1", get_u32(buf + 4));
     else if ((N = f->sizes(buf, target, why, needs)) == 0)
@@ -1928,12 +1924,11 @@ static float *read_tied_file(const char *path, const GPT *target, const TiedFile
         memcpy(&x[i], &bits, 4);
         if (!isfinite(x[i])) snprintf(why, sizeof(why), "float %zu is not a finite number", i);
     }
-    if (!why[0]) memcpy(header, buf, f->header);
+    if (!why[0]) memcpy(header, buf, f->header); // the caller reads its sizes there
     free(buf);
-    if (!why[0]) return x;
-    free(x);
-    fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
-    return NULL;
+    if (why[0]) free(x); // on failure nothing is held, and err says why
+    if (why[0]) fail_with(err, errlen, "%s '%s': %s (%s)", f->what, path, why, f->fix);
+    return why[0] ? NULL : x;
 }
 
 // Medusa's sizes: 1 to 16 heads, each C wide with the target's C and V.
@@ -1951,10 +1946,9 @@ static size_t medusa_sizes(const unsigned char *buf, const GPT *g, char *why, ch
 
 // Reads Medusa heads for `target` from path into m; on failure err and -1, nothing allocated.
 int load_medusa(const char *path, const GPT *target, MedusaHeads *m, char *err, size_t errlen) {
-    static const TiedFile f = {MEDUSA_MAGIC, MEDUSA_HEADER, "medusa heads", "Medusa heads",
-                               "train heads for this model: 'make train-medusa', or "
-                               "'tinyshakespeare/train medusa -m MODEL -o " DEFAULT_MEDUSA "'",
-                               medusa_sizes};
+    static const TiedFile f = {MEDUSA_MAGIC, MEDUSA_HEADER, "medusa heads", "train heads for "
+                               "this model: 'make train-medusa', or 'tinyshakespeare/train "
+                               "medusa -m MODEL -o " DEFAULT_MEDUSA "'", medusa_sizes};
     unsigned char header[MEDUSA_HEADER] = {0};
     memset(m, 0, sizeof(*m)); // free_medusa is safe on it whatever fails
     float *w = read_tied_file(path, target, &f, header, err, errlen);
@@ -1979,9 +1973,9 @@ static size_t exit_sizes(const unsigned char *buf, const GPT *g, char *why, char
 
 // Reads a trained exit for `target` from path into e; on failure err and -1, nothing held.
 int load_exit(const char *path, const GPT *target, ExitHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "exit head", "train one "
-                               "for this model: 'make train-exit', or 'tinyshakespeare/train "
-                               "exit -m MODEL -o " DEFAULT_EXIT "'", exit_sizes};
+    static const TiedFile f = {EXIT_MAGIC, EXIT_HEADER, "exit head", "train one for this "
+                               "model: 'make train-exit', or 'tinyshakespeare/train exit -m "
+                               "MODEL -o " DEFAULT_EXIT "'", exit_sizes};
     unsigned char header[EXIT_HEADER] = {0};
     float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
@@ -2021,16 +2015,15 @@ static size_t eagle_sizes(const unsigned char *buf, const GPT *g, char *why, cha
 
 // Reads an EAGLE head for `target` from path into e; on failure err and -1, nothing held.
 int load_eagle(const char *path, const GPT *target, EagleHead *e, char *err, size_t errlen) {
-    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "EAGLE head", "train "
-                               "one for this model: 'make train-eagle', or 'tinyshakespeare/train "
-                               "eagle -m MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
+    static const TiedFile f = {EAGLE_MAGIC, EAGLE_HEADER, "eagle head", "train one for this "
+                               "model: 'make train-eagle', or 'tinyshakespeare/train eagle -m "
+                               "MODEL -o " DEFAULT_EAGLE "'", eagle_sizes};
     unsigned char header[EAGLE_HEADER] = {0};
     float *x = read_tied_file(path, target, &f, header, err, errlen);
     if (!x) return -1;
-    int C = (int)get_u32(header + 24), S = target->config.block_size;
-    Config one = {1, (int)get_u32(header + 36), C, S, (int)get_u32(header + 28),
-                  (int)get_u32(header + 32)};
-    int n_feat = (int)get_u32(header + 8);
+    int C = (int)get_u32(header + 24), n_feat = (int)get_u32(header + 8);
+    Config one = {1, (int)get_u32(header + 36), C, target->config.block_size,
+                  (int)get_u32(header + 28), (int)get_u32(header + 32)};
     size_t fuse = n_feat == 3 ? (3 * (size_t)C + 1) * C : 0; // EAGLE-3's fuse Linear first
     *e = (EagleHead){.C = C, .n_feat = n_feat, .feat_layer = {(int)get_u32(header + 12),
                      (int)get_u32(header + 16), (int)get_u32(header + 20)},
@@ -2185,8 +2178,7 @@ typedef struct {
     const char *tree;         // --tree, e.g. "3,2,1,1", or NULL: a chain of K
     int top_k, ffn_width;     // --top-k (0: off), --ffn-width (0: the model's own)
     float top_p, draft_p_min; // --top-p (0: off), --draft-p-min (0: off)
-    int color;                // --color 1, --no-color 0, or -1: on for a terminal if NO_COLOR
-                              // is unset or empty
+    int color;                // 1 --color, 0 --no-color, -1 on a terminal if NO_COLOR unset/empty
 } BeyondOptions;
 
 #define MAX_FFN_WIDTH 16777216 // 2^24 hidden units: 32 GiB of weights for the lecture's model
@@ -2201,8 +2193,7 @@ void beyond_usage(FILE *f) {
         fprintf(f, "      %-20s %s%s%s%s\n", DRAFTS[i].name, DRAFTS[i].about,
                 DRAFTS[i].file ? " (" : "", DRAFTS[i].file ? DRAFTS[i].file : "",
                 DRAFTS[i].file ? ")" : "");
-    fprintf(f,
-        "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
+    fprintf(f, "  --top-k N   keep the N most likely tokens, 1..V, in the target and the draft\n"
         "  --top-p P   keep the fewest most likely tokens whose mass reaches P, 0 < P <= 1;\n"
         "              both filter after the temperature; at -t 0 they change nothing\n"
         "  --tree W1,W2,..  draft a tree: W1 guesses after current_token, W2 after each of\n"
@@ -2284,8 +2275,7 @@ typedef struct {
 // Checks the options that need the model and the prompt: -k, --top-k, --tree, the drafts'
 // combinations. 0, or -1 with err set.
 int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
-    int S = ld->core.g.config.block_size, V = ld->core.v.size, lookup = !strcmp(o->draft, "lookup");
-    int n = ld->core.n_prompt;
+    int S = ld->core.g.config.block_size, V = ld->core.v.size, n = ld->core.n_prompt;
     const DraftKind *kind = find_draft(o->draft) ? find_draft(o->draft) : find_draft("gpt");
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
@@ -2306,7 +2296,7 @@ int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, siz
     if (!chain && o->draft_p_min > 0.0f)
         return fail_with(err, errlen, "--draft-p-min ends a chain at its last sure guess, and a "
                          "tree has no single last guess; drop one of --tree and --draft-p-min");
-    if (lookup && n <= LOOKUP_MIN_N)
+    if (!strcmp(o->draft, "lookup") && n <= LOOKUP_MIN_N) // a prompt too short to copy from
         return fail_with(err, errlen, "--draft lookup copies from the prompt, and a prompt of %d "
                          "character%s holds no %d-gram to find again; give -p at least %d "
                          "characters, or another draft", n, n == 1 ? "" : "s", LOOKUP_MIN_N,
@@ -2330,10 +2320,9 @@ int setup_width(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errl
     if (H > 0 && widen_ffn(g, H) != 0)
         return fail_with(err, errlen, "out of memory widening the MLP to %d units (%.0f MB); "
                          "use a smaller --ffn-width", H, mb);
-    int n = snprintf(ld->source, sizeof(ld->source), "%s", o->core.model_path);
-    if (H > 0) // and what the weights became
-        snprintf(ld->source + n, sizeof(ld->source) - n, ", MLP padded with zeros to %d units "
-                 "(%.1f MB of weights)", H, g->n_params * 4.0 / 1e6);
+    // the path, and what the weights became if widened (unwidened, "%s" ignores the rest)
+    const char *fmt = H > 0 ? "%s, MLP padded with zeros to %d units (%.1f MB of weights)" : "%s";
+    snprintf(ld->source, sizeof(ld->source), fmt, o->core.model_path, H, g->n_params * 4.0 / 1e6);
     return 0;
 }
 
@@ -2384,17 +2373,13 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
     unsigned char *source = calloc((size_t)cap, 1); // each token's TokenSource, per run
     TreeBuffers tb[N_RUNS] = {0};
     int rc = !text[0] || !source; // 1: out of memory
-    for (int r = 0; r < N_RUNS; r++) {
-        text[r] = text[0] ? text[0] + (size_t)r * cap : NULL;
-        rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
-    }
+    for (int r = 0; r < N_RUNS; r++) rc |= build_tree_buffers(&tb[r], &shapes[r], V, S) != 0;
     if (rc) goto out;
     // colour: as asked, or by default when stdout is a terminal and NO_COLOR says nothing
     const char *no_color = getenv("NO_COLOR");
     int color = o->color >= 0 ? o->color : isatty(fileno(stdout)) && !(no_color && *no_color);
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
-    FILE *stream = c->trace || c->compare ? NULL : stdout;
-    Output out = {.stream = stream, .source = source, .color = color};
+    Output out = {c->trace || c->compare ? NULL : stdout, source, color}; // stream, source, color
     RunStats st[N_RUNS] = {0};
     Rng rng; // seeded afresh before each decoder
     RunOptions opt = {.max_new_tokens = c->max_new_tokens,
@@ -2414,6 +2399,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
         if (!c->no_prompt) fputs(c->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, c->seed); // the same seed for each, so greedy texts compare byte for byte
         opt.st = &st[run];
+        text[run] = text[0] + (size_t)run * cap; // its row of the one block
         tb[run].top = c->temperature == 0.0f || d->kind->sure; // sure guesses
         int stopped = tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
                                     &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
@@ -2439,8 +2425,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                 K, 1e3 * tree->seconds, 1e3 * chain->seconds, 1e3 * st[RUN_PLAIN].core.seconds);
 out:
     for (int r = 0; r < N_RUNS; r++) free_tree_buffers(&tb[r]);
-    free(text[0]);
-    free(source);
+    free_all((void *[]){text[0], source}, 2);
     return rc;
 }
 
@@ -2470,28 +2455,27 @@ int main(int argc, char **argv) {
     DraftInputs in = {&ld.core.v, &ld.core.corpus, ld.core.g.config.block_size, &ld.core.g,
                       o.core.run_selftest ? 0 : ld.shape.depth, NULL};
     int n_drafts = o.core.run_selftest ? N_DRAFTS : 1;
-    for (int i = 0; i < n_drafts; i++) {
-        const char *name = o.core.run_selftest ? DRAFTS[i].name : o.draft;
+    if (!o.core.run_selftest && setup_draft(o.draft, &in, &drafts[0], err, sizeof(err)) != 0)
+        goto done;
+    for (int i = 0; i < n_drafts && o.core.run_selftest; i++) {
         // the model drafts (gpt, cascade) read --draft's checkpoint, if it names one
-        int own_file = o.core.run_selftest && !find_draft(o.draft) && DRAFTS[i].file &&
+        int own_file = !find_draft(o.draft) && DRAFTS[i].file &&
                        !strcmp(DRAFTS[i].file, DEFAULT_DRAFT);
-        in.path = own_file ? o.draft : NULL;
-        int failed = own_file ? setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0
-                              : setup_draft(name, &in, &drafts[i], err, sizeof(err)) != 0;
-        if (failed && o.core.run_selftest && DRAFTS[i].untrained) {
+        in.path = own_file ? o.draft : DRAFTS[i].file;
+        int failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
+        if (failed && DRAFTS[i].untrained) {
             free_draft(&drafts[i]); // a file for another target: the untrained form instead
             in.path = NULL;
             failed = setup_kind(&DRAFTS[i], &in, &drafts[i], err, sizeof(err)) != 0;
             drafts[i].name = DRAFTS[i].untrained;
         }
-        if (failed && !o.core.run_selftest) goto done;
         if (failed) { // the self-test leaves its cases out, and says why
             printf("SKIP %s: %s\n", DRAFTS[i].name, err);
             free_draft(&drafts[i]);
-            err[0] = '\0';
         }
-        drafts[i].p_min = o.draft_p_min; // refused above where a draft cannot use it
+        err[0] = '\0'; // a file the untrained form replaced is no reason to fail
     }
+    for (int i = 0; i < n_drafts; i++) drafts[i].p_min = o.draft_p_min; // refused above if unusable
     if (setup_width(&o, &ld, err, sizeof(err)) != 0) goto done;
     // 4. every input is good: say what runs, then run it
     print_config(&ld.core.g, ld.source);

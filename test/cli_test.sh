@@ -775,6 +775,15 @@ cp "$T/out" "$T/medusa_text"
 runb --draft medusa -t 0 -n 60 --ffn-width 512
 check "./beyond --draft medusa --ffn-width 512 -t 0: exit 0 and the unpadded target's text, byte for byte (the padded model keeps the fingerprint its heads were trained on)" \
     eval '[[ $rc == 0 ]] && cmp -s "$T/out" "$T/medusa_text"'
+# -m's path longer than the "model:" line's 256 bytes, with --ffn-width: the line is cut
+# short, never written past (setup_width once wrote past it, and ./beyond crashed)
+long_dir="$T/$(printf 'x%.0s' {1..250})"
+mkdir -p "$long_dir" && cp "$MODEL" "$long_dir/model.bin"
+runb -t 0 -n 60
+cp "$T/out" "$T/plain_text"
+runb -m "$long_dir/model.bin" --ffn-width 512 -t 0 -n 60
+check "./beyond -m (a path of over 256 characters) --ffn-width 512 -t 0: exit 0 and the unpadded target's text" \
+    eval '[[ $rc == 0 ]] && cmp -s "$T/out" "$T/plain_text" && err_has "model: $T/xxxx"'
 
 run --trace -n 30
 check "--trace -n 30 exits 0" eval '[[ $rc == 0 ]]'

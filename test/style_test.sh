@@ -37,12 +37,12 @@
 #   8. the blog's path and the model come first: draft_tokens, verify_candidates,
 #      accept_reject, trim_kv_cache, generate, speculative_generate and forward all end
 #      (the "}" at column 0 closing each definition) within the first 1,000 lines.
-# beyond.c, what the papers add: checks 1, 4 and 5 as above, and a length of at most 2,514
-#   lines (the 2,500, with every draft of the table in it, and the 14 that moving
+# beyond.c, what the papers add: checks 1, 4 and 5 as above, and a length of at most 2,500
+#   lines (the budget, with every draft of the table in it; the 14 lines that moving
 #   read_checkpoint, which only ./beyond's drafts and the trainer use, out of specdec.c
-#   brought). One function of beyond.c takes more than 6 parameters today (BEYOND_WIDE
-#   below, with its count); it may lose parameters, never gain one, and no other function
-#   may join it.
+#   brought were paid for by leaner plumbing). One function of beyond.c takes more than 6
+#   parameters today (BEYOND_WIDE below, with its count); it may lose parameters, never gain
+#   one, and no other function may join it.
 # First of all, the two counters run on small C snippets whose answers are known (strings
 # and comments holding ';' or ',', escaped quotes, comments over two lines, for headers
 # with nested parentheses, a function-pointer parameter, a signature over two lines): a
@@ -59,7 +59,7 @@ FILE=${STYLE_FILE:-specdec.c}
 BEYOND=${STYLE_BEYOND_FILE:-beyond.c}
 MAX_CRAMMED=0
 MAX_LINES=1865
-MAX_BEYOND_LINES=2514
+MAX_BEYOND_LINES=2500
 MAX_HEADER=45
 MIN_COMMENT_SHARE=35
 MAX_PARAMS=6
