@@ -242,7 +242,7 @@ void one_hot(float *out, int n, int i) {
 // each finite can still overflow once the model runs. So a row of logits that is not finite
 // makes p a row of NaN and returns -1, and the loops stop before they use it. Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
-    int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the weights overflowed
+    int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the sums overflowed
     if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
         one_hot(p, V, argmax(logits, V));
         return 0;
@@ -478,7 +478,7 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
 // draft), and it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
 // The dropped positions are zeroed, so a debugger shows them gone (the next pass would
-// overwrite them anyway). beyond.c rolls back its other models' caches with this call too.
+// overwrite them anyway). The same call rolls back any GPT's cache: a draft model's too.
 void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
     RunState *s = &target_model->state;
     const Config *c = &target_model->config;
