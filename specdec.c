@@ -1707,7 +1707,9 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}};
-    size_t n = 14; // the rows above; more's follow them (up to 17: the last row stays the end)
+    size_t n = 0; // the rows above, counted, not assumed; more's follow, the last row left empty
+    while (table[n].flag)
+        n++;
     for (size_t j = 0; more && more[j].flag && n + 1 < sizeof(table) / sizeof(table[0]); j++)
         table[n++] = more[j];
     long given = parse_table(argc, argv, table, err, errlen); // the rows named
