@@ -1493,7 +1493,7 @@ static void count_tree_round(RunStats *st, const Draft *d, const TreeBuffers *tb
     st->core.rounds++;
     st->core.drafted += nodes;
     st->core.judged += judged;
-    st->core.accepted += tb->passed;
+    st->core.guesses_accepted += tb->passed;
     st->core.round_tokens += n;
 }
 
@@ -1633,8 +1633,8 @@ void print_run_stats(const char *title, const RunStats *s, int speculative, int 
         fprintf(stderr, "  rounds                  %ld   (%.2f guesses a round)\n", c->rounds,
                 ratio(c->drafted, c->rounds));
         fprintf(stderr, "  accepted                %ld of the %ld positions judged (%.3f); "
-                "alpha %.3f, averaged over those positions\n", c->accepted, c->judged,
-                ratio(c->accepted, c->judged), stats_alpha(c));
+                "alpha %.3f, averaged over those positions\n", c->guesses_accepted, c->judged,
+                ratio(c->guesses_accepted, c->judged), stats_alpha(c));
         fprintf(stderr, "  tokens per verify pass  %.3f   (notes/speed.md measures a tree's)\n",
                 ratio(c->round_tokens, c->rounds));
         // what the 32-slot window leaves of the shape: a tree's rows need free slots

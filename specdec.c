@@ -1013,7 +1013,8 @@ struct Stats {
     long rounds;        // speculative rounds: one verify pass each
     long drafted;       // candidates drafted: the sum of k
     long judged;        // candidates accept_reject decided on: accepted + rejected
-    long accepted;      // candidates accepted
+    long guesses_accepted; // candidates accepted; a round's num_accepted also counts its last
+                           // token (a resample or bonus), and so sums to round_tokens
     double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
     long resampled;     // rounds that ended in a rejection and a residual draw
     long bonus;         // rounds where all k passed and a bonus token was drawn
@@ -1061,7 +1062,7 @@ void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, doubl
     st->rounds++;
     st->drafted += k;
     st->judged += judged;
-    st->accepted += b->rejected_at >= 0 ? b->rejected_at : k;
+    st->guesses_accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
     count_pass(st, VERIFY_PASS, seconds); // one verify pass; a bigram drafts in a lookup
 }
@@ -1215,7 +1216,7 @@ void print_stats(const char *title, const Stats *s, int speculative) {
                 s->drafted, mean_k);
         fprintf(stderr, "\n  accepted                %ld of %ld judged: acceptance rate %.3f (a "
                 "rejection ends its round: the guesses after it are never judged)",
-                s->accepted, s->judged, ratio(s->accepted, s->judged));
+                s->guesses_accepted, s->judged, ratio(s->guesses_accepted, s->judged));
         fprintf(stderr, "\n  alpha                   %.3f   (the mean of sum min(p, q) over the "
                 "judged: each guess's chance to pass; the rate counts passes, and differs from "
                 "alpha by chance)", alpha);

@@ -286,7 +286,7 @@ static double cell_plain_seconds(const Cell *c) {
 // drafted), guesses drafted per round, tokens per verify pass, target passes per token.
 static double cell_rate(const Cell *c) {
     const RunStats *s = &c->last_spec;
-    return s->core.drafted ? (double)s->core.accepted / s->core.drafted : 0.0;
+    return s->core.drafted ? (double)s->core.guesses_accepted / s->core.drafted : 0.0;
 }
 static double cell_guesses(const Cell *c) {
     const RunStats *s = &c->last_spec;

@@ -662,7 +662,7 @@ static void test_draft_cache(Fixture *fx) {
                 check(same && st.core.emitted == max_new_tokens, "greedy with the model draft, K=%d "
                       "prompt %s%s%s: %d tokens %s plain decoding's (%ld of %ld guesses "
                       "accepted)", K, prompts[pi].name, BUG ? ", built with -D" : "", BUG_NAME,
-                      max_new_tokens, same ? "identical to" : "DIFFER from", st.core.accepted,
+                      max_new_tokens, same ? "identical to" : "DIFFER from", st.core.guesses_accepted,
                       st.core.drafted);
             }
         }
@@ -726,7 +726,7 @@ static void test_generate_faithful(Fixture *fx) {
                   "final cache lengths (target %d, %d; draft %d, %d) as tree_generate (%ld "
                   "rounds, %ld accepted, %ld bonus, %ld restarting the cache: a round with no "
                   "guess that restarts it counts as a refill)", drafts[di]->name, ti, K, max_new_tokens,
-                  kv[0], kv[1], dkv[0], dkv[1], st[0].core.rounds, st[0].core.accepted,
+                  kv[0], kv[1], dkv[0], dkv[1], st[0].core.rounds, st[0].core.guesses_accepted,
                   st[0].core.bonus,
                   st[0].pass[PASS_FOLDED].passes + st[0].pass[PASS_REFILL].passes);
         }
@@ -893,7 +893,7 @@ static void test_clean_state(Fixture *fx) {
             run_tree(&m.target, &d, &shapes[s], &(Tokens){prompt, np}, (Sampler){1.0f, 0, 0.0f},
                      5, n, b, &st2);
             int same = memcmp(a, b, (size_t)(np + n) * sizeof(int)) == 0 &&
-                       st1.core.judged == st2.core.judged && st1.core.accepted == st2.core.accepted &&
+                       st1.core.judged == st2.core.judged && st1.core.guesses_accepted == st2.core.guesses_accepted &&
                        st1.draft_passes == st2.draft_passes;
             if (!same)
                 snprintf(which + strlen(which), sizeof(which) - strlen(which), " %s%s", kinds[k],
@@ -947,7 +947,7 @@ static void test_alpha_floors(Fixture *fx) {
             case_check(ok, "alpha of the %s draft, K=%d t=%.0f, %d tokens, seed %d: %.4f >= "
                        "floor %.2f (%s; %ld judged, %ld accepted, %.3f tokens per verify pass)",
                        c->draft, ALPHA_K, c->t, n, ALPHA_SEED, alpha, c->floor, c->why,
-                       st.core.judged, st.core.accepted,
+                       st.core.judged, st.core.guesses_accepted,
                        st.core.rounds ? (double)st.core.round_tokens / st.core.rounds : 0.0);
         }
         char what[128];
@@ -1017,7 +1017,7 @@ static void test_print_run_stats(void) {
     s.core.rounds = 6;
     s.core.drafted = 20;
     s.core.judged = 8;
-    s.core.accepted = 6;
+    s.core.guesses_accepted = 6;
     s.core.resampled = 2;
     s.core.bonus = 3;
     s.core.alpha_sum = 3.2;
@@ -1359,21 +1359,21 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
     // a round ends in a resample, a bonus, a step with no guess (an empty round, or the
     // cache's last slot) or (only the last one) all its guesses accepted and no bonus
     long x = s.core.rounds - (s.core.resampled + s.core.bonus + s.empty_rounds + w.steps);
-    check(s.core.round_tokens == s.core.accepted + s.core.resampled + s.core.bonus +
+    check(s.core.round_tokens == s.core.guesses_accepted + s.core.resampled + s.core.bonus +
           s.empty_rounds + w.steps && x == w.no_bonus_full && x >= 0 && x <= 1,
           "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld empty "
           "rounds + %ld one-token rounds at the cache's last slot (the test's count); rounds "
           "%ld == those + %ld all-accepted round(s) without bonus (counted %ld)", name, t,
-          s.core.round_tokens, s.core.accepted, s.core.resampled, s.core.bonus, s.empty_rounds,
+          s.core.round_tokens, s.core.guesses_accepted, s.core.resampled, s.core.bonus, s.empty_rounds,
           w.steps, s.core.rounds, x, w.no_bonus_full);
     check(s.core.drafted == w.drafted && s.core.rounds == w.rounds &&
-          s.core.accepted == w.accepted && s.core.resampled == w.resampled &&
+          s.core.guesses_accepted == w.accepted && s.core.resampled == w.resampled &&
           s.core.bonus == w.bonus && s.empty_rounds == w.empty && s.core.judged == w.judged &&
-          s.core.judged == s.core.accepted + s.core.resampled && s.core.judged > 0,
+          s.core.judged == s.core.guesses_accepted + s.core.resampled && s.core.judged > 0,
           "%s t=%.1f: drafted %ld/%ld, rounds %ld/%ld, accepted %ld/%ld, resampled %ld/%ld, "
           "bonus %ld/%ld, empty rounds %ld/%ld, judged %ld/%ld == accepted + rejected "
           "(RunStats/the test's count)", name, t, s.core.drafted, w.drafted, s.core.rounds,
-          w.rounds, s.core.accepted, w.accepted, s.core.resampled, w.resampled, s.core.bonus,
+          w.rounds, s.core.guesses_accepted, w.accepted, s.core.resampled, w.resampled, s.core.bonus,
           w.bonus, s.empty_rounds, w.empty, s.core.judged, w.judged);
     // the target's passes by kind and by size, as the context rule made them
     long kinds_bad = 0, sizes_bad = 0, sum_size = 0;
@@ -1412,13 +1412,13 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
     }
     long want_passes = d->kind == find_draft("gpt") ? s.core.drafted : 0;
     long drafting_rounds = s.core.rounds - s.empty_rounds - w.steps;
-    check(slots_bad == 0 && sum_j == s.core.judged && sum_a == s.core.accepted &&
+    check(slots_bad == 0 && sum_j == s.core.judged && sum_a == s.core.guesses_accepted &&
           s.draft_passes == want_passes && w.draft_passes == want_passes &&
           s.judged_at[0] == drafting_rounds && s.core.drafted >= drafting_rounds,
           "%s t=%.1f: judged_at/accepted_at == the test's in all %d slots (%ld differ or are "
           "past K=%d), summing to judged %ld/%ld and accepted %ld/%ld; guess 1 judged in every "
           "round that drafted (%ld of %ld); draft passes %ld (want %ld: %s)", name, t,
-          POSITIONS, slots_bad, K, sum_j, s.core.judged, sum_a, s.core.accepted,
+          POSITIONS, slots_bad, K, sum_j, s.core.judged, sum_a, s.core.guesses_accepted,
           s.judged_at[0], drafting_rounds, s.draft_passes, want_passes,
           d->kind == find_draft("gpt") ? "one per guess" : "no model");
     // --color's record of where each token came from, against the test's count
@@ -1437,12 +1437,12 @@ static void stats_run(GPT *g, Draft *d, const Vocab *v, const char *name, float 
           w.steps, w.empty);
     // alpha: the test's own sum over the judged guesses, and it predicts acceptance
     double tol = 1e-9 * (1.0 + w.alpha_sum), alpha = stats_alpha(&s.core);
-    double sd = sqrt(w.alpha_var), z = sd > 0 ? fabs((double)s.core.accepted - w.alpha_sum) / sd : 0;
+    double sd = sqrt(w.alpha_var), z = sd > 0 ? fabs((double)s.core.guesses_accepted - w.alpha_sum) / sd : 0;
     check(fabs(s.core.alpha_sum - w.alpha_sum) <= tol && alpha >= 0.0 && alpha <= 1.0 && z < 5.0,
           "%s t=%.1f: alpha_sum %.9f == the test's sum over %ld judged guesses of sum_x "
           "min(p,q) (a sure guess's p(x)) %.9f (|diff| %.2g); accepted %ld vs that expected "
           "number: %.1f sigma (sd %.1f)", name, t, s.core.alpha_sum, w.judged, w.alpha_sum,
-          fabs(s.core.alpha_sum - w.alpha_sum), s.core.accepted, z, sd);
+          fabs(s.core.alpha_sum - w.alpha_sum), s.core.guesses_accepted, z, sd);
     if (d->p_min > 0.0f) // the stopping rule ran: some rounds drafted fewer than they could
         check(w.short_rounds > 0, "%s t=%.1f: with --draft-p-min %g, %ld of %ld rounds "
               "drafted fewer guesses than they had room for (the counters above held for "

@@ -1188,7 +1188,7 @@ static void test_copies_faithful(Fixture *fx) {
               "test_generate, bigram draft, t=%g, K=%d, %d tokens: the same text, Stats and "
               "final cache length (%d, %d) as speculative_generate (%ld rounds, %ld accepted, "
               "%ld refill passes)", temps[ti], K, N_NEW, kv[0], kv[1], st[0].rounds,
-              st[0].accepted, refills);
+              st[0].guesses_accepted, refills);
     }
     free_spec_buffers(&b);
     // beyond's chain
@@ -1242,7 +1242,7 @@ static void test_copies_faithful(Fixture *fx) {
                   "%d) as tree_generate (%ld rounds, %ld empty, %ld accepted, %ld draft "
                   "passes, %ld PASS_FOLDED rounds that restarted the cache, %ld PASS_STEP "
                   "rounds of one token)", K, d->name, name, N_NEW, kv[0], kv[1], kv_draft[0],
-                  kv_draft[1], sa->core.rounds, sa->empty_rounds, sa->core.accepted,
+                  kv_draft[1], sa->core.rounds, sa->empty_rounds, sa->core.guesses_accepted,
                   sa->draft_passes, sa->pass[PASS_FOLDED].passes, sa->pass[PASS_STEP].passes);
         }
     }
@@ -1415,12 +1415,12 @@ static void test_edge_runs(Fixture *fx) {
         Draft contrary = {.kind = find_draft("bigram"), .name = "contrary", .V = V,
                           .bigram = {V, table}};
         ok = never >= 0 && greedy_same(fx, &contrary, 0, prompt, np, 4, 300, &st, NULL, &at);
-        all_ok &= case_check(ok && st.accepted == 0 && st.round_tokens == st.rounds &&
+        all_ok &= case_check(ok && st.guesses_accepted == 0 && st.round_tokens == st.rounds &&
                              st.bonus == 0 && refills(&st) > 0, "core, a draft that never agrees "
                              "(always '%c'): 300 greedy tokens equal plain decoding%s; %ld "
                              "rounds, %ld accepted, %ld round tokens (exactly one per round), "
                              "%ld refill passes", never >= 0 ? fx->vocab.chars[never] : '?',
-                             diff_note(dn, sizeof(dn), at), st.rounds, st.accepted,
+                             diff_note(dn, sizeof(dn), at), st.rounds, st.guesses_accepted,
                              st.round_tokens, refills(&st));
         free(table);
         free(p);
@@ -1444,7 +1444,7 @@ static void test_edge_runs(Fixture *fx) {
                                  "%ld draft passes, %ld PASS_FOLDED, %ld PASS_STEP)",
                                  drafts[di].d->name, how, max_new_tokens, diff_note(dn, sizeof(dn), at),
                                  rs.core.rounds, rs.empty_rounds, rs.core.drafted,
-                                 rs.core.accepted, rs.draft_passes, rs.pass[PASS_FOLDED].passes,
+                                 rs.core.guesses_accepted, rs.draft_passes, rs.pass[PASS_FOLDED].passes,
                                  rs.pass[PASS_STEP].passes);
         }
         // a prompt of exactly S tokens: the cache is full after the prefill, and the first
@@ -1782,10 +1782,10 @@ static void test_cache_and_stats(Fixture *fx) {
                           : d->kind->restart || d->kind->verify
                               ? st->drafted + (d->eagle.n_feat == 3) : 0;
             check(st->emitted == N_NEW && st->emitted == 1 + st->round_tokens &&
-                  st->round_tokens == st->accepted + st->resampled + st->bonus + w.zero_rounds &&
+                  st->round_tokens == st->guesses_accepted + st->resampled + st->bonus + w.zero_rounds &&
                   x >= 0 && x <= 1 && w.zero_rounds == empty + w.edge &&
-                  st->accepted + st->resampled == w.judged && st->rounds == w.rounds &&
-                  st->drafted == w.drafted && st->accepted == w.accepted &&
+                  st->guesses_accepted + st->resampled == w.judged && st->rounds == w.rounds &&
+                  st->drafted == w.drafted && st->guesses_accepted == w.accepted &&
                   st->resampled == w.resampled && st->bonus == w.bonus &&
                   st->round_tokens == w.round_tokens && (!w.chain || rs.draft_passes == passes) &&
                   w.bad_asked == 0,
@@ -1796,7 +1796,7 @@ static void test_cache_and_stats(Fixture *fx) {
                   "and round tokens as the test counted them; draft passes %ld (%ld expected: "
                   "one per guess of a model draft); %ld rounds asked for other than min(K, "
                   "tokens still needed, S - 1 - context) guesses or restarted off the rule", dn,
-                  name, st->emitted, st->round_tokens, st->accepted, st->resampled, st->bonus,
+                  name, st->emitted, st->round_tokens, st->guesses_accepted, st->resampled, st->bonus,
                   w.zero_rounds, empty, w.edge, st->rounds, x, w.judged, st->drafted,
                   w.chain ? rs.draft_passes : 0, passes, w.bad_asked);
             // the target's passes: the prefill, one per round, and the core's refills
@@ -1822,19 +1822,19 @@ static void test_cache_and_stats(Fixture *fx) {
                       st->target_passes, st->rounds, w.refills);
             // the Stats' own alpha: the same positions, the same sum, in the same order
             double alpha = w.judged ? w.sum_beta / w.judged : 0.0;
-            check(st->judged == w.judged && st->judged == st->accepted + st->resampled &&
+            check(st->judged == w.judged && st->judged == st->guesses_accepted + st->resampled &&
                   fabs(st->alpha_sum - w.sum_beta) <= 1e-9 * (1.0 + w.sum_beta) &&
                   fabs(stats_alpha(st) - alpha) <= 1e-12,
                   "alpha, %s draft, %s: Stats.judged %ld == %ld judged positions seen after "
                   "each round; Stats.alpha_sum %.6f == the test's sum of the chance each "
                   "judged guess had %.6f; stats_alpha %.6f == %.6f", dn, name, st->judged,
                   w.judged, st->alpha_sum, w.sum_beta, stats_alpha(st), alpha);
-            double sigma = sqrt(w.var_beta), dev = fabs(st->accepted - w.sum_beta);
+            double sigma = sqrt(w.var_beta), dev = fabs(st->guesses_accepted - w.sum_beta);
             check(dev <= 4.5 * sigma + 1e-9, "acceptance, %s draft, %s: %ld accepted of %ld "
                   "judged positions vs the sum of their chances = %.1f (sd %.1f): %.2f sigma; "
-                  "rate %.4f accepted/drafted", dn, name, st->accepted, w.judged, w.sum_beta,
+                  "rate %.4f accepted/drafted", dn, name, st->guesses_accepted, w.judged, w.sum_beta,
                   sigma, sigma > 0 ? dev / sigma : 0.0,
-                  st->drafted ? (double)st->accepted / st->drafted : 0.0);
+                  st->drafted ? (double)st->guesses_accepted / st->drafted : 0.0);
             if (cases[ci].p_min > 0.0f)
                 check(w.stopped > 0, "--draft-p-min %g, %s draft: %ld of %ld rounds stopped "
                       "drafting early (the cache and rows above cover them)", cases[ci].p_min,

@@ -1273,14 +1273,14 @@ static void test_greedy_equivalence(Fixture *fx) {
             int diff_at = -1;
             for (int i = 0; i < N_NEW && diff_at < 0; i++)
                 if (ss[start + i] != sp[start + i]) diff_at = i;
-            double rate = a.drafted ? (double)a.accepted / a.drafted : 0.0;
+            double rate = a.drafted ? (double)a.guesses_accepted / a.drafted : 0.0;
             check(diff_at < 0 && a.emitted == N_NEW && c.emitted == N_NEW,
                   "greedy speculative == plain, prompt %s, K=%d: %d tokens %s (acceptance %.3f, "
                   "%ld bonus, %ld resampled, %ld vs %ld target passes)", prompts[pi].name, K,
                   N_NEW, diff_at < 0 ? "identical" : "DIFFER", rate, a.bonus, a.resampled,
                   a.target_passes, c.target_passes);
             if (diff_at >= 0) printf("  first difference at generated token %d\n", diff_at);
-            if (K == 1) { k1_acc += a.accepted; k1_drafted += a.drafted; }
+            if (K == 1) { k1_acc += a.guesses_accepted; k1_drafted += a.drafted; }
             bonus += a.bonus;
             resampled += a.resampled;
             free_spec_buffers(&b);
@@ -1427,18 +1427,18 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
     // was still needed) all k accepted and no bonus; its accepted tokens count as accepted;
     // a round at the cache's last slot drafts nothing and gives one token
     long x = s.rounds - (s.resampled + s.bonus + lc.steps);
-    check(s.round_tokens == s.accepted + s.resampled + s.bonus + lc.steps &&
+    check(s.round_tokens == s.guesses_accepted + s.resampled + s.bonus + lc.steps &&
           x == lc.no_bonus_full && x >= 0 && x <= 1,
           "%s t=%.1f: round tokens %ld == accepted %ld + resampled %ld + bonus %ld + %ld "
           "one-token rounds at the cache's last slot (the driver's); rounds %ld == resampled + "
           "bonus + last-slot + %ld all-accepted round(s) without bonus (driver counted %ld)",
-          model, t, s.round_tokens, s.accepted, s.resampled, s.bonus, lc.steps, s.rounds, x,
+          model, t, s.round_tokens, s.guesses_accepted, s.resampled, s.bonus, lc.steps, s.rounds, x,
           lc.no_bonus_full);
-    check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.accepted == lc.accepted &&
-          s.resampled == lc.resampled && s.bonus == lc.bonus && s.accepted <= s.drafted,
+    check(s.drafted == lc.drafted && s.rounds == lc.rounds && s.guesses_accepted == lc.accepted &&
+          s.resampled == lc.resampled && s.bonus == lc.bonus && s.guesses_accepted <= s.drafted,
           "%s t=%.1f: drafted %ld == sum of k %ld, rounds %ld/%ld, accepted %ld/%ld (<= drafted),"
           " resampled %ld/%ld, bonus %ld/%ld (stats/driver)", model, t, s.drafted, lc.drafted,
-          s.rounds, lc.rounds, s.accepted, lc.accepted, s.resampled, lc.resampled, s.bonus,
+          s.rounds, lc.rounds, s.guesses_accepted, lc.accepted, s.resampled, lc.resampled, s.bonus,
           lc.bonus);
     // the target's passes: the prefill, one a round, and each refill's own pass
     check(s.target_passes == lc.passes && s.target_passes == 1 + s.rounds + lc.refills &&
@@ -1449,10 +1449,10 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
     // alpha: every judged candidate was accepted or was the rejected one, and alpha_sum
     // is the driver's own sum over them of sum_x min(p(x), q(x))
     double alpha = stats_alpha(&s);
-    check(s.judged == s.accepted + s.resampled && s.judged <= s.drafted &&
+    check(s.judged == s.guesses_accepted + s.resampled && s.judged <= s.drafted &&
           s.judged == lc.judged && s.judged > 0,
           "%s t=%.1f: judged %ld == accepted %ld + rejected %ld, <= drafted %ld, == the "
-          "driver's %ld", model, t, s.judged, s.accepted, s.resampled, s.drafted, lc.judged);
+          "driver's %ld", model, t, s.judged, s.guesses_accepted, s.resampled, s.drafted, lc.judged);
     double tol = 1e-9 * (1.0 + lc.alpha_sum);
     check(fabs(s.alpha_sum - lc.alpha_sum) <= tol && alpha == s.alpha_sum / s.judged &&
           alpha >= 0.0 && alpha <= 1.0,
@@ -1462,9 +1462,9 @@ static void stats_run(GPT *g, const BigramDraft *d, const Vocab *v, const char *
           fabs(s.alpha_sum - lc.alpha_sum), tol, alpha);
     // each judged candidate passes with chance sum_x min(p, q) given what came before, so
     // accepted - alpha_sum is a sum of zero-mean steps of variance a(1 - a)
-    double sd = sqrt(lc.alpha_var), z = sd > 0 ? fabs((double)s.accepted - lc.alpha_sum) / sd : 0;
+    double sd = sqrt(lc.alpha_var), z = sd > 0 ? fabs((double)s.guesses_accepted - lc.alpha_sum) / sd : 0;
     check(z < 5.0, "%s t=%.1f: accepted %ld vs alpha_sum %.1f, the expected number "
-          "(%.1f sigma, sd %.1f): alpha predicts acceptance", model, t, s.accepted,
+          "(%.1f sigma, sd %.1f): alpha predicts acceptance", model, t, s.guesses_accepted,
           lc.alpha_sum, z, sd);
     free_spec_buffers(&b);
     free(seq);
@@ -1536,7 +1536,7 @@ static void test_alpha_formulas(void) {
     memset(&some, 0, sizeof(some));
     some.drafted = 20;
     some.judged = 8;
-    some.accepted = 6;
+    some.guesses_accepted = 6;
     some.resampled = 2;
     some.alpha_sum = 3.2;
     check(stats_alpha(&none) == 0.0 && stats_alpha(&some) == 3.2 / 8,
@@ -1616,7 +1616,7 @@ static void test_print_stats(void) {
     s.rounds = 6;
     s.drafted = 20;
     s.judged = 8;
-    s.accepted = 6;
+    s.guesses_accepted = 6;
     s.resampled = 2;
     s.bonus = 3;
     s.alpha_sum = 3.2;
