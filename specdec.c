@@ -1384,8 +1384,8 @@ uint32_t get_u32(const unsigned char *p) {
 // The same for 64-bit values: low half first.
 uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-// Checks a config's five sizes, held wide: a checkpoint's huge uint32 is named, never wrapped.
-int check_sizes(const long long v[5], char *err, size_t errlen) {
+// Checks a config's sizes, in Config's order and held wide (a huge uint32 is named, not wrapped).
+int validate_config(const long long v[5], char *err, size_t errlen) {
     // generous bounds: every size product stays far below 2^63; block_size >= 2 leaves room
     // for current_token and one draft; vocab_size <= 256: a token per byte
     static const char *name[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
@@ -1397,12 +1397,6 @@ int check_sizes(const long long v[5], char *err, size_t errlen) {
     if (v[2] % v[1] != 0) // heads split the embedding evenly: HS = C / NH is whole
         return fail_with(err, errlen, "n_embd %lld is not a multiple of n_head %lld", v[2], v[1]);
     return 0;
-}
-
-// Checks a config for sizes the model can be built with; fills err and returns -1 if not.
-int validate_config(const Config *c, char *err, size_t errlen) {
-    long long size[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
-    return check_sizes(size, err, errlen);
 }
 
 // Parses a checkpoint in memory into g (built here) and vocab, checking every field first.
@@ -1418,7 +1412,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                          get_u32(buf + 4), CKPT_VERSION);
     long long s[5] = {get_u32(buf + 8), get_u32(buf + 12), get_u32(buf + 16), get_u32(buf + 20),
                       get_u32(buf + 24)}; // the five sizes in Config's order, read unsigned
-    if (check_sizes(s, err, errlen) != 0) return -1;
+    if (validate_config(s, err, errlen) != 0) return -1;
     // in range, so whole ints; ffn_width is the lecture's 4C: a checkpoint holds no other
     Config c = {(int)s[0], (int)s[1], (int)s[2], (int)s[3], (int)s[4], 4 * (int)s[2]};
     // the size follows from the config: one number covers truncation at any section and a

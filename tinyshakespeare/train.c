@@ -1326,6 +1326,13 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
     return 0;
 }
 
+// Checks a config for sizes the model can be built with (specdec.c's validate_config);
+// fills err and returns -1 if not.
+int check_config(const Config *c, char *err, size_t errlen) {
+    long long size[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    return validate_config(size, err, errlen);
+}
+
 // --teacher PATH: loads the model to distil into t and checks that it can teach a student
 // of config c on the corpus of vocabulary v: the same characters in the same order (its
 // probabilities are over token ids) and the same block size (it reads the student's
@@ -1447,7 +1454,7 @@ int main_train(int argc, char **argv) {
     }
     c.vocab_size = v.size;
     c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
-    if (validate_config(&c, err, sizeof(err)) != 0) goto done;
+    if (check_config(&c, err, sizeof(err)) != 0) goto done;
     // distilling: the teacher must share the corpus's vocabulary and the student's block
     if (teacher_path) {
         if (load_teacher(teacher_path, &c, &v, &teacher, err, sizeof(err)) != 0) goto done;
