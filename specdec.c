@@ -1260,13 +1260,12 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
 // ----------------------------------------------------------------------------
 // Loading: the corpus and a checkpoint
 
-// The training text, its tokens and the lecture's 90% / 10% train/validation split.
+// The training text, its tokens and the lecture's split: 90% to train (n_train), 10% to validate.
 typedef struct {
     unsigned char *bytes; // (N) the raw file, N = 1,115,394 bytes for Tiny Shakespeare
     int *tokens;          // (N) encoded with the model's vocabulary
     size_t n;             // N
     size_t n_train;       // first 90% (int(0.9 * N) in the lecture): the bigram counts come from here
-    size_t n_val;         // the last 10%
 } Corpus;
 
 // Formats a message into out (n bytes), each quoted value ('VALUE', no space) over 64 bytes
@@ -1350,7 +1349,6 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
                                   "built with)", path, vis, c->bytes[bad], bad) : 0;
     // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
     c->n_train = (size_t)(0.9 * (double)c->n);
-    c->n_val = c->n - c->n_train;
     if (rc != 0) free_corpus(c);
     return rc;
 }
