@@ -1340,15 +1340,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     // a byte the model has no token for cannot be counted in the bigram table
     long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1;
     char vis[8]; // that byte, as a message shows it
-    visible_char(vis, bad >= 0 ? c->bytes[bad] : 0);
     int rc = c->n < 2 ? fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 "
                                   "to count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix) :
              !c->tokens ? fail_with(err, errlen, "out of memory encoding corpus '%s'", path) :
              bad >= 0 ? fail_with(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, "
-                                  "not in the model's vocabulary (use the corpus the model was "
-                                  "built with)", path, vis, c->bytes[bad], bad) : 0;
-    // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
-    c->n_train = (size_t)(0.9 * (double)c->n);
+                                  "not in the model's vocabulary (use the model's corpus)", path,
+                                  visible_char(vis, c->bytes[bad]), c->bytes[bad], bad) : 0;
+    c->n_train = (size_t)(0.9 * (double)c->n); // the lecture's n = int(0.9 * len(data))
     if (rc != 0) free_corpus(c);
     return rc;
 }
@@ -1401,8 +1399,7 @@ int validate_config(const long long v[5], char *err, size_t errlen) {
 int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                      char *err, size_t errlen) {
     if (n < CKPT_HEADER) // header: magic, version, config
-        return fail_with(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n,
-                         CKPT_HEADER);
+        return fail_with(err, errlen, "%zu bytes, shorter than the %d-byte header", n, CKPT_HEADER);
     if (memcmp(buf, CKPT_MAGIC, 4) != 0)
         return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
     if (get_u32(buf + 4) != CKPT_VERSION)
@@ -1415,9 +1412,8 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     Config c = {(int)s[0], (int)s[1], (int)s[2], (int)s[3], (int)s[4], 4 * (int)s[2]};
     // the size follows from the config: one number covers truncation at any section and a
     // config that lies about the tensors, checked before reading further
-    size_t sizes[N_TENSORS], V = (size_t)c.vocab_size;
-    size_t P = weight_sizes(&c, sizes);
-    size_t expect = CKPT_HEADER + V + 4 * P + 8;
+    size_t sizes[N_TENSORS], V = (size_t)c.vocab_size, P = weight_sizes(&c, sizes);
+    size_t expect = CKPT_HEADER + V + 4 * P + 8; // header, vocabulary, parameters, checksum
     if (n != expect)
         return fail_with(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d "
                          "V=%d, %zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
@@ -1504,18 +1500,16 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
     for (int c = 0; c < 6; c++) {
         Tokens prompt = {texts[c] ? tokens : corpus->tokens, texts[c] ? (int)strlen(texts[c]) :
                          c == 3 ? S : (int)selftest_min_corpus(S)}; // exactly S, or longer
-        // a vocabulary without these bytes cannot run the required prompts: one failed case
         int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)prompt.n,
                                         tokens) >= 0;
         if (cannot) printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
                            "(use Tiny Shakespeare)\n", labels[c]);
-        cases += cannot; // a case, and failed
+        cases += cannot; // a vocabulary without its bytes cannot run the prompt: a failed case
         // K = 1..8: short and long drafts; 300 tokens is several refills
         for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++)
             passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300);
     }
-    // the summary line is commentary for the test runner, which counts PASS/FAIL lines
-    printf("selftest: %d of %d cases passed\n", passed, cases);
+    printf("selftest: %d of %d cases passed\n", passed, cases); // commentary: PASS/FAIL lines count
     return cases - passed;
 }
 
