@@ -1424,8 +1424,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     const unsigned char *vb = buf + CKPT_HEADER; // vocabulary: strictly ascending bytes
     for (size_t i = 1; i < V; i++)
         if (vb[i] <= vb[i - 1]) // else two tokens would share a byte, or decode out of order
-            return fail_with(err, errlen, "vocabulary bytes are not distinct and ascending at "
-                             "entry %zu", i);
+            return fail_with(err, errlen, "vocabulary not strictly ascending at entry %zu", i);
     build_vocab(vocab, vb, V); // token i is the i-th byte, as building it from them gives
     int rc = build_gpt(g, &c) == 0 ? 0 : fail_with(err, errlen, "out of memory for %zu "
                    "parameters and the activations of a %d-token context", P, c.block_size);
