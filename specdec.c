@@ -1309,15 +1309,13 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                       "over 2 GiB, more than this program reads" : NULL;
     FILE *f = why ? NULL : fopen(path, "rb");
     if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
-    size_t n = f ? (size_t)st.st_size : 0;
+    size_t n = *n_out = f ? (size_t)st.st_size : 0; // the size, then the bytes in one read
     unsigned char *buf = f ? malloc(n ? n : 1) : NULL; // an empty file still gets a buffer
-    // one read of the whole file; a short read means it changed or broke underneath us
     if (f && (!buf || fread(buf, 1, n, f) != n || ferror(f)))
         why = buf ? "a short read: the file changed or broke while read" : "out of memory";
     if (f) fclose(f);
     if (why) fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, why, fix);
     if (why) free(buf); // a refusal leaves nothing allocated
-    else *n_out = n;
     return why ? NULL : buf;
 }
 
@@ -1328,18 +1326,16 @@ void free_corpus(Corpus *c) {
     memset(c, 0, sizeof(*c));
 }
 
-// Loads and encodes the corpus; vocab->size 0 builds the vocabulary from it. 0 on success;
-// on failure err says why, and c holds nothing (the caller's free_corpus stays harmless).
+// Loads and encodes the corpus; vocab->size 0 (a model the trainer builds: a checkpoint brings
+// its own) learns the vocabulary from it. 0; or -1, err set and c empty (free_corpus harmless).
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
     const char *fix = "run 'make data' to fetch Tiny Shakespeare";
     memset(c, 0, sizeof(*c));
     if (!(c->bytes = read_file(path, &c->n, "corpus", fix, err, errlen))) return -1;
-    // a model the trainer builds learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0 && c->n >= 2) build_vocab(vocab, c->bytes, c->n);
     c->tokens = c->n >= 2 ? malloc(c->n * sizeof(int)) : NULL; // (N) ints: 4.5 MB for Shakespeare
-    // a byte the model has no token for cannot be counted in the bigram table
-    long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1;
-    char vis[8]; // that byte, as a message shows it
+    long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1; // a byte with no token
+    char vis[8]; // that byte, as a message shows it (the bigram table could not count it)
     int rc = c->n < 2 ? fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 "
                                   "to count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix) :
              !c->tokens ? fail_with(err, errlen, "out of memory encoding corpus '%s'", path) :
@@ -1430,8 +1426,7 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                    "parameters and the activations of a %d-token context", P, c.block_size);
     // parameters, tensor by tensor so that a bad one can be named; each must be finite.
     // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
-    size_t i = 0; // the parameter's index in the whole block, which starts after the vocabulary
-    for (int t = 0; rc == 0 && t < N_TENSORS; t++)
+    for (size_t t = 0, i = 0; rc == 0 && t < N_TENSORS; t++) // i: the index in all P parameters
         for (size_t end = i + sizes[t]; rc == 0 && i < end; i++) { // tensor t's parameters
             uint32_t bits = get_u32(vb + V + 4 * i);
             memcpy(&g->params[i], &bits, 4);
