@@ -1264,8 +1264,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
 typedef struct {
     unsigned char *bytes; // (N) the raw file, N = 1,115,394 bytes for Tiny Shakespeare
     int *tokens;          // (N) encoded with the model's vocabulary
-    size_t n;             // N
-    size_t n_train;       // first 90% (int(0.9 * N) in the lecture): the bigram counts come from here
+    size_t n, n_train;    // N; the first int(0.9 * N), as in the lecture, feed the bigram counts
 } Corpus;
 
 // Formats a message into out (n bytes), each quoted value ('VALUE', no space) over 64 bytes
@@ -1466,13 +1465,10 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     Rng r1 = {1}, r2 = {2}; // different streams: greedy decoding must not depend on them
     DecodeOptions os = {.max_new_tokens = n, .K = K, .rng = &r1, .st = &ss}; // t = 0: greedy
     DecodeOptions op = {.max_new_tokens = n, .K = K, .rng = &r2, .st = &sp}; // no text, no trace
-    int same = seq && build_spec_buffers(&b, K, V) == 0;
-    if (same) { // both decoders from the same prompt; each refills its own cache from scratch
-        speculative_generate(g, d, &b, prompt, &os, seq);
-        generate(g, prompt, &op, seq + len, p);
-        same = ss.emitted == n && sp.emitted == n && // the new text; the prompt is shared
-               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0;
-    }
+    int same = seq && build_spec_buffers(&b, K, V) == 0 && // both from the same prompt, each
+               speculative_generate(g, d, &b, prompt, &os, seq) == 0 && // refilling its own cache
+               generate(g, prompt, &op, seq + len, p) == 0 && ss.emitted == n && sp.emitted == n &&
+               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0; // new text
     free_spec_buffers(&b); // a half-built b too
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
            "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
@@ -1499,9 +1495,8 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
         if (cannot) printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
                            "(use Tiny Shakespeare)\n", labels[c]);
         cases += cannot; // a vocabulary without its bytes cannot run the prompt: a failed case
-        // K = 1..8: short and long drafts; 300 tokens is several refills
-        for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++)
-            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300);
+        for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++) // short and long drafts
+            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300); // several refills
     }
     printf("selftest: %d of %d cases passed\n", passed, cases); // commentary: PASS/FAIL lines count
     return cases - passed;
