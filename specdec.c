@@ -1261,13 +1261,11 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
 // ----------------------------------------------------------------------------
 // Loading: the corpus and a checkpoint
 
-// The training text, its tokens and the lecture's 90% / 10% train/validation split.
+// The training text, its tokens and the lecture's split: 90% to train (n_train), 10% to validate.
 typedef struct {
     unsigned char *bytes; // (N) the raw file, N = 1,115,394 bytes for Tiny Shakespeare
     int *tokens;          // (N) encoded with the model's vocabulary
-    size_t n;             // N
-    size_t n_train;       // first 90% (int(0.9 * N) in the lecture): the bigram counts come from here
-    size_t n_val;         // the last 10%
+    size_t n, n_train;    // N; the first int(0.9 * N), as in the lecture, feed the bigram counts
 } Corpus;
 
 // Formats a message into out (n bytes), each quoted value ('VALUE', no space) over 64 bytes
@@ -1311,15 +1309,13 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                       "over 2 GiB, more than this program reads" : NULL;
     FILE *f = why ? NULL : fopen(path, "rb");
     if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
-    size_t n = f ? (size_t)st.st_size : 0;
+    size_t n = *n_out = f ? (size_t)st.st_size : 0; // the size, then the bytes in one read
     unsigned char *buf = f ? malloc(n ? n : 1) : NULL; // an empty file still gets a buffer
-    // one read of the whole file; a short read means it changed or broke underneath us
     if (f && (!buf || fread(buf, 1, n, f) != n || ferror(f)))
         why = buf ? "a short read: the file changed or broke while read" : "out of memory";
     if (f) fclose(f);
     if (why) fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, why, fix);
     if (why) free(buf); // a refusal leaves nothing allocated
-    else *n_out = n;
     return why ? NULL : buf;
 }
 
@@ -1330,28 +1326,23 @@ void free_corpus(Corpus *c) {
     memset(c, 0, sizeof(*c));
 }
 
-// Loads and encodes the corpus; vocab->size 0 builds the vocabulary from it. 0 on success;
-// on failure err says why, and c holds nothing (the caller's free_corpus stays harmless).
+// Loads and encodes the corpus; vocab->size 0 (a model the trainer builds: a checkpoint brings
+// its own) learns the vocabulary from it. 0; or -1, err set and c empty (free_corpus harmless).
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
     const char *fix = "run 'make data' to fetch Tiny Shakespeare";
     memset(c, 0, sizeof(*c));
     if (!(c->bytes = read_file(path, &c->n, "corpus", fix, err, errlen))) return -1;
-    // a model the trainer builds learns its vocabulary here; a checkpoint brought its own
     if (vocab->size == 0 && c->n >= 2) build_vocab(vocab, c->bytes, c->n);
     c->tokens = c->n >= 2 ? malloc(c->n * sizeof(int)) : NULL; // (N) ints: 4.5 MB for Shakespeare
-    // a byte the model has no token for cannot be counted in the bigram table
-    long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1;
-    char vis[8]; // that byte, as a message shows it
-    visible_char(vis, bad >= 0 ? c->bytes[bad] : 0);
+    long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1; // a byte with no token
+    char vis[8]; // that byte, as a message shows it (the bigram table could not count it)
     int rc = c->n < 2 ? fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 "
                                   "to count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix) :
              !c->tokens ? fail_with(err, errlen, "out of memory encoding corpus '%s'", path) :
              bad >= 0 ? fail_with(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, "
-                                  "not in the model's vocabulary (use the corpus the model was "
-                                  "built with)", path, vis, c->bytes[bad], bad) : 0;
-    // the lecture's split: n = int(0.9 * len(data)); train_data = data[:n]
-    c->n_train = (size_t)(0.9 * (double)c->n);
-    c->n_val = c->n - c->n_train;
+                                  "not in the model's vocabulary (use the model's corpus)", path,
+                                  visible_char(vis, c->bytes[bad]), c->bytes[bad], bad) : 0;
+    c->n_train = (size_t)(0.9 * (double)c->n); // the lecture's n = int(0.9 * len(data))
     if (rc != 0) free_corpus(c);
     return rc;
 }
@@ -1385,8 +1376,8 @@ uint32_t get_u32(const unsigned char *p) {
 // The same for 64-bit values: low half first.
 uint64_t get_u64(const unsigned char *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-// Checks a config's five sizes, held wide: a checkpoint's huge uint32 is named, never wrapped.
-int check_sizes(const long long v[5], char *err, size_t errlen) {
+// Checks a config's sizes, in Config's order and held wide (a huge uint32 is named, not wrapped).
+int validate_config(const long long v[5], char *err, size_t errlen) {
     // generous bounds: every size product stays far below 2^63; block_size >= 2 leaves room
     // for current_token and one draft; vocab_size <= 256: a token per byte
     static const char *name[5] = {"n_layer", "n_head", "n_embd", "block_size", "vocab_size"};
@@ -1400,18 +1391,11 @@ int check_sizes(const long long v[5], char *err, size_t errlen) {
     return 0;
 }
 
-// Checks a config for sizes the model can be built with; fills err and returns -1 if not.
-int validate_config(const Config *c, char *err, size_t errlen) {
-    long long size[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
-    return check_sizes(size, err, errlen);
-}
-
 // Parses a checkpoint in memory into g (built here) and vocab, checking every field first.
 int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                      char *err, size_t errlen) {
     if (n < CKPT_HEADER) // header: magic, version, config
-        return fail_with(err, errlen, "file is %zu bytes, shorter than the %d-byte header", n,
-                         CKPT_HEADER);
+        return fail_with(err, errlen, "%zu bytes, shorter than the %d-byte header", n, CKPT_HEADER);
     if (memcmp(buf, CKPT_MAGIC, 4) != 0)
         return fail_with(err, errlen, "wrong magic (not a specdec checkpoint)");
     if (get_u32(buf + 4) != CKPT_VERSION)
@@ -1419,14 +1403,13 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
                          get_u32(buf + 4), CKPT_VERSION);
     long long s[5] = {get_u32(buf + 8), get_u32(buf + 12), get_u32(buf + 16), get_u32(buf + 20),
                       get_u32(buf + 24)}; // the five sizes in Config's order, read unsigned
-    if (check_sizes(s, err, errlen) != 0) return -1;
+    if (validate_config(s, err, errlen) != 0) return -1;
     // in range, so whole ints; ffn_width is the lecture's 4C: a checkpoint holds no other
     Config c = {(int)s[0], (int)s[1], (int)s[2], (int)s[3], (int)s[4], 4 * (int)s[2]};
     // the size follows from the config: one number covers truncation at any section and a
     // config that lies about the tensors, checked before reading further
-    size_t sizes[N_TENSORS], V = (size_t)c.vocab_size;
-    size_t P = weight_sizes(&c, sizes);
-    size_t expect = CKPT_HEADER + V + 4 * P + 8;
+    size_t sizes[N_TENSORS], V = (size_t)c.vocab_size, P = weight_sizes(&c, sizes);
+    size_t expect = CKPT_HEADER + V + 4 * P + 8; // header, vocabulary, parameters, checksum
     if (n != expect)
         return fail_with(err, errlen, "file is %zu bytes, but its config (L=%d NH=%d C=%d S=%d "
                          "V=%d, %zu parameters) needs %zu: %s", n, c.n_layer, c.n_head, c.n_embd,
@@ -1437,15 +1420,13 @@ int parse_checkpoint(const unsigned char *buf, size_t n, GPT *g, Vocab *vocab,
     const unsigned char *vb = buf + CKPT_HEADER; // vocabulary: strictly ascending bytes
     for (size_t i = 1; i < V; i++)
         if (vb[i] <= vb[i - 1]) // else two tokens would share a byte, or decode out of order
-            return fail_with(err, errlen, "vocabulary bytes are not distinct and ascending at "
-                             "entry %zu", i);
+            return fail_with(err, errlen, "vocabulary not strictly ascending at entry %zu", i);
     build_vocab(vocab, vb, V); // token i is the i-th byte, as building it from them gives
     int rc = build_gpt(g, &c) == 0 ? 0 : fail_with(err, errlen, "out of memory for %zu "
                    "parameters and the activations of a %d-token context", P, c.block_size);
     // parameters, tensor by tensor so that a bad one can be named; each must be finite.
     // memcpy of the bits, not a cast: reinterpreting bytes as float is only defined this way
-    size_t i = 0; // the parameter's index in the whole block, which starts after the vocabulary
-    for (int t = 0; rc == 0 && t < N_TENSORS; t++)
+    for (size_t t = 0, i = 0; rc == 0 && t < N_TENSORS; t++) // i: the index in all P parameters
         for (size_t end = i + sizes[t]; rc == 0 && i < end; i++) { // tensor t's parameters
             uint32_t bits = get_u32(vb + V + 4 * i);
             memcpy(&g->params[i], &bits, 4);
@@ -1485,13 +1466,10 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     Rng r1 = {1}, r2 = {2}; // different streams: greedy decoding must not depend on them
     DecodeOptions os = {.max_new_tokens = n, .K = K, .rng = &r1, .st = &ss}; // t = 0: greedy
     DecodeOptions op = {.max_new_tokens = n, .K = K, .rng = &r2, .st = &sp}; // no text, no trace
-    int same = seq && build_spec_buffers(&b, K, V) == 0;
-    if (same) { // both decoders from the same prompt; each refills its own cache from scratch
-        speculative_generate(g, d, &b, prompt, &os, seq);
-        generate(g, prompt, &op, seq + len, p);
-        same = ss.emitted == n && sp.emitted == n && // the new text; the prompt is shared
-               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0;
-    }
+    int same = seq && build_spec_buffers(&b, K, V) == 0 && // both from the same prompt, each
+               speculative_generate(g, d, &b, prompt, &os, seq) == 0 && // refilling its own cache
+               generate(g, prompt, &op, seq + len, p) == 0 && ss.emitted == n && sp.emitted == n &&
+               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0; // new text
     free_spec_buffers(&b); // a half-built b too
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
            "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
@@ -1513,18 +1491,15 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
     for (int c = 0; c < 6; c++) {
         Tokens prompt = {texts[c] ? tokens : corpus->tokens, texts[c] ? (int)strlen(texts[c]) :
                          c == 3 ? S : (int)selftest_min_corpus(S)}; // exactly S, or longer
-        // a vocabulary without these bytes cannot run the required prompts: one failed case
         int cannot = texts[c] && encode(v, (const unsigned char *)texts[c], (size_t)prompt.n,
                                         tokens) >= 0;
         if (cannot) printf("FAIL greedy %-14s cannot run: the vocabulary lacks one of its bytes "
                            "(use Tiny Shakespeare)\n", labels[c]);
-        cases += cannot; // a case, and failed
-        // K = 1..8: short and long drafts; 300 tokens is several refills
-        for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++)
-            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300);
+        cases += cannot; // a vocabulary without its bytes cannot run the prompt: a failed case
+        for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++) // short and long drafts
+            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300); // several refills
     }
-    // the summary line is commentary for the test runner, which counts PASS/FAIL lines
-    printf("selftest: %d of %d cases passed\n", passed, cases);
+    printf("selftest: %d of %d cases passed\n", passed, cases); // commentary: PASS/FAIL lines count
     return cases - passed;
 }
 

@@ -236,11 +236,12 @@ int main(int argc, char **argv) {
                    "and block size (make train-draft makes one)", draft_path, model_path);
         goto done;
     }
-    if (L > 64 || corpus.n_val < 2 ||
+    size_t n_val = corpus.n - corpus.n_train; // the validation split, after the training one
+    if (L > 64 || n_val < 2 ||
         BigramDraftModel(&bigram, corpus.tokens, corpus.n_train, V) != 0) {
         error_line("cannot score: the model has %d blocks (at most 64 here) and the corpus a "
                    "validation split of %zu tokens (at least 2; use Tiny Shakespeare)", L,
-                   corpus.n_val);
+                   n_val);
         goto done;
     }
     // one score per exit l = 1 .. L, then the GPT draft, the bigram table, the trained exit
@@ -271,9 +272,9 @@ int main(int argc, char **argv) {
     double context_sum = 0.0; // sum over positions of the context's length, t + 1
     double macs_full = 0.0, macs_exit[64 + 1] = {0}, macs_draft = 0.0; // summed over positions
     double macs_eagle = 0.0; // EAGLE's Linear (2C -> C), its block and lm_head
-    for (size_t start = 0; start + 1 < corpus.n_val; start += (size_t)S) {
+    for (size_t start = 0; start + 1 < n_val; start += (size_t)S) {
         // a window of T tokens; row t predicts token start+t+1 from positions 0 .. t
-        int T = corpus.n_val - 1 - start < (size_t)S ? (int)(corpus.n_val - 1 - start) : S;
+        int T = n_val - 1 - start < (size_t)S ? (int)(n_val - 1 - start) : S;
         // the full model by a plain forward, the config untouched: the rows every draft is
         // judged against (and the exits' last call must have left the model whole)
         g.state.cache_len = 0;

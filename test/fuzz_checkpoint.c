@@ -126,7 +126,7 @@ static void check_accepted(const unsigned char *buf, size_t n, GPT *g, const Voc
     if (n < 36 || memcmp(buf, "SPDC", 4) != 0 || le32(buf + 4) != 1)
         fail("accepted a file without the SPDC version 1 header", NULL);
     char err[ERRLEN];
-    if (validate_config(&g->config, err, sizeof(err)) != 0) fail("accepted a bad config", err);
+    if (check_config(&g->config, err, sizeof(err)) != 0) fail("accepted a bad config", err);
     const Config *c = &g->config;
     uint32_t f[5] = {(uint32_t)c->n_layer, (uint32_t)c->n_head, (uint32_t)c->n_embd,
                      (uint32_t)c->block_size, (uint32_t)c->vocab_size};

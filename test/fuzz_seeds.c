@@ -39,7 +39,7 @@ static void model_seeds(const char *tag, Config c, const char *text) {
     build_vocab(&v, (const unsigned char *)text, strlen(text));
     c.vocab_size = v.size;
     char err[512];
-    if (validate_config(&c, err, sizeof(err)) != 0 || build_gpt(&g, &c) != 0) {
+    if (check_config(&c, err, sizeof(err)) != 0 || build_gpt(&g, &c) != 0) {
         fprintf(stderr, "fuzz_seeds: config %s: %s\n", tag, err);
         exit(1);
     }

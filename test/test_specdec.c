@@ -218,9 +218,10 @@ static void test_tokenizer_corpus(const Fixture *fx) {
     free(toks);
     free(back);
     size_t want_train = (size_t)(0.9 * (double)n), want_val = n - want_train;
-    check(c->n_train == want_train && c->n_train == 1003854 && c->n_val == want_val &&
-          c->n_val == 111540, "train/val split: n_train %zu (int(0.9*%zu) = %zu), n_val %zu "
-          "(expected %zu)", c->n_train, n, want_train, c->n_val, want_val);
+    size_t n_val = c->n - c->n_train; // the validation split: what is left after n_train
+    check(c->n_train == want_train && c->n_train == 1003854 && n_val == want_val &&
+          n_val == 111540, "train/val split: n_train %zu (int(0.9*%zu) = %zu), n_val %zu "
+          "(expected %zu)", c->n_train, n, want_train, n_val, want_val);
     free(raw);
 }
 

@@ -178,7 +178,7 @@ static void test_learns(void) {
     Rng r;
     rng_seed(&r, 1337);
     // the loss over the whole validation split, before and after
-    double before = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
+    double before = eval_loss(&g, corpus.tokens + corpus.n_train, val_tokens(&corpus));
     double first = 0.0, last = 0.0;
     for (int it = 0; it < STEPS; it++) {
         get_batch(&corpus, B, c.block_size, &r, inputs, targets);
@@ -188,7 +188,7 @@ static void test_learns(void) {
         train_backward(&g, &ts, inputs, targets);
         adamw_update(&opt, g.params, ts.grads, g.n_params);
     }
-    double after = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
+    double after = eval_loss(&g, corpus.tokens + corpus.n_train, val_tokens(&corpus));
     check(after < 3.0 && after < before - 1.0, "%d steps (L=2 NH=2 C=32 S=16, %zu parameters): "
           "val loss %.3f -> %.3f, below 3.0 and far below ln(65) = %.3f (batch loss %.3f -> %.3f)",
           STEPS, g.n_params, before, after, log(65.0), first, last);

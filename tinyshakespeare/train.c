@@ -844,6 +844,9 @@ void adamw_update(AdamW *opt, float *params, const float *grads, size_t n) {
     }
 }
 
+// The validation split's length: the corpus's last 10%, after the n_train tokens.
+size_t val_tokens(const Corpus *c) { return c->n - c->n_train; }
+
 // B random windows of the training split, as the lecture's get_batch draws them: a
 // start i anywhere that leaves room for S+1 tokens; inputs data[i..i+S), targets one on.
 void get_batch(const Corpus *corpus, int B, int S, Rng *rng, int *inputs, int *targets) {
@@ -1205,7 +1208,7 @@ int train(GPT *g, const Vocab *vocab, const Corpus *corpus, const TrainOptions *
         // run's first step was evaluated and saved before it stopped)
         if ((it % to->eval_interval == 0 || it == to->iters) && !(to->resume && it == first)) {
             double t0 = now_seconds();
-            double val = eval_loss(g, corpus->tokens + corpus->n_train, corpus->n_val);
+            double val = eval_loss(g, corpus->tokens + corpus->n_train, val_tokens(corpus));
             if (!isfinite(val)) {
                 fail_with(err, errlen, "step %d: the validation loss is not a finite number "
                           "(its logits overflow); nothing written%s", it, kept);
@@ -1324,6 +1327,13 @@ static int resume_training(GPT *g, const Vocab *v, TrainProgress *p, const Train
         return -1;
     }
     return 0;
+}
+
+// Checks a config for sizes the model can be built with (specdec.c's validate_config);
+// fills err and returns -1 if not.
+int check_config(const Config *c, char *err, size_t errlen) {
+    long long size[5] = {c->n_layer, c->n_head, c->n_embd, c->block_size, c->vocab_size};
+    return validate_config(size, err, errlen);
 }
 
 // --teacher PATH: loads the model to distil into t and checks that it can teach a student
@@ -1447,14 +1457,14 @@ int main_train(int argc, char **argv) {
     }
     c.vocab_size = v.size;
     c.ffn_width = 4 * c.n_embd; // the lecture's MLP, whatever --embd chose (checkpoints hold 4C)
-    if (validate_config(&c, err, sizeof(err)) != 0) goto done;
+    if (check_config(&c, err, sizeof(err)) != 0) goto done;
     // distilling: the teacher must share the corpus's vocabulary and the student's block
     if (teacher_path) {
         if (load_teacher(teacher_path, &c, &v, &teacher, err, sizeof(err)) != 0) goto done;
         to.teacher = &teacher;
         to.teacher_path = teacher_path; // for the refusal of a loss that is not finite
     }
-    if (corpus.n_val < 2 || corpus.n_train <= (size_t)c.block_size) {
+    if (val_tokens(&corpus) < 2 || corpus.n_train <= (size_t)c.block_size) {
         snprintf(err, sizeof(err), "corpus '%s' is too short to train with block_size %d; use "
                  "Tiny Shakespeare (make data)", corpus_path, c.block_size);
         goto done;
@@ -1583,10 +1593,11 @@ int main_eval(int argc, char **argv) {
         return 1;
     }
     // each split needs one position with a next token to score, or the mean is 0/0
-    if (corpus.n_val < 2 || corpus.n_train < 2) {
+    if (val_tokens(&corpus) < 2 || corpus.n_train < 2) {
         error_line("corpus '%s' is too short to evaluate: its splits have %zu "
                    "(train) and %zu (validation) tokens, and each needs at least 2 (use a longer "
-                   "corpus, e.g. Tiny Shakespeare)", corpus_path, corpus.n_train, corpus.n_val);
+                   "corpus, e.g. Tiny Shakespeare)", corpus_path, corpus.n_train,
+                   val_tokens(&corpus));
         free_gpt(&g);
         free_corpus(&corpus);
         return 1;
@@ -1595,14 +1606,14 @@ int main_eval(int argc, char **argv) {
     // that is not a finite number (logits that overflow, in a file whose every float is
     // finite) is one line of refusal, before anything is printed
     double t0 = now_seconds();
-    double val = eval_loss(&g, corpus.tokens + corpus.n_train, corpus.n_val);
+    double val = eval_loss(&g, corpus.tokens + corpus.n_train, val_tokens(&corpus));
     int rc = isfinite(val) ? 0 : 1;
     if (rc)
         error_line("model '%s': its loss on the validation split is not a finite number (its "
                    "logits overflow: a weight too large); retrain it", model_path);
     if (!rc) {
         print_config(&g, model_path);
-        fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, corpus.n_val,
+        fprintf(stderr, "val loss   %.4f  (%zu tokens, %.1f s)\n", val, val_tokens(&corpus),
                 now_seconds() - t0);
         t0 = now_seconds();
         double tr = eval_loss(&g, corpus.tokens, corpus.n_train);
@@ -2001,11 +2012,11 @@ int main_medusa(int argc, char **argv, int eval_only) {
     // every head must have a position to score, or its figures would read 0 over nothing:
     // at position j of a window head k guesses token j+2+k, and the target's row for it is
     // j+1+k, in the same window; so the last head needs H+2 tokens and H+1 rows a window
-    if (corpus.n_val < (size_t)H + 2) {
+    if (val_tokens(&corpus) < (size_t)H + 2) {
         snprintf(err, sizeof(err), "corpus '%s': its validation split of %zu tokens gives head "
                  "%d no position to score (%d heads need %d); use a longer corpus (make data)",
-                 corpus_path, corpus.n_val, corpus.n_val < 3 ? 0 : (int)corpus.n_val - 2, H,
-                 H + 2);
+                 corpus_path, val_tokens(&corpus),
+                 val_tokens(&corpus) < 3 ? 0 : (int)val_tokens(&corpus) - 2, H, H + 2);
         goto done;
     }
     if (S < H + 1) {
@@ -2025,7 +2036,7 @@ int main_medusa(int argc, char **argv, int eval_only) {
     // that are not finite numbers are one line of refusal, never a "val loss nan"
     MedusaEval e;
     double t0 = now_seconds();
-    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
     if (medusa_eval_finite(&e, H) != 0) {
         snprintf(err, sizeof(err), eval_only ? "heads '%s' give figures on the validation split "
                  "that are not finite numbers (their floats or the target's rows overflow); "
@@ -2052,7 +2063,7 @@ int main_medusa(int argc, char **argv, int eval_only) {
     if (save_medusa(&m, &g, out, err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", out);
     t0 = now_seconds();
-    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    eval_medusa(&m, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
     print_medusa_eval(&e, m.n_heads, "trained", now_seconds() - t0);
     rc = 0;
 done:
@@ -2428,7 +2439,7 @@ static int exit_inputs(GPT *g, Corpus *corpus, const char **paths, int layer, ch
         return fail_with(err, errlen, "--layer must be from 1 to %d (the exit reads the "
                          "residual after that many of the target's %d blocks), got %d", L - 1,
                          L, layer);
-    if (corpus->n_train <= (size_t)g->config.block_size || corpus->n_val < 2)
+    if (corpus->n_train <= (size_t)g->config.block_size || val_tokens(corpus) < 2)
         return fail_with(err, errlen, "corpus '%s' is too short for an exit on a model of "
                          "block_size %d; use Tiny Shakespeare (make data)", paths[1],
                          g->config.block_size);
@@ -2471,7 +2482,7 @@ int main_exit(int argc, char **argv, int eval_only) {
     // are not finite numbers are one line of refusal, never a "val loss nan"
     ExitEval e;
     double t0 = now_seconds();
-    exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
     if (!isfinite(e.loss[0] + e.soft[0] + e.alpha[0] + e.loss[1] + e.soft[1] + e.alpha[1])) {
         snprintf(err, sizeof(err), eval_only ? "exit head '%s' gives figures on the validation "
                  "split that are not finite numbers (its floats or the target's rows overflow); "
@@ -2493,7 +2504,7 @@ int main_exit(int argc, char **argv, int eval_only) {
         if (save_exit_head(&x.head, &g, paths[3], err, sizeof(err)) != 0) goto done;
         fprintf(stderr, "wrote %s\n", paths[3]);
         t0 = now_seconds(); // the evaluation's own time
-        exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        exit_eval_split(&x, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
         print_exit_eval(&e, x.head.layer, "trained", now_seconds() - t0);
     }
     rc = 0;
@@ -3435,11 +3446,11 @@ static int eagle_inputs(GPT *g, Corpus *corpus, const char **paths, char *err, s
     // d+1 rows with a next token: every depth a window of S rows holds must get a position,
     // or its figures would read 0 over nothing (the deeper ones print as having none)
     int depths = S - 1 < EAGLE_EVAL_DEPTH ? S - 1 : EAGLE_EVAL_DEPTH;
-    if (corpus->n_val < (size_t)depths + 2)
+    if (val_tokens(corpus) < (size_t)depths + 2)
         return fail_with(err, errlen, "corpus '%s': its validation split of %zu tokens gives "
                          "depth %d no position to score (depths 1 to %d need %d); use a longer "
-                         "corpus (make data)", paths[1], corpus->n_val, (int)corpus->n_val - 1,
-                         depths, depths + 2);
+                         "corpus (make data)", paths[1], val_tokens(corpus),
+                         (int)val_tokens(corpus) - 1, depths, depths + 2);
     return 0;
 }
 
@@ -3524,7 +3535,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     EagleEval e;
     double t0 = now_seconds();
     if (eval_only) {
-        eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+        eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
         if (eagle_eval_finite(&e) != 0) {
             snprintf(err, sizeof(err), "eagle draft '%s' gives figures on the validation split "
                      "that are not finite numbers (its floats or the target's rows overflow); "
@@ -3558,7 +3569,7 @@ int main_eagle(int argc, char **argv, int eval_only) {
     if (save_eagle_head(&et, &g, paths[3], err, sizeof(err)) != 0) goto done;
     fprintf(stderr, "wrote %s\n", paths[3]);
     t0 = now_seconds();
-    eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, corpus.n_val, &e);
+    eagle_eval_split(&et, &g, corpus.tokens + corpus.n_train, val_tokens(&corpus), &e);
     print_eagle_eval(&e, "trained", now_seconds() - t0, et.n_feat);
     rc = 0;
 done:
