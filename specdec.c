@@ -1620,7 +1620,7 @@ int parse_int(const char *s, long lo, long hi, long *out) {
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
 
 // The actions an option may have no use in (OptionSpec.idle_in): there it is refused.
-enum { IN_SELFTEST = 1, IN_PLAIN = 2 };
+enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits, and the indices of parse_table's idle[]
 
 // One option: its spelling, and where and how its value is kept.
 typedef struct {
@@ -1654,21 +1654,22 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     return 0;
 }
 
-// Reads argv against options (at most 62 rows, ending at a row without a flag): a repeated option
-// keeps its last value. Returns the rows named (bit j: row j); or -1 with err set.
-static long parse_table(int argc, char **argv, const OptionSpec *options, char *err,
-                        size_t errlen) {
-    long given = 0; // bit j: row j was named
+// Reads argv against tables[0]'s rows, then tables[1]'s (NULL: none); a repeated option keeps its
+// last value; idle[action]: an option named that the action has no use for. 0, or -1 with err set.
+static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
+                       const char *idle[], char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const OptionSpec *opt = NULL; // a's row of the table, which ends at a row without a flag
-        for (size_t j = 0; options[j].flag; j++)
-            if (!strcmp(a, options[j].flag)) opt = &options[j];
+        const OptionSpec *opt = NULL; // a's row
+        for (int t = 0; t < 2; t++)
+            for (size_t j = 0; tables[t] && tables[t][j].flag; j++)
+                if (!strcmp(a, tables[t][j].flag)) opt = &tables[t][j];
         if (!opt) // a typo, an option of ./beyond given to ./specdec, or the name of a tool
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
-        given |= 1L << (opt - options);
+        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // refused once it is known
+            idle[action] = opt->idle_in & action ? a : idle[action];
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1678,7 +1679,7 @@ static long parse_table(int argc, char **argv, const OptionSpec *options, char *
         else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
             return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
-    return given;
+    return 0;
 }
 
 // Fills o from argv: ./specdec's options, then more's rows (./beyond's, test/picture's; NULL:
@@ -1689,7 +1690,7 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
     *o = (Options){.model_path = DEFAULT_MODEL, .corpus_path = DEFAULT_CORPUS,
                    .prompt = DEFAULT_PROMPT, .max_new_tokens = 200, .temperature = 1.0f,
                    .seed = 42}; // a fixed seed: repeatable runs; K: 0 until a -k (or below)
-    OptionSpec table[32] = { // zeroed after its rows: the row after the last is the table's end
+    const OptionSpec table[] = { // its end: the row without a flag
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, IN_SELFTEST | IN_PLAIN},
@@ -1706,22 +1707,17 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
          IN_SELFTEST | IN_PLAIN},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
-         "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}};
-    size_t n = 0; // the rows above, counted, not assumed; more's follow, the last row left empty
-    while (table[n].flag)
-        n++;
-    for (size_t j = 0; more && more[j].flag && n + 1 < sizeof(table) / sizeof(table[0]); j++)
-        table[n++] = more[j];
-    long given = parse_table(argc, argv, table, err, errlen); // the rows named
-    if (given < 0) return -1;
+         "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}, {0}};
+    const char *idle[IN_PLAIN + 1] = {0}; // by action: an option named that it has no use for
+    if (parse_table(argc, argv, (const OptionSpec *[2]){table, more}, idle, err, errlen) != 0)
+        return -1;
     int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
     const char *why = action == IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
                       "lengths, drafts, temperatures and seeds)" : "--plain, which drafts nothing "
                       "(no rounds to trace or compare, no bigram table from -i)";
-    for (size_t j = 0; j < n; j++)
-        if ((given >> j & 1) && (table[j].idle_in & action))
-            return fail_with(err, errlen, "%s has no effect with %s; drop %s", table[j].flag,
-                             why, table[j].flag);
+    if (action && idle[action])
+        return fail_with(err, errlen, "%s has no effect with %s; drop %s", idle[action], why,
+                         idle[action]);
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
