@@ -1595,23 +1595,15 @@ void usage(FILE *f, const char *program) {
                 "./beyond: make beyond, then ./beyond -h.\n");
 }
 
-// Parses a whole decimal number below 2^64 (a seed, say); -1 if it is not one.
-int parse_seed(const char *s, uint64_t *out) {
+// Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
+int parse_whole(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     // strtoull alone takes "", " 5", "+5", "5x", and "-1" as 2^64-1: digits, first byte to last
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno) return -1;
+    if (*end || errno || v < lo || v > hi) return -1;
     *out = (uint64_t)v;
-    return 0;
-}
-
-// Parses a whole decimal integer within [lo, hi] (lo >= 0); -1 if it is not one.
-int parse_int(const char *s, long lo, long hi, long *out) {
-    uint64_t v; // range-checked before the cast
-    if (parse_seed(s, &v) != 0 || v < (uint64_t)lo || v > (uint64_t)hi) return -1;
-    *out = (long)v;
     return 0;
 }
 
@@ -1634,10 +1626,10 @@ typedef struct {
 
 // Parses a number option's value into its field; -1 if it breaks the option's rule.
 static int parse_value(const OptionSpec *opt, const char *val) {
-    if (opt->kind == OPT_SEED) return parse_seed(val, opt->field);
+    if (opt->kind == OPT_SEED) return parse_whole(val, 0, UINT64_MAX, opt->field);
     if (opt->kind == OPT_WHOLE) {
-        long whole; // parse_int's result, range-checked before the cast
-        if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
+        uint64_t whole; // range-checked before the cast
+        if (parse_whole(val, (uint64_t)opt->lo, (uint64_t)opt->hi, &whole) != 0) return -1;
         *(int *)opt->field = (int)whole;
         return 0;
     }

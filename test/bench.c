@@ -1864,8 +1864,8 @@ int main(int argc, char **argv) {
         }
         const char *val = argv[++i];
         if (!strcmp(a, "--commands")) { // after --quick, which sets 0
-            long n;
-            if (parse_int(val, 0, MAX_PAIRS, &n) != 0) {
+            uint64_t n;
+            if (parse_whole(val, 0, MAX_PAIRS, &n) != 0) {
                 error_line("--commands '%s' must be a whole number from 0 to %d", val, MAX_PAIRS);
                 return 1;
             }
