@@ -1735,11 +1735,13 @@ typedef struct {
     int n_prompt;     // the prompt's length
 } Loaded;
 
-// Loads the model and the corpus, and checks what needs them: -k, the prompt (encoded into
-// ld->prompt), and the corpus's length for the self-test. 0, or -1 with err set.
-int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
+// Loads the model, the corpus and draft (the bigram table of its training split; NULL: none), and
+// checks what needs them: -k, the prompt (into ld->prompt), the self-test's corpus. 0, or -1, err.
+int load_inputs(const Options *o, Loaded *ld, BigramDraft *draft, char *err, size_t errlen) {
     if (load_checkpoint(o->model_path, &ld->g, &ld->v, err, errlen) != 0) return -1;
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
+    if (draft && BigramDraftModel(draft, ld->corpus.tokens, ld->corpus.n_train, ld->v.size) != 0)
+        return fail_with(err, errlen, "out of memory building the bigram table");
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
     if (o->run_selftest) // it brings its own prompts and Ks, some of them from the corpus
@@ -1831,12 +1833,8 @@ int main(int argc, char **argv) {
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
-    // 2. the model and corpus, the checks that need them, and the blog's bigram table (train split)
-    if (load_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
-    if (BigramDraftModel(&draft, ld.corpus.tokens, ld.corpus.n_train, ld.v.size) != 0) {
-        snprintf(err, sizeof(err), "out of memory building the bigram table");
-        goto done;
-    }
+    // 2. the model and corpus, the blog's bigram table, and the checks that need them
+    if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, o.model_path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure

@@ -1913,7 +1913,7 @@ int main(int argc, char **argv) {
     memset(drafts, 0, sizeof(drafts));
     memset(&ld, 0, sizeof(ld));
     int rc = 1;
-    if (load_inputs(&o, &ld, err, sizeof(err)) != 0)
+    if (load_inputs(&o, &ld, NULL, err, sizeof(err)) != 0)
         goto done;
     // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
     N_PROMPT = (int)strlen(PROMPT);
