@@ -1768,11 +1768,10 @@ void print_config(const GPT *g, const char *source) {
 
 // The one-line refusal of a run whose decoder stopped at a row not finite (st: where), into err; 1.
 int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen) {
-    fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the output): "
-              "its weights are each finite, but overflow when they run; retrain it or use another",
-              st->nonfinite_file ? st->nonfinite_file : path, st->nonfinite_position,
-              st->nonfinite_token);
-    return 1;
+    return -fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the "
+                      "output): its weights are each finite, but overflow when they run; retrain "
+                      "it or use another", st->nonfinite_file ? st->nonfinite_file : path,
+                      st->nonfinite_position, st->nonfinite_token); // fail_with's -1, negated
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
