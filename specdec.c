@@ -1590,9 +1590,6 @@ void usage(FILE *f, const char *program) {
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
         "is refused.\n", program, MAX_NEW_TOKENS);
-    if (!strcmp(program, "./specdec")) // where the rest is, and how to build it
-        fprintf(f, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
-                "./beyond: make beyond, then ./beyond -h.\n");
 }
 
 // Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
@@ -1827,8 +1824,10 @@ int main(int argc, char **argv) {
     int rc = 1; // stays 1 until an action has run and succeeded
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
-    if (o.help) { // a bad flag beside -h still fails, above
+    if (o.help) { // a bad flag beside -h still fails, above; then where the rest is
         usage(stdout, "./specdec");
+        puts("What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in ./beyond: "
+             "make beyond, then ./beyond -h.");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
