@@ -1671,9 +1671,8 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
     return 0;
 }
 
-// Fills o from argv: ./specdec's options, then more's rows (./beyond's, test/picture's; NULL:
-// none). An option the action (--selftest, --plain) has no use for is refused, never ignored;
-// so is a second action. 0, or -1 with err's one line.
+// Fills o from argv: ./specdec's options, then more's rows (NULL: none). An option the action
+// (--selftest, --plain) has no use for is refused, never ignored, as is a second action. 0, or -1.
 int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *err,
                size_t errlen) {
     *o = (Options){.model_path = DEFAULT_MODEL, .corpus_path = DEFAULT_CORPUS,
