@@ -1644,7 +1644,7 @@ static int parse_value(const OptionSpec *opt, const char *val) {
 }
 
 // Reads argv against tables[0]'s rows, then tables[1]'s (NULL: none); a repeated option keeps its
-// last value; idle[action]: an option named that the action has no use for. 0, or -1 with err set.
+// last value; idle[action]: the first option named that the action has no use for. 0, or -1, err.
 static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
                        const char *idle[], char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
@@ -1657,8 +1657,8 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
-        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // refused once it is known
-            idle[action] = opt->idle_in & action ? a : idle[action];
+        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // the first; refused later
+            idle[action] = idle[action] ? idle[action] : opt->idle_in & action ? a : NULL;
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
