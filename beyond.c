@@ -2446,7 +2446,7 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
     // 2. the model and corpus, then the checks that need them
-    if (load_inputs(&o.core, &ld.core, err, sizeof(err)) != 0) goto done;
+    if (load_inputs(&o.core, &ld.core, NULL, err, sizeof(err)) != 0) goto done;
     if (check_beyond_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
     // 3. the draft --draft names (files tied to the target are checked before any widening);
     // the self-test builds every kind, each from its own file (Medusa's at its own depth) or,

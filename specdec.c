@@ -1566,28 +1566,17 @@ void usage(FILE *f, const char *program) {
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
         "is refused.\n", program, MAX_NEW_TOKENS);
-    if (!strcmp(program, "./specdec")) // where the rest is, and how to build it
-        fprintf(f, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
-                "./beyond: make beyond, then ./beyond -h.\n");
 }
 
-// Parses a whole decimal number below 2^64 (a seed, say); -1 if it is not one.
-int parse_seed(const char *s, uint64_t *out) {
+// Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
+int parse_whole(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     // strtoull alone takes "", " 5", "+5", "5x", and "-1" as 2^64-1: digits, first byte to last
     if (!isdigit((unsigned char)*s)) return -1;
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end || errno) return -1;
+    if (*end || errno || v < lo || v > hi) return -1;
     *out = (uint64_t)v;
-    return 0;
-}
-
-// Parses a whole decimal integer within [lo, hi] (lo >= 0); -1 if it is not one.
-int parse_int(const char *s, long lo, long hi, long *out) {
-    uint64_t v; // range-checked before the cast
-    if (parse_seed(s, &v) != 0 || v < (uint64_t)lo || v > (uint64_t)hi) return -1;
-    *out = (long)v;
     return 0;
 }
 
@@ -1596,7 +1585,7 @@ int parse_int(const char *s, long lo, long hi, long *out) {
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
 
 // The actions an option may have no use in (OptionSpec.idle_in): there it is refused.
-enum { IN_SELFTEST = 1, IN_PLAIN = 2 };
+enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits, and the indices of parse_table's idle[]
 
 // One option: its spelling, and where and how its value is kept.
 typedef struct {
@@ -1610,10 +1599,10 @@ typedef struct {
 
 // Parses a number option's value into its field; -1 if it breaks the option's rule.
 static int parse_value(const OptionSpec *opt, const char *val) {
-    if (opt->kind == OPT_SEED) return parse_seed(val, opt->field);
+    if (opt->kind == OPT_SEED) return parse_whole(val, 0, UINT64_MAX, opt->field);
     if (opt->kind == OPT_WHOLE) {
-        long whole; // parse_int's result, range-checked before the cast
-        if (parse_int(val, (long)opt->lo, (long)opt->hi, &whole) != 0) return -1;
+        uint64_t whole; // range-checked before the cast
+        if (parse_whole(val, (uint64_t)opt->lo, (uint64_t)opt->hi, &whole) != 0) return -1;
         *(int *)opt->field = (int)whole;
         return 0;
     }
@@ -1630,21 +1619,22 @@ static int parse_value(const OptionSpec *opt, const char *val) {
     return 0;
 }
 
-// Reads argv against options (at most 62 rows, ending at a row without a flag): a repeated option
-// keeps its last value. Returns the rows named (bit j: row j); or -1 with err set.
-static long parse_table(int argc, char **argv, const OptionSpec *options, char *err,
-                        size_t errlen) {
-    long given = 0; // bit j: row j was named
+// Reads argv against tables[0]'s rows, then tables[1]'s (NULL: none); a repeated option keeps its
+// last value; idle[action]: the first option named that the action has no use for. 0, or -1, err.
+static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
+                       const char *idle[], char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const OptionSpec *opt = NULL; // a's row of the table, which ends at a row without a flag
-        for (size_t j = 0; options[j].flag; j++)
-            if (!strcmp(a, options[j].flag)) opt = &options[j];
+        const OptionSpec *opt = NULL; // a's row
+        for (int t = 0; t < 2; t++)
+            for (size_t j = 0; tables[t] && tables[t][j].flag; j++)
+                if (!strcmp(a, tables[t][j].flag)) opt = &tables[t][j];
         if (!opt) // a typo, an option of ./beyond given to ./specdec, or the name of a tool
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
-        given |= 1L << (opt - options);
+        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // the first; refused later
+            idle[action] = idle[action] ? idle[action] : opt->idle_in & action ? a : NULL;
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1654,18 +1644,17 @@ static long parse_table(int argc, char **argv, const OptionSpec *options, char *
         else if (parse_value(opt, argv[++i]) != 0) // consumed; checked in full: no silent clamping
             return fail_with(err, errlen, "%s must be %s, got '%s'", a, opt->rule, argv[i]);
     }
-    return given;
+    return 0;
 }
 
-// Fills o from argv: ./specdec's options, then more's rows (./beyond's, test/picture's; NULL:
-// none). An option the action (--selftest, --plain) has no use for is refused, never ignored;
-// so is a second action. 0, or -1 with err's one line.
+// Fills o from argv: ./specdec's options, then more's rows (NULL: none). An option the action
+// (--selftest, --plain) has no use for is refused, never ignored, as is a second action. 0, or -1.
 int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *err,
                size_t errlen) {
     *o = (Options){.model_path = DEFAULT_MODEL, .corpus_path = DEFAULT_CORPUS,
                    .prompt = DEFAULT_PROMPT, .max_new_tokens = 200, .temperature = 1.0f,
                    .seed = 42}; // a fixed seed: repeatable runs; K: 0 until a -k (or below)
-    OptionSpec table[32] = { // zeroed after its rows: the row after the last is the table's end
+    const OptionSpec table[] = { // its end: the row without a flag
         {"-h", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--help", OPT_FLAG, &o->help, 1, 0, NULL, 0},
         {"--trace", OPT_FLAG, &o->trace, 1, 0, NULL, IN_SELFTEST | IN_PLAIN},
@@ -1682,22 +1671,17 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
          IN_SELFTEST | IN_PLAIN},
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
-         "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}};
-    size_t n = 0; // the rows above, counted, not assumed; more's follow, the last row left empty
-    while (table[n].flag)
-        n++;
-    for (size_t j = 0; more && more[j].flag && n + 1 < sizeof(table) / sizeof(table[0]); j++)
-        table[n++] = more[j];
-    long given = parse_table(argc, argv, table, err, errlen); // the rows named
-    if (given < 0) return -1;
+         "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}, {0}};
+    const char *idle[IN_PLAIN + 1] = {0}; // by action: an option named that it has no use for
+    if (parse_table(argc, argv, (const OptionSpec *[2]){table, more}, idle, err, errlen) != 0)
+        return -1;
     int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
     const char *why = action == IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
                       "lengths, drafts, temperatures and seeds)" : "--plain, which drafts nothing "
                       "(no rounds to trace or compare, no bigram table from -i)";
-    for (size_t j = 0; j < n; j++)
-        if ((given >> j & 1) && (table[j].idle_in & action))
-            return fail_with(err, errlen, "%s has no effect with %s; drop %s", table[j].flag,
-                             why, table[j].flag);
+    if (action && idle[action])
+        return fail_with(err, errlen, "%s has no effect with %s; drop %s", idle[action], why,
+                         idle[action]);
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
@@ -1723,11 +1707,13 @@ typedef struct {
     int n_prompt;     // the prompt's length
 } Loaded;
 
-// Loads the model and the corpus, and checks what needs them: -k, the prompt (encoded into
-// ld->prompt), and the corpus's length for the self-test. 0, or -1 with err set.
-int load_inputs(const Options *o, Loaded *ld, char *err, size_t errlen) {
+// Loads the model, the corpus and draft (the bigram table of its training split; NULL: none), and
+// checks what needs them: -k, the prompt (into ld->prompt), the self-test's corpus. 0, or -1, err.
+int load_inputs(const Options *o, Loaded *ld, BigramDraft *draft, char *err, size_t errlen) {
     if (load_checkpoint(o->model_path, &ld->g, &ld->v, err, errlen) != 0) return -1;
     if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
+    if (draft && BigramDraftModel(draft, ld->corpus.tokens, ld->corpus.n_train, ld->v.size) != 0)
+        return fail_with(err, errlen, "out of memory building the bigram table");
     int S = ld->g.config.block_size;
     size_t n = strlen(o->prompt), need = selftest_min_corpus(S);
     if (o->run_selftest) // it brings its own prompts and Ks, some of them from the corpus
@@ -1754,11 +1740,10 @@ void print_config(const GPT *g, const char *source) {
 
 // The one-line refusal of a run whose decoder stopped at a row not finite (st: where), into err; 1.
 int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen) {
-    fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the output): "
-              "its weights are each finite, but overflow when they run; retrain it or use another",
-              st->nonfinite_file ? st->nonfinite_file : path, st->nonfinite_position,
-              st->nonfinite_token);
-    return 1;
+    return -fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the "
+                      "output): its weights are each finite, but overflow when they run; retrain "
+                      "it or use another", st->nonfinite_file ? st->nonfinite_file : path,
+                      st->nonfinite_position, st->nonfinite_token); // fail_with's -1, negated
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
@@ -1814,17 +1799,15 @@ int main(int argc, char **argv) {
     int rc = 1; // stays 1 until an action has run and succeeded
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
-    if (o.help) { // a bad flag beside -h still fails, above
+    if (o.help) { // a bad flag beside -h still fails, above; then where the rest is
         usage(stdout, "./specdec");
+        puts("What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in ./beyond: "
+             "make beyond, then ./beyond -h.");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
-    // 2. the model and corpus, the checks that need them, and the blog's bigram table (train split)
-    if (load_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
-    if (BigramDraftModel(&draft, ld.corpus.tokens, ld.corpus.n_train, ld.v.size) != 0) {
-        snprintf(err, sizeof(err), "out of memory building the bigram table");
-        goto done;
-    }
+    // 2. the model and corpus, the blog's bigram table, and the checks that need them
+    if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, o.model_path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure

@@ -1864,8 +1864,8 @@ int main(int argc, char **argv) {
         }
         const char *val = argv[++i];
         if (!strcmp(a, "--commands")) { // after --quick, which sets 0
-            long n;
-            if (parse_int(val, 0, MAX_PAIRS, &n) != 0) {
+            uint64_t n;
+            if (parse_whole(val, 0, MAX_PAIRS, &n) != 0) {
                 error_line("--commands '%s' must be a whole number from 0 to %d", val, MAX_PAIRS);
                 return 1;
             }
@@ -1913,7 +1913,7 @@ int main(int argc, char **argv) {
     memset(drafts, 0, sizeof(drafts));
     memset(&ld, 0, sizeof(ld));
     int rc = 1;
-    if (load_inputs(&o, &ld, err, sizeof(err)) != 0)
+    if (load_inputs(&o, &ld, NULL, err, sizeof(err)) != 0)
         goto done;
     // the bench's prompts must be in the vocabulary (they are in Tiny Shakespeare's)
     N_PROMPT = (int)strlen(PROMPT);

@@ -33,11 +33,12 @@ static void matmul_dot(float *out, const float *in, const float *weight_t, const
 
 int main(int argc, char **argv) {
     program_name = "ffn_forms"; // its messages' first word
-    long H = 65536;
-    if (argc > 2 || (argc == 2 && parse_int(argv[1], 256, 1 << 20, &H) != 0)) {
+    uint64_t width = 65536; // the H asked for, which parse_whole checks
+    if (argc > 2 || (argc == 2 && parse_whole(argv[1], 256, 1 << 20, &width) != 0)) {
         error_line("usage: test/ffn_forms [H], H a whole number from 256 to 1048576");
         return 1;
     }
+    long H = (long)width; // 256 to 2^20
     const int L = 4, C = 64, Ts[] = {1, 2, 3, 5, 9, 16};
     size_t n = (size_t)L * C * H;
     float *up = malloc(n * 4), *up_t = malloc(n * 4), *down = malloc(n * 4);

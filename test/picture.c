@@ -527,11 +527,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     // the run's inputs, checked as ./specdec checks them; the draft; round 1; the picture
-    if (load_inputs(&o, &ld, err, sizeof(err)) != 0) goto done;
-    if (BigramDraftModel(&draft, ld.corpus.tokens, ld.corpus.n_train, ld.v.size) != 0) {
-        fail_with(err, sizeof(err), "out of memory building the bigram table");
-        goto done;
-    }
+    if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
     if (run_round1(&o, &ld, &draft, &r, err, sizeof(err)) != 0) goto done;
     if (write_picture(out, &ld, &r, argv, err, sizeof(err)) != 0) goto done;
     fputs("round 1 of ", stderr); // what was drawn, and where

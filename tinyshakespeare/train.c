@@ -1396,7 +1396,7 @@ int main_train(int argc, char **argv) {
             return 1;
         }
         if (!strcmp(a, "--seed")) {
-            if (parse_seed(val, &to.seed) != 0) {
+            if (parse_whole(val, 0, UINT64_MAX, &to.seed) != 0) {
                 error_line("--seed must be a non-negative whole number, got '%s'", val);
                 return 1;
             }
@@ -1405,9 +1405,9 @@ int main_train(int argc, char **argv) {
         else if (!strcmp(a, "--teacher")) teacher_path = val;
         else
             for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-                long v;
+                uint64_t v;
                 if (strcmp(a, ints[k].flag)) continue;
-                if (parse_int(val, ints[k].lo, ints[k].hi, &v) != 0) {
+                if (parse_whole(val, ints[k].lo, ints[k].hi, &v) != 0) {
                     error_line("%s must be a whole number from %ld to %ld, got '%s'",
                                a, ints[k].lo, ints[k].hi, val);
                     return 1;
@@ -1647,7 +1647,7 @@ int main_init(int argc, char **argv) {
         }
         if (!strcmp(a, "-o")) out = argv[i + 1];
         else if (!strcmp(a, "-i")) corpus_path = argv[i + 1];
-        else if (parse_seed(argv[i + 1], &seed) != 0) {
+        else if (parse_whole(argv[i + 1], 0, UINT64_MAX, &seed) != 0) {
             error_line("--seed must be a non-negative whole number, got '%s'", argv[i + 1]);
             return 1;
         }
@@ -1967,14 +1967,14 @@ int main_medusa(int argc, char **argv, int eval_only) {
             error_line("option %s needs a value (see tinyshakespeare/train -h)", a);
             return 1;
         }
-        long v;
-        if (whole >= 0 && parse_int(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
+        uint64_t v;
+        if (whole >= 0 && parse_whole(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
             error_line("%s must be a whole number from %ld to %ld, got '%s'", a,
                        ints[whole].lo, ints[whole].hi, val);
             return 1;
         }
         if (whole >= 0) *ints[whole].dst = (int)v;
-        else if (!strcmp(a, "--seed") && parse_seed(val, &mo.seed) != 0) {
+        else if (!strcmp(a, "--seed") && parse_whole(val, 0, UINT64_MAX, &mo.seed) != 0) {
             error_line("--seed must be a non-negative whole number, got '%s'", val);
             return 1;
         } else if (!strcmp(a, "-m")) model_path = val;
@@ -2407,17 +2407,17 @@ static int exit_flags(int argc, char **argv, int eval_only, ExitOptions *o, cons
             return -1;
         }
         // the value, checked in full
-        long v;
-        if (whole >= 0 && parse_int(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
+        uint64_t v;
+        if (whole >= 0 && parse_whole(val, ints[whole].lo, ints[whole].hi, &v) != 0) {
             error_line("%s must be a whole number from %ld to %ld, got '%s'", a,
                        ints[whole].lo, ints[whole].hi, val);
             return -1;
         }
-        if (seed && parse_seed(val, &o->seed) != 0) {
+        if (seed && parse_whole(val, 0, UINT64_MAX, &o->seed) != 0) {
             error_line("--seed must be a non-negative whole number, got '%s'", val);
             return -1;
         }
-        if (whole >= 0) *ints[whole].dst = (int)v; // in range, as parse_int checked
+        if (whole >= 0) *ints[whole].dst = (int)v; // in range, as parse_whole checked
         if (slot >= 0) paths[slot] = val; // paths are checked when opened
     }
     return 0;
@@ -3360,7 +3360,7 @@ static int eagle3_flag(const char *a, const char *val, EagleOptions *o) {
         return -1;
     }
     // --taps LOW,MID: two whole numbers, checked against the model once it is loaded
-    long v, w;
+    uint64_t v, w;
     char low[16];
     const char *comma = strchr(val, ',');
     size_t len = comma ? (size_t)(comma - val) : 0;
@@ -3368,9 +3368,9 @@ static int eagle3_flag(const char *a, const char *val, EagleOptions *o) {
         memcpy(low, val, len);
         low[len] = '\0';
     }
-    int ok = taps ? len > 0 && len < sizeof(low) && parse_int(low, 1, 1000, &v) == 0 &&
-                    parse_int(comma + 1, 1, 1000, &w) == 0
-                  : parse_int(val, 1, 4, &v) == 0;
+    int ok = taps ? len > 0 && len < sizeof(low) && parse_whole(low, 1, 1000, &v) == 0 &&
+                    parse_whole(comma + 1, 1, 1000, &w) == 0
+                  : parse_whole(val, 1, 4, &v) == 0;
     if (!ok) {
         error_line(taps ? "--taps must be two block counts LOW,MID (e.g. 1,2), got '%s'" :
                    "--steps must be a whole number from 1 to 4, got '%s'", val);
@@ -3412,17 +3412,17 @@ static int eagle_flags(int argc, char **argv, int eval_only, EagleOptions *o, co
             return -1;
         }
         // the value, checked in full
-        long v;
-        if (whole && parse_int(val, 1, whole == &o->batch ? 4096 : 10000000, &v) != 0) {
+        uint64_t v;
+        if (whole && parse_whole(val, 1, whole == &o->batch ? 4096 : 10000000, &v) != 0) {
             error_line("%s must be a whole number from 1 to %d, got '%s'", a,
                        whole == &o->batch ? 4096 : 10000000, val);
             return -1;
         }
-        if (seed && parse_seed(val, &o->seed) != 0) {
+        if (seed && parse_whole(val, 0, UINT64_MAX, &o->seed) != 0) {
             error_line("--seed must be a non-negative whole number, got '%s'", val);
             return -1;
         }
-        if (whole) *whole = (int)v; // in range, as parse_int checked
+        if (whole) *whole = (int)v; // in range, as parse_whole checked
         if (slot >= 0) paths[slot] = val;
     }
     return 0;
