@@ -1309,13 +1309,14 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                       "over 2 GiB, more than this program reads" : NULL;
     FILE *f = why ? NULL : fopen(path, "rb");
     if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
-    size_t n = *n_out = f ? (size_t)st.st_size : 0; // the size, then the bytes in one read
+    size_t n = f ? (size_t)st.st_size : 0; // the size, then the bytes in one read
     unsigned char *buf = f ? malloc(n ? n : 1) : NULL; // an empty file still gets a buffer
     if (f && (!buf || fread(buf, 1, n, f) != n || ferror(f)))
         why = buf ? "a short read: the file changed or broke while read" : "out of memory";
     if (f) fclose(f);
     if (why) fail_with(err, errlen, "cannot open %s '%s': %s (%s)", what, path, why, fix);
     if (why) free(buf); // a refusal leaves nothing allocated
+    else *n_out = n;
     return why ? NULL : buf;
 }
 
@@ -1466,10 +1467,13 @@ int selftest_greedy_case(GPT *g, const BigramDraft *d, const char *label, const 
     Rng r1 = {1}, r2 = {2}; // different streams: greedy decoding must not depend on them
     DecodeOptions os = {.max_new_tokens = n, .K = K, .rng = &r1, .st = &ss}; // t = 0: greedy
     DecodeOptions op = {.max_new_tokens = n, .K = K, .rng = &r2, .st = &sp}; // no text, no trace
-    int same = seq && build_spec_buffers(&b, K, V) == 0 && // both from the same prompt, each
-               speculative_generate(g, d, &b, prompt, &os, seq) == 0 && // refilling its own cache
-               generate(g, prompt, &op, seq + len, p) == 0 && ss.emitted == n && sp.emitted == n &&
-               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0; // new text
+    int same = seq && build_spec_buffers(&b, K, V) == 0;
+    if (same) { // both decoders from the same prompt; each refills its own cache from scratch
+        speculative_generate(g, d, &b, prompt, &os, seq);
+        generate(g, prompt, &op, seq + len, p);
+        same = ss.emitted == n && sp.emitted == n && // the new text; the prompt is shared
+               memcmp(seq + start, seq + len + start, (size_t)n * sizeof(int)) == 0;
+    }
     free_spec_buffers(&b); // a half-built b too
     printf("%s greedy %-14s K=%d: %d tokens %s (spec: %ld target passes, alpha %.3f; "
            "plain: %ld passes)\n", same ? "PASS" : "FAIL", label, K, n,
@@ -1634,7 +1638,7 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
         for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // the first; refused later
-            idle[action] = idle[action] ? idle[action] : opt->idle_in & action ? a : NULL;
+            if (!idle[action] && (opt->idle_in & action)) idle[action] = a;
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1740,10 +1744,11 @@ void print_config(const GPT *g, const char *source) {
 
 // The one-line refusal of a run whose decoder stopped at a row not finite (st: where), into err; 1.
 int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen) {
-    return -fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the "
-                      "output): its weights are each finite, but overflow when they run; retrain "
-                      "it or use another", st->nonfinite_file ? st->nonfinite_file : path,
-                      st->nonfinite_position, st->nonfinite_token); // fail_with's -1, negated
+    fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the output): "
+              "its weights are each finite, but overflow when they run; retrain it or use another",
+              st->nonfinite_file ? st->nonfinite_file : path, st->nonfinite_position,
+              st->nonfinite_token);
+    return 1; // the callers' rc 1: err holds the reason
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
