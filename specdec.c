@@ -370,10 +370,10 @@ typedef struct {
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
-    double u_last;       //           the uniform of the round's last draw: resample or bonus
-    float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised: a
-                         //           float COPY for a debugger and the trace; the draw
-                         //           takes p - q in double
+    double u_last;       //           the uniform of the resample or bonus (neither: stale)
+    float *residual;     // (V)       max(0, p - q) at the rejected position (none: stale),
+                         //           unnormalised: a float COPY for a debugger and the trace;
+                         //           the draw takes p - q in double
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus (the blog's list `accepted`; its length is
                          //           the blog's num_accepted)
@@ -471,21 +471,21 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
     return k + 1;
 }
 
-// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), with
-// cache_len the length before the verify pass. Keeps cache_len + num_accepted positions:
+// Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), the
+// cache's length before the verify pass. Keeps cache_len_before_verify + num_accepted positions:
 // current_token and every token the round emitted but the last. num_accepted = len(accepted) counts
 // that last token too (a resample, a bonus, or in a final round without bonus the last accepted
 // draft), and it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
-// The dropped positions are zeroed, so a debugger shows them gone (the next pass would
-// overwrite them anyway). The same call rolls back any GPT's cache: a draft model's too.
-void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len) {
+// The dropped positions are zeroed, so a debugger shows them gone (a next pass overwrites them).
+void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len_before_verify) {
     RunState *s = &target_model->state;
     const Config *c = &target_model->config;
-    int keep = cache_len + num_accepted; // departure 6: the blog slices k[:, :keep]
+    int keep = cache_len_before_verify + num_accepted; // departure 6: the blog slices k[:, :keep]
     size_t C = c->n_embd, S = c->block_size, dropped = (size_t)(s->cache_len - keep);
     for (int l = 0; l < c->n_layer; l++) {
-        // rows keep .. cache_len-1 of this layer's keys and values: the rejected guesses
+        // rows keep .. s->cache_len-1, which the verify pass wrote: the rejected guess and those
+        // after it, or, in a last round without a bonus, the last draft (the next current_token)
         memset(s->key_cache + (l * S + keep) * C, 0, dropped * C * sizeof(float));
         memset(s->value_cache + (l * S + keep) * C, 0, dropped * C * sizeof(float));
     }
@@ -1013,8 +1013,8 @@ struct Stats {
     long rounds;        // speculative rounds: one verify pass each
     long drafted;       // candidates drafted: the sum of k
     long judged;        // candidates accept_reject decided on: accepted + rejected
-    long guesses_accepted; // candidates accepted; a round's num_accepted also counts its last
-                           // token (a resample or bonus), and so sums to round_tokens
+    long guesses_accepted; // candidates accepted; the rounds' num_accepted, which also count
+                           // each round's resample or bonus, sum to round_tokens instead
     double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
     long resampled;     // rounds that ended in a rejection and a residual draw
     long bonus;         // rounds where all k passed and a bonus token was drawn

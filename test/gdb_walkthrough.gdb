@@ -126,14 +126,14 @@ commands
   printf "WALK accept enter k=%d V=%d allow_bonus=%d\n", k, b->V, allow_bonus
 end
 
-# 4. TRIM: trim_kv_cache(target_model, num_accepted, cache_len). On entry: how many tokens
-# the round emitted (num_accepted, which counts the resample or bonus token too),
-# cache_len (the blog's cache_len_before_verify: the length before the verify pass, and
-# current_token's position), and the cache's length now, which still includes every
-# verified position.
+# 4. TRIM: trim_kv_cache(target_model, num_accepted, cache_len_before_verify). On entry: how
+# many tokens the round emitted (num_accepted, which counts the resample or bonus token too),
+# cache_len_before_verify (printed as cache_len, the loop's name for it: the length before the
+# verify pass, and current_token's position), and the cache's length now, which still
+# includes every verified position.
 break trim_kv_cache
 commands
-  printf "WALK trim enter state.cache_len=%d cache_len=%d num_accepted=%d\n", target_model->state.cache_len, cache_len, num_accepted
+  printf "WALK trim enter state.cache_len=%d cache_len=%d num_accepted=%d\n", target_model->state.cache_len, cache_len_before_verify, num_accepted
 end
 
 # --- one round, step by step ------------------------------------------------------
@@ -212,7 +212,7 @@ while $i < $walk_n
   set $i = $i + 1
 end
 
-# Run to trim_kv_cache and let it cut the cache back to cache_len + num_accepted:
+# Run to trim_kv_cache and let it cut the cache back to cache_len_before_verify + num_accepted:
 # current_token and the accepted drafts stay, the last emitted token does not (it is
 # the next round's current_token, and is not cached yet).
 continue

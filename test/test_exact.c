@@ -112,7 +112,7 @@
  * broken build: -DBREAK_DRAFT_Q
  * mutant BREAK_DRAFT_Q: s|return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess|int x = sample_from(q, d->V, rng_uniform(rng)); memcpy(q, bigram_get_probs(d, token), (size_t)d->V * sizeof(float)); return x;|
  * broken build: -DBREAK_TRIM
- * mutant BREAK_TRIM: s|^    int keep = cache_len + num_accepted; // departure 6: the blog slices k\[:, :keep\]|    int keep = s->cache_len;|
+ * mutant BREAK_TRIM: s|^    int keep = cache_len_before_verify + num_accepted; // departure 6: the blog slices k\[:, :keep\]|    int keep = s->cache_len;|
  * broken build: -DBREAK_FILTER_DRAFT
  * mutant-beyond BREAK_FILTER_DRAFT: s|memcpy(left, tb->q + |memcpy(left, tb->own + |
  * broken build: -DBREAK_UNFILTERED_Q
