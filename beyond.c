@@ -1794,7 +1794,8 @@ int tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *prompt,
             return stop_nonfinite(&o->st->core, g->state.cache_len - 1, 0, 0, t0);
         seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
         if (o->trace) // specdec.c's line, which needs only the vocabulary
-            trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
+            trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq],
+                          p[seq[n_seq]]);
         show_colored(o, seq, n_seq, 1, FROM_TARGET);
         n_seq++;
     }

@@ -524,7 +524,7 @@ double now_seconds(void);
 void count_pass(Stats *st, int kind, double seconds);
 void finish_stats(Stats *st, long emitted, double t0);
 int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
-void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled);
+void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled, double p);
 void trace_refill(int n_tokens);
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
                   int cache_len, double t_round);
@@ -605,8 +605,9 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
     if (current_token < 0) // the prefill's row is not finite: no token comes from it
         return stop_nonfinite(o->st, target_model->state.cache_len - 1, 0, 0, t0);
     generated[n_generated] = current_token;
-    if (o->trace)
-        trace_prefill(o, target_model->state.cache_len, current_token);
+    if (o->trace) // with the token's p in the row it was drawn from
+        trace_prefill(o, target_model->state.cache_len, current_token,
+                      b->prefill_probs[current_token]);
     show_tokens(o, generated, 1);
     n_generated++;
     // 2. the speculative loop; current_token is never in the cache
@@ -1051,22 +1052,6 @@ double expected_acceptance(const float *p, const float *q, int V) {
     return sum;
 }
 
-// Counts a round of k guesses, num_accepted tokens, `seconds`: its pass and its verdicts.
-void count_round(Stats *st, const SpecBuffers *b, int k, int num_accepted, double seconds) {
-    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
-    for (int i = 0; i < judged; i++)
-        st->alpha_sum += expected_acceptance(b->target_probs + (size_t)i * b->V,
-                                             b->draft_probs + (size_t)i * b->V, b->V);
-    st->resampled += b->rejected_at >= 0;
-    st->bonus += k > 0 && num_accepted == k + 1; // k+1 tokens only when all k passed
-    st->rounds++;
-    st->drafted += k;
-    st->judged += judged;
-    st->guesses_accepted += b->rejected_at >= 0 ? b->rejected_at : k;
-    st->round_tokens += num_accepted;
-    count_pass(st, VERIFY_PASS, seconds); // one verify pass; a bigram drafts in a lookup
-}
-
 // Closes a generation's counters: the tokens it emitted and its wall time since t0.
 void finish_stats(Stats *st, long emitted, double t0) {
     st->emitted = emitted;
@@ -1100,12 +1085,12 @@ char *visible_char(char out[8], unsigned char b) {
     return out;
 }
 
-// Prints the prefill: the prompt's pass, and the first token, sampled from its last row.
-void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled) {
+// Prints the prefill: the prompt's pass, and the first token, with its p in the row drawn from.
+void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled, double p) {
     char vis[8];
     fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
-            "sampled %s, the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
-            n_tokens - 1, n_tokens, visible_char(vis, decode(o->vocab, sampled)));
+            "sampled %s (p=%.3f), the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
+            n_tokens - 1, n_tokens, visible_char(vis, decode(o->vocab, sampled)), p);
 }
 
 // Prints a refill: the cache was full, and the window restarted (make_room).
@@ -1128,14 +1113,20 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
     // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
+    int last = b->emitted[num_accepted - 1];
     double mass = 0.0; // sum max(0, p - q) = 1 - sum min(p, q): P(a guess here is rejected)
+    double upto = 0.0; // the same sum in token order, through the drawn token
     for (int x = 0; x < V; x++) mass += b->residual[x];
-    visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1]));
+    for (int x = 0; x <= last; x++) upto += b->residual[x];
+    visible_char(vis, decode(o->vocab, last));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
         int left = k - b->rejected_at - 1; // drafted after the rejected one
-        // the draw: the first token whose running sum of max(0, p - q) passes u*mass
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
+        if (mass > 0.0) // the draw: the first token whose running sum passes u*mass
+            fprintf(stderr, ", the first whose running sum (%.3f) passes u*mass", upto);
+        else // departure 4: a residual with no mass draws from p
+            fprintf(stderr, ", drawn from p: the residual has no mass");
         if (left > 0)
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
     } else if (k == 0) // nothing was drafted
@@ -1180,11 +1171,23 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
             visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1])));
 }
 
-// After a round's four phases, the loop's bookkeeping in one call: counts the round in the
-// stats (its wall time since t_round), prints it (--trace), and writes its tokens to the text.
+// The loop's bookkeeping after a round's four phases, in one call: counts the round (its verify
+// pass, its time since t_round, its verdicts), prints it (--trace), writes its tokens to the text.
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
                   int cache_len, double t_round) {
-    count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
+    Stats *st = o->st;
+    int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
+    for (int i = 0; i < judged; i++)
+        st->alpha_sum += expected_acceptance(b->target_probs + (size_t)i * b->V,
+                                             b->draft_probs + (size_t)i * b->V, b->V);
+    st->resampled += b->rejected_at >= 0;
+    st->bonus += k > 0 && num_accepted == k + 1; // k+1 tokens only when all k passed
+    st->rounds++;
+    st->drafted += k;
+    st->judged += judged;
+    st->guesses_accepted += b->rejected_at >= 0 ? b->rejected_at : k;
+    st->round_tokens += num_accepted;
+    count_pass(st, VERIFY_PASS, now_seconds() - t_round); // one pass; a bigram drafts in a lookup
     if (o->trace)
         trace_round(o, b, k, num_accepted, cache_len);
     show_tokens(o, b->emitted, num_accepted);

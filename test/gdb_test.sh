@@ -245,7 +245,7 @@ check_run() {
     (($(grep -c '^WALK accept judge' "$G") == njudged)) || bad+=("gdb judged $(grep -c '^WALK accept judge' "$G") candidates, the trace $njudged")
     # the round's last token: the trace's resample or bonus, gdb's last accepted[]
     local t_last g_last
-    t_last=$(grep -m 1 -E -- '-> .*; discard|^  BONUS|^  STEP' "$R" | sed -E "s/.*-> ('[^;]*'|'.*')(;.*|, as .*)?$/\1/")
+    t_last=$(grep -m 1 -E -- '-> .*; discard|^  BONUS|^  STEP' "$R" | sed -E "s/.*-> ('[^;]*'|'.*')(, the first whose .*|, drawn from p.*|;.*|, as .*)?$/\1/")
     g_last=$(grep '^WALK accept emit' "$G" | tail -n 1 | sed 's/.* char=//')
     [[ $t_last == "$g_last" ]] || bad+=("last token: trace $t_last, gdb $g_last")
     local t_trim

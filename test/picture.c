@@ -325,6 +325,16 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
         fprintf(f, "BONUS</tspan>  all %d passed: one more token from target_probs[%d] with "
                 "u=%.3f -&gt; ", k, k, b->u_last);
     put_token(f, &ld->v, last);
+    double upto = 0.0; // the residual's running sum through the drawn token, as the trace gives it
+    for (int x = 0; i >= 0 && x <= last; x++)
+        upto += b->residual[x];
+    // the rest of the trace's line, why u*mass lands on this token, in the panel's right column:
+    // two lines of the same <text>, so that its words still read as the trace's one line
+    if (i >= 0 && mass > 0.0)
+        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first whose running sum</tspan><tspan "
+                "x=\"600\" dy=\"20\"> (%.3f) passes u*mass</tspan>", upto);
+    else if (i >= 0)
+        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> drawn from p: the residual has no mass</tspan>");
     fputs("</text>\n", f);
     // why this row: the residual's mass is the chance of the rejection; p_k came free
     char why[4][48];
