@@ -30,9 +30,9 @@
  *   BigramDraftModel.get_probs   bigram_get_probs()
  *   BigramDraftModel.sample      bigram_sample()         (+ bigram_probs: q at temperature t)
  *   draft_tokens                 draft_tokens()          The four phases of one round
- *   verify_candidates            verify_candidates()     (candidates, draft_probs and
- *   accept_reject                accept_reject()          target_probs: SpecBuffers' fields)
- *   trim_kv_cache                trim_kv_cache()
+ *   verify_candidates            verify_candidates()     (candidates, draft_probs,
+ *   accept_reject                accept_reject()          target_probs, and accepted as
+ *   trim_kv_cache                trim_kv_cache()          emitted: SpecBuffers' fields)
  *   speculative_generate         speculative_generate()  The loop
  *   (the blog has no window)     make_room()             The loop: the 32-token window
  *   target_model(input_ids, pos=positions, past_kvs=past_kvs)  forward()  The target model
@@ -347,24 +347,24 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 // ----------------------------------------------------------------------------
 // The four phases of one round: draft, verify, accept/reject, trim
 //
-// Where these phases and their loop depart from the blog's, and why (each is marked where it
-// happens):
+// Where these phases and their loop depart from the blog's, and why (each marked where it happens):
 //  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
 //     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
 //     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
 //  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
-//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1.
+//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1;
+//     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
 //  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
 //     blog would divide 0 by 0 there.
-//  5. A row of logits that is not finite stops the run (verify_candidates' return value). The
-//     blog would sample from NaN.
-//  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs.
+//  5. A row of logits not finite stops the run (verify_candidates' return); the blog samples NaN.
+//  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs; C has
+//     no slices, and lowering the length is the whole rollback.
 //  7. An empty prompt starts from token 0 (start_sequence), as the lecture's generate does.
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
 // The blog's lists are its arrays of the same names: candidates, draft_probs, target_probs.
 typedef struct {
-    int V;               //           vocabulary size (rows hold any k <= K guesses)
+    int V;               //           vocabulary size: the width of every row below
     int *candidates;     // (K)       c0 .. c(k-1), drafted this round
     float *draft_probs;  // (K, V)    draft_probs[i] = the draft's row that c(i) was sampled from
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
@@ -1506,7 +1506,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
         for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++) // short and long drafts
             passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300); // several refills
     }
-    printf("selftest: %d of %d cases passed\n", passed, cases); // commentary: PASS/FAIL lines count
+    printf("selftest: %d of %d cases passed\n", passed, cases); // the runner counts PASS/FAIL
     return cases - passed;
 }
 
@@ -1552,7 +1552,7 @@ typedef struct {
 #define DEFAULT_MODEL "tinyshakespeare/model.bin"
 #define DEFAULT_CORPUS "tinyshakespeare/input.txt"
 #define DEFAULT_PROMPT "To be or not to be, that is the "
-#define MAX_NEW_TOKENS 10000000 // 10 bytes of buffers per token: 100 MB at most
+#define MAX_NEW_TOKENS 10000000 // 8 bytes a token (two texts of ints): 80 MB at most
 
 // The help text of -h; program is "./specdec", or "./beyond", which adds its own options.
 void usage(FILE *f, const char *program) {
