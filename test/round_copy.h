@@ -47,7 +47,7 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
     const float *logits = prefill(target_model, seq, n_seq, S, o->st);
     int current_token = sample_token(logits, V, temperature, b->target_probs, o->rng);
     seq[n_seq] = current_token;
-    if (o->trace) trace_prefill(o, target_model->state.cache_len, current_token);
+    if (o->trace) trace_prefill(o, target_model->state.cache_len, current_token, b->target_probs[current_token]);
     show_tokens(o, seq + n_seq, 1);
     n_seq++;
     while (n_seq - first < max_new_tokens && !output_failed(o)) {
@@ -63,10 +63,8 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         verify_candidates(target_model, current_token, k, temperature, b);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        count_round(o->st, b, k, num_accepted, now_seconds() - t_round);
-        if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
+        report_round(o, b, k, num_accepted, cache_len, t_round);
         memcpy(seq + n_seq, b->emitted, (size_t)num_accepted * sizeof(int));
-        show_tokens(o, seq + n_seq, num_accepted);
         n_seq += num_accepted;
         current_token = seq[n_seq - 1];
         CoreRound r = {k, cache_len, refilled, num_accepted};
@@ -95,7 +93,7 @@ static void test_tree_generate(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *
         float *p = tb->p;
         served_probs(p, logits, V, &o->sampler);
         seq[n_seq] = sample_from(p, V, rng_uniform(o->rng));
-        if (o->trace) trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq]);
+        if (o->trace) trace_prefill(&(DecodeOptions){.vocab = o->vocab}, g->state.cache_len, seq[n_seq], p[seq[n_seq]]);
         show_colored(o, seq, n_seq, 1, FROM_TARGET);
         n_seq++;
     }
