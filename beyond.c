@@ -124,7 +124,7 @@ void served_probs(float *p, const float *logits, int V, const Sampler *s) {
 
 // q = the bigram's row after token, served like the target's: tempered, then cut.
 void bigram_served_probs(float *q, const BigramDraft *d, int token, const Sampler *s) {
-    bigram_probs(q, d, token, s->temperature);
+    tempered_bigram(q, d, token, s->temperature);
     apply_top_k_top_p(q, d->V, s);
 }
 
@@ -610,7 +610,7 @@ static void bigram_rows(Draft *d, TreeBuffers *tb, const Tokens *text UNUSED, in
                         const Sampler *s, Rng *rng UNUSED) {
     for (int r = lo; r < tb->rows; r++) {
         float *q = tb->q + (size_t)r * tb->V, *own = tb->own + (size_t)r * tb->V;
-        bigram_probs(own, &d->bigram, tb->token[r], 1.0f);
+        tempered_bigram(own, &d->bigram, tb->token[r], 1.0f);
         bigram_served_probs(q, &d->bigram, tb->token[r], s);
     }
 }

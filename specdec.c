@@ -28,7 +28,7 @@
  *   F.softmax(logits)            tempered_softmax()      Random numbers and sampling
  *   BigramDraftModel.__init__    BigramDraftModel()      The draft model
  *   BigramDraftModel.get_probs   bigram_get_probs()
- *   BigramDraftModel.sample      bigram_sample()         (+ bigram_probs: q at temperature t)
+ *   BigramDraftModel.sample      bigram_sample()         (+ tempered_bigram: q at temperature t)
  *   draft_tokens                 draft_tokens()          The four phases of one round
  *   verify_candidates            verify_candidates()     (candidates, draft_probs,
  *   accept_reject                accept_reject()          target_probs, and accepted as
@@ -318,7 +318,7 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 // for t < 1, flatter for t > 1. At t = 1 it is the table's row, the blog's; at t = 0,
 // one-hot at its argmax, like greedy's p: a guess then passes exactly when it is the
 // target's argmax.
-void bigram_probs(float *q, const BigramDraft *d, int token, float temperature) {
+void tempered_bigram(float *q, const BigramDraft *d, int token, float temperature) {
     const float *row = bigram_get_probs(d, token); // the untempered row P(next | token)
     int V = d->V;
     if (temperature == 0.0f) { // greedy: one-hot, as tempered_softmax does
@@ -340,7 +340,7 @@ void bigram_probs(float *q, const BigramDraft *d, int token, float temperature) 
 // from: the blog's BigramDraftModel.sample, which returns (token, probs) for the
 // same reason: accept_reject needs q of the guess. q: (V).
 int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, float *q) {
-    bigram_probs(q, d, token, temperature); // the row the ratio will use is the row we sample
+    tempered_bigram(q, d, token, temperature); // the row the ratio will use is the row we sample
     return sample_from(q, d->V, rng_uniform(rng)); // one uniform per guess
 }
 
@@ -352,7 +352,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
 //     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
 //  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
-//  3. A temperature for both models (tempered_softmax, bigram_probs). The blog's is t = 1;
+//  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
 //  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
 //     blog would divide 0 by 0 there.

@@ -983,7 +983,7 @@ static const char *TEMPER_PROMPTS[] = {"To be or not to be, that is the ", "ROME
                                        "First Citizen:\n", "KING RICHARD III:\nNow is the "};
 #define TEMPER_N_PROMPTS 4
 
-// Why specdec.c tempers the draft (bigram_probs): alpha of a round's first guess, with the
+// Why specdec.c tempers the draft (tempered_bigram): alpha of a round's first guess, with the
 // draft row raised to 1/t like the target (what specdec.c and beyond.c do) and with the
 // table's row as it is, at the same positions: K = 1 rounds over every prompt, at six
 // temperatures. Untimed; the rounds run in watched_generate, which adds up the second.

@@ -35,7 +35,7 @@ static const float EXPLAIN_P[EXPLAIN_V] = {0.05f, 0.10f, 0.60f, 0.25f};
 // the chance the draft's token is accepted. Then the same position run `rounds` times
 // through the real draft_tokens and accept_reject (k = 1, no bonus), from a draft table
 // whose every row is q: counts[x] = times x was emitted, *n_accepted = times the draft's
-// token passed. At temperature 0 both rows become one-hot, as bigram_probs and
+// token passed. At temperature 0 both rows become one-hot, as tempered_bigram and
 // tempered_softmax make them. With f non-NULL, prints the table.
 void explain_position(FILE *f, const char *title, const float *q, const float *p,
                       const char *names, int V, float temperature, long rounds, uint64_t seed,
@@ -45,7 +45,7 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     float table[EXPLAIN_V * EXPLAIN_V], q_used[EXPLAIN_V], p_used[EXPLAIN_V];
     for (int a = 0; a < V; a++) memcpy(table + a * V, q, (size_t)V * sizeof(float));
     BigramDraft d = {V, table};
-    bigram_probs(q_used, &d, 0, temperature);
+    tempered_bigram(q_used, &d, 0, temperature);
     if (temperature == 0.0f) one_hot(p_used, V, argmax(p, V));
     else memcpy(p_used, p, (size_t)V * sizeof(float));
     // 1. exactly: the accept path and the residual path, in double precision

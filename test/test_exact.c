@@ -1941,7 +1941,7 @@ static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context
                      .u = u, .residual = residual, .emitted = out};
     g->state.cache_len = 0;
     tempered_softmax(p, forward(g, context, n) + (size_t)(n - 1) * V, V, 1.0f);
-    bigram_probs(q, d, context[n - 1], 1.0f);
+    tempered_bigram(q, d, context[n - 1], 1.0f);
     round_row(p, V);
     round_row(q, V);
     memcpy(p + V, p, (size_t)V * sizeof(float));

@@ -989,7 +989,7 @@ static void test_sample_from(void) {
 }
 
 // ----------------------------------------------------------------------------
-// 9. tempered_softmax and bigram_probs
+// 9. tempered_softmax and tempered_bigram
 
 // softmax(x / t) in double, the test's own.
 static void ref_softmax(double *out, const float *x, int n, double t) {
@@ -1049,7 +1049,7 @@ static void test_probs(const Fixture *fx) {
           "tempered_softmax t=0 with a tie at 1 and 3 picks the lowest index (row %g %g %g %g %g)",
           pt[0], pt[1], pt[2], pt[3], pt[4]);
 
-    // bigram_probs on the Tiny Shakespeare table, for a few rows
+    // tempered_bigram on the Tiny Shakespeare table, for a few rows
     const BigramDraft *d = &fx->draft;
     int DV = d->V;
     float *q = malloc((size_t)DV * sizeof(float));
@@ -1060,17 +1060,17 @@ static void test_probs(const Fixture *fx) {
         const float *row = d->probs + (size_t)a * DV;
         char vis[8];
         visible_char(vis, (unsigned char)from[c]);
-        bigram_probs(q, d, a, 1.0f);
+        tempered_bigram(q, d, a, 1.0f);
         int exact = memcmp(q, row, (size_t)DV * sizeof(float)) == 0;
-        bigram_probs(q, d, a, 0.0f);
+        tempered_bigram(q, d, a, 0.0f);
         int amr = ref_argmax(row, DV), hot = 1;
         for (int i = 0; i < DV; i++) hot &= q[i] == (i == amr ? 1.0f : 0.0f);
-        bigram_probs(q, d, a, 0.5f);
+        tempered_bigram(q, d, a, 0.5f);
         double z = 0.0;
         for (int i = 0; i < DV; i++) z += (double)row[i] * row[i];
         for (int i = 0; i < DV; i++) qref[i] = (double)row[i] * row[i] / z;
         row_errors(q, qref, DV, &diff, &serr);
-        check(exact && hot && diff < 1e-6 && serr < 1e-5, "bigram_probs row %s: t=1 is the table "
+        check(exact && hot && diff < 1e-6 && serr < 1e-5, "tempered_bigram row %s: t=1 is the table "
               "row exactly: %s; t=0 one-hot at argmax %d: %s; t=0.5 vs q^2/sum(q^2): max |diff| "
               "= %.2g, |sum-1| = %.2g", vis, exact ? "yes" : "no", amr, hot ? "yes" : "no", diff,
               serr);
