@@ -1504,7 +1504,7 @@ int selftest(GPT *g, const BigramDraft *d, const Vocab *v, const Corpus *corpus)
                            "(use Tiny Shakespeare)\n", labels[c]);
         cases += cannot; // a vocabulary without its bytes cannot run the prompt: a failed case
         for (int K = 1; !cannot && K <= 8 && K < S; K++, cases++) // short and long drafts
-            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300); // several refills
+            passed += selftest_greedy_case(g, d, labels[c], &prompt, K, 300); // many refills
     }
     printf("selftest: %d of %d cases passed\n", passed, cases); // the runner counts PASS/FAIL
     return cases - passed;
