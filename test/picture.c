@@ -30,7 +30,7 @@ typedef struct {
     int n_emitted;     // tokens the round emitted: accepted guesses, then a resample or bonus
     int allow_bonus;   // 0 when the round already gives every token still needed
     int current_token; // the prefill's token, which the draft's first guess follows
-    int cache_len;     // the cache's length before the verify pass: trim_kv_cache's cache_len
+    int cache_len;     // the cache's length before the verify pass: cache_len_before_verify
     int verified;      // its length after the pass, cache_len + k + 1
     int keep;          // its length after trim_kv_cache: cache_len + n_emitted
     int *window;       // (verified) the token whose key and value sit at each cache position
