@@ -392,7 +392,8 @@ static void masked_blocks(GPT *g, int l0, int l1, int T, int pos0, const unsigne
         g->state.block.keys = g->state.key_cache + l * layer; // this layer's cache
         g->state.block.values = g->state.value_cache + l * layer;
         tree_block_forward(g, l, &g->state.block, T, pos0, sees);
-        memcpy(g->state.x, g->state.x_out, (size_t)T * g->config.n_embd * sizeof(float)); // x_in
+        size_t bytes = (size_t)T * g->config.n_embd * sizeof(float); // T rows of the stream
+        memcpy(g->state.x, g->state.block.x_out, bytes); // the next block's x_in
     }
 }
 

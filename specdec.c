@@ -128,10 +128,9 @@ typedef struct {
 
 // Activations of one inference pass of up to S tokens, and the KV cache: the blog's past_kvs.
 typedef struct {
-    float *x;           // (S, C)      residual stream of the T tokens in flight: a block's x_in
-    float *x_mid;       // (S, C)      a block's x_mid and x_out (BlockActs), in buffers of their
-    float *x_out;       // (S, C)      own, so that a debugger shows each role by its name
-    BlockActs block;    //             one block's buffers, reused by every layer
+    float *x;           // (S, C)      residual stream of the T tokens in flight: block.x_in
+    BlockActs block;    //             one block's buffers, reused by every layer; x_mid and
+                        //             x_out have their own, so a debugger shows each role by name
     float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
     float *logits;      // (S, V)      output: one row per token of the pass
     float *key_cache;   // (L, S, C)   keys of every cached token, per layer, by position
@@ -911,48 +910,35 @@ static int alloc_each(float **const *bufs, const size_t *n, size_t count) {
     return ok ? 0 : -1;
 }
 
-// Allocates a block's buffers for up to S tokens, all but the residual arrays, which the
-// caller provides (inference: RunState's x, x_mid and x_out; the trainer: a set per layer).
-int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
-    size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
-    // the caches are views, not owned: forward points them at each layer's
-    *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
-    // sized for a full context (T = S), so any pass, prefill included, fits
-    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden,
-                      &a->ffwd};
-    size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
-    return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
-}
-
-// Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
-void free_block_acts(BlockActs *a) {
-    free_all((void *[]){a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden,
-                        a->ffwd}, 8);
-    memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
-}
-
 // Allocates parameters, activations and KV cache, zeroed: 0; or -1, and free_gpt still frees it.
 int build_gpt(GPT *g, const Config *c) {
     size_t S = c->block_size, C = c->n_embd, V = c->vocab_size, L = c->n_layer, sizes[N_TENSORS];
+    size_t NH = c->n_head, H = c->ffn_width;
     *g = (GPT){.config = *c, .n_params = weight_sizes(c, sizes)}; // cache_len 0: a prefill next
     RunState *s = &g->state;
+    BlockActs *a = &s->block; // sized for a full context (T = S): any pass, prefill included, fits
     // one allocation for all parameters: one copy in, one copy out, one free; a cache
     // position never written reads as zero in a debugger (a cache: 4 * 32 * 64 floats, 32 KiB)
-    float **bufs[] = {&g->params, &s->x, &s->x_mid, &s->x_out, &s->ln_f, &s->logits,
-                      &s->key_cache, &s->value_cache};
-    size_t n[] = {g->n_params, S * C, S * C, S * C, S * C, S * V, L * S * C, L * S * C};
+    float **bufs[] = {&g->params, &s->x, &s->ln_f, &s->logits, &s->key_cache, &s->value_cache,
+                      &a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->x_mid, &a->ln2,
+                      &a->hidden, &a->ffwd, &a->x_out};
+    size_t n[] = {g->n_params, S * C, S * C, S * V, L * S * C, L * S * C,
+                  S * C, S * C, NH * S * S, S * C, S * C, S * C, S * C, S * H, S * C, S * C};
     if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
     point_weights(&g->w, g->params, sizes);
-    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x
-    return build_block_acts(&s->block, c, s->x, s->x_mid, s->x_out);
+    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x. The
+    // caches' views (keys, values) are not owned: forward points them at each layer's slice
+    a->x_in = s->x;
+    return 0;
 }
 
 // Frees what build_gpt allocated; safe on a zeroed or half-built GPT (free takes NULLs).
 void free_gpt(GPT *g) {
     RunState *s = &g->state;
-    free_block_acts(&s->block);
-    free_all((void *[]){g->params, s->x, s->x_mid, s->x_out, s->ln_f, s->logits, s->key_cache,
-                        s->value_cache}, 8);
+    BlockActs *a = &s->block;
+    free_all((void *[]){g->params, s->x, s->ln_f, s->logits, s->key_cache, s->value_cache,
+                        a->ln1, a->q, a->att, a->att_out, a->proj_out, a->x_mid, a->ln2,
+                        a->hidden, a->ffwd, a->x_out}, 16);
     memset(g, 0, sizeof(*g));
 }
 

@@ -153,6 +153,25 @@ typedef struct {
     float *d_ln1;       // (S, C)         gradient of ln1's output
 } TrainState;
 
+// Allocates one block's record for up to S tokens, all but its residual arrays, which the
+// caller provides: a training pass keeps a record per layer and window, its stream in resid.
+int build_block_acts(BlockActs *a, const Config *c, float *x_in, float *x_mid, float *x_out) {
+    size_t S = c->block_size, C = c->n_embd, NH = c->n_head, H = c->ffn_width;
+    // keys and values are views into the pass's own caches, set by the caller
+    *a = (BlockActs){.x_in = x_in, .x_mid = x_mid, .x_out = x_out};
+    float **bufs[] = {&a->ln1, &a->q, &a->att, &a->att_out, &a->proj_out, &a->ln2, &a->hidden,
+                      &a->ffwd};
+    size_t n[] = {S * C, S * C, NH * S * S, S * C, S * C, S * C, S * H, S * C};
+    return alloc_each(bufs, n, sizeof(n) / sizeof(n[0]));
+}
+
+// Frees what build_block_acts allocated (not the residual arrays, which are the caller's).
+void free_block_acts(BlockActs *a) {
+    free_all((void *[]){a->ln1, a->q, a->att, a->att_out, a->proj_out, a->ln2, a->hidden,
+                        a->ffwd}, 8);
+    memset(a, 0, sizeof(*a)); // NULLs: a second free is harmless
+}
+
 // Allocates a training pass of B windows for a model's config; 0 on success.
 int build_train_state(TrainState *ts, const Config *c, int B) {
     memset(ts, 0, sizeof(*ts));
