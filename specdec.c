@@ -856,12 +856,10 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
 
 // ----------------------------------------------------------------------------
 // Plumbing: the model's memory, the tokenizer and the round's buffers
-// From here on, the file is plumbing, which a reader of the blog can skip (the trace's
-// printers, in "Trace and stats", show what a round decided). Most of its length is one rule:
-// every bad input (a flag, a number, a prompt, a corpus, a checkpoint, a lost stdout) gets one
-// line naming the problem and the fix, and an exit code; never a crash, a hang or a silent
-// clamp, and an option the action has no use for is refused. Some pieces serve the programs
-// that include this file (beyond.c, the trainer, test/).
+// From here on, the file is plumbing, which a reader of the blog can skip (the trace's printers,
+// in "Trace and stats", show what a round decided). Most of its length is one rule: every bad
+// input gets one line naming the problem and the fix, and an exit code; never a crash, a hang or
+// a silent clamp. Some pieces serve the files that include this one: beyond.c, the trainer, test/.
 
 // Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
 void free_all(void *const *owned, size_t n) {
@@ -926,9 +924,7 @@ int build_gpt(GPT *g, const Config *c) {
                   S * C, S * C, NH * S * S, S * C, S * C, S * C, S * C, S * H, S * C, S * C};
     if (alloc_each(bufs, n, sizeof(n) / sizeof(n[0])) != 0) return -1;
     point_weights(&g->w, g->params, sizes);
-    // every layer reads x and writes x_mid and x_out; forward copies x_out back into x. The
-    // caches' views (keys, values) are not owned: forward points them at each layer's slice
-    a->x_in = s->x;
+    a->x_in = s->x; // every layer reads x and writes x_mid and x_out; forward copies x_out to x
     return 0;
 }
 
