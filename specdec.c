@@ -870,15 +870,11 @@ void free_all(void *const *owned, size_t n) {
 size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
     size_t L = c->n_layer, C = c->n_embd, V = c->vocab_size, S = c->block_size, H = c->ffn_width;
     size_t table[N_TENSORS] = {
-        V * C, S * C,                    // token and position embeddings
-        L * C, L * C,                    // ln1
-        L * C * C, L * C * C, L * C * C, // query, key, value
-        L * C * C, L * C,                // proj
-        L * C, L * C,                    // ln2
-        L * C * H, L * H,                // ffwd up
-        L * H * C, L * C,                // ffwd down
-        C, C,                            // ln_f
-        C * V, V};                       // lm_head
+        V * C, S * C,                                  // token and position embeddings
+        L * C, L * C, L * C * C, L * C * C, L * C * C, // ln1; query, key, value
+        L * C * C, L * C, L * C, L * C,                // proj; ln2
+        L * C * H, L * H, L * H * C, L * C,            // ffwd up; ffwd down
+        C, C, C * V, V};                               // ln_f; lm_head
     memcpy(sizes, table, sizeof(table));
     size_t total = 0; // P: 209,729 for the shipped model
     for (int i = 0; i < N_TENSORS; i++) total += sizes[i];
