@@ -992,8 +992,7 @@ struct Stats {
     long rounds;        // speculative rounds: one verify pass each
     long drafted;       // candidates drafted: the sum of k
     long judged;        // candidates accept_reject decided on: accepted + rejected
-    long guesses_accepted; // candidates accepted; the rounds' num_accepted, which also count
-                           // each round's resample or bonus, sum to round_tokens instead
+    long guesses_accepted; // candidates accepted (a round's num_accepted counts its last draw too)
     double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
     long resampled;     // rounds that ended in a rejection and a residual draw
     long bonus;         // rounds where all k passed and a bonus token was drawn
@@ -1080,7 +1079,7 @@ void trace_refill(int n_tokens) {
 
 // Prints the ACCEPT/REJECT lines: one per candidate judged, then how the round ended.
 static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted) {
-    int V = b->V, judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k;
+    int V = b->V, judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k, left = k - judged;
     char vis[8];
     if (judged > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
     for (int i = 0; i < judged; i++) {
@@ -1090,22 +1089,19 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
                 i != b->rejected_at ? "ACCEPT" : "REJECT");
     }
-    // the round's last token: a resample at the rejection, a bonus, or neither (a last round)
-    int last = b->emitted[num_accepted - 1];
-    double mass = 0.0; // sum max(0, p - q) = 1 - sum min(p, q): P(a guess here is rejected)
-    double upto = 0.0; // the same sum in token order, through the drawn token
-    for (int x = 0; x < V; x++) mass += b->residual[x];
+    int last = b->emitted[num_accepted - 1]; // a resample, a bonus, or neither (a last round)
+    double mass = 0.0, upto = 0.0; // the residual's sum, and its running sum at the drawn token
+    for (int x = 0; x < V; x++) mass += b->residual[x]; // 1 - sum min(p, q): P(rejected here)
     for (int x = 0; x <= last; x++) upto += b->residual[x];
     visible_char(vis, decode(o->vocab, last));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
-        int left = k - b->rejected_at - 1; // drafted after the rejected one
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
         if (mass > 0.0) // the draw: the first token whose running sum passes u*mass
             fprintf(stderr, ", the first whose running sum (%.3f) passes u*mass", upto);
         else // departure 4: a residual with no mass draws from p
             fprintf(stderr, ", drawn from p: the residual has no mass");
-        if (left > 0)
+        if (left > 0) // drafted after the rejected one, never judged
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
     } else if (k == 0) // nothing was drafted
         fprintf(stderr, "  STEP    one token from target_probs[0] with u=%.3f -> %s, as plain "
@@ -1166,8 +1162,7 @@ void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_a
     st->guesses_accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
     count_pass(st, VERIFY_PASS, now_seconds() - t_round); // one pass; a bigram drafts in a lookup
-    if (o->trace)
-        trace_round(o, b, k, num_accepted, cache_len);
+    if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
     show_tokens(o, b->emitted, num_accepted);
 }
 
@@ -1229,8 +1224,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
             "c(k+1) = %.2f one-token steps in this run and gave %.2f tokens: time falls only "
             "where the tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
             ratio(spec->round_tokens, spec->rounds));
-    // only greedy decoding promises equal texts; sampling promises equal distributions
-    if (greedy) // and greedy text loops: the likeliest character, again and again
+    if (greedy) // only greedy decoding promises equal texts; sampling, equal distributions
         fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "
                 "character each time; -t 1 samples varied text)\n", identical ?
                 "byte-identical" : "DIFFERENT (a bug)");
