@@ -1696,8 +1696,7 @@ typedef struct {
     GPT g;            // the target (-m)
     Vocab v;          // its vocabulary
     Corpus corpus;    // -i, encoded with v
-    int *prompt;      // (n_prompt) -p, a token per byte; --selftest: NULL
-    int n_prompt;     // the prompt's length
+    Tokens prompt;    // -p, a token per byte (load_inputs mallocs them); --selftest: none
 } Loaded;
 
 // Loads the model, the corpus and draft (the bigram table of its training split; NULL: none), and
@@ -1717,10 +1716,10 @@ int load_inputs(const Options *o, Loaded *ld, BigramDraft *draft, char *err, siz
         return fail_with(err, errlen, "%s-k %d is too large: a verify pass of K+1 tokens must "
                          "fit block_size %d; give -k 1..%d", o->K_default ? "the default " : "",
                          o->K, S, S - 1);
-    ld->prompt = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
-    ld->n_prompt = (int)n;
-    if (!ld->prompt) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
-    return encode_prompt(&ld->v, o->prompt, ld->prompt, err, errlen);
+    int *tokens = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
+    ld->prompt = (Tokens){tokens, (int)n};
+    if (!tokens) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
+    return encode_prompt(&ld->v, o->prompt, tokens, err, errlen);
 }
 
 // Prints the config and the parameter count (stderr).
@@ -1744,7 +1743,7 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 // 0; 1: out of memory, or err set at a row of logits not finite (text so far out); 2: stdout lost.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
-    int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
+    int V = ld->g.config.vocab_size, start = ld->prompt.n > 0 ? ld->prompt.n : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
@@ -1752,7 +1751,6 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     float p[256]; // plain decoding's row of probabilities (V <= 256, validate_config)
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
-    Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
     DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K, .rng = &rng,
                          .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v,
@@ -1767,8 +1765,8 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
-                          : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
+        int stopped = run ? generate(&ld->g, &ld->prompt, &opt, seq, p)
+                          : speculative_generate(&ld->g, draft, &b, &ld->prompt, &opt, seq);
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
@@ -1812,7 +1810,7 @@ int main(int argc, char **argv) {
 done: // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     free_bigram_draft(&draft);
-    free(ld.prompt);
+    free((int *)ld.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.corpus);
     free_gpt(&ld.g);
     return rc == 1 ? 1 : close_stdout();
