@@ -1740,14 +1740,15 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
-// 0; 1: out of memory, or err set at a row of logits not finite (text so far out); 2: stdout lost.
+// 0; 1: err says why (no memory, or a row of logits not finite: text so far out); 2: stdout lost.
 int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
                    size_t errlen) {
     int V = ld->g.config.vocab_size, start = ld->prompt.n > 0 ? ld->prompt.n : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
+    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory, and err says so
+    if (rc) fail_with(err, errlen, "out of memory for %d tokens", o->max_new_tokens);
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     float p[256]; // plain decoding's row of probabilities (V <= 256, validate_config)
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
@@ -1802,13 +1803,11 @@ int main(int argc, char **argv) {
     if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, o.model_path);
-    rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
+    rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a FAIL line
                         : run_generation(&o, &ld, &draft, err, sizeof(err));
-    if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
-        snprintf(err, sizeof(err), o.run_selftest ? "the self-test failed: its FAIL lines are on "
-                 "stdout" : "out of memory for %d tokens", o.max_new_tokens);
-done: // rc 1: err holds the reason; rc 2: stdout failed
-    if (rc == 1 && err[0]) error_line("%s", err);
+done: // rc 1: err holds the reason, or is empty after a self-test's FAIL lines; rc 2: stdout failed
+    if (rc == 1)
+        error_line("%s", *err ? err : "the self-test failed: its FAIL lines are on stdout");
     free_bigram_draft(&draft);
     free((int *)ld.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.corpus);
