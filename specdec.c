@@ -1741,8 +1741,7 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
 // 0; 1: err says why (no memory, or a row of logits not finite: text so far out); 2: stdout lost.
-int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
-                   size_t errlen) {
+int run_generation(const Options *o, Loaded *ld, const BigramDraft *d, char *err, size_t errlen) {
     int V = ld->g.config.vocab_size, start = ld->prompt.n > 0 ? ld->prompt.n : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
@@ -1767,7 +1766,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
         int stopped = run ? generate(&ld->g, &ld->prompt, &opt, seq, p)
-                          : speculative_generate(&ld->g, draft, &b, &ld->prompt, &opt, seq);
+                          : speculative_generate(&ld->g, d, &b, &ld->prompt, &opt, seq);
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
