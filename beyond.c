@@ -2187,7 +2187,7 @@ typedef struct {
 
 // The help text of -h: specdec's, then what beyond adds.
 void beyond_usage(FILE *f) {
-    usage(f, "./beyond");
+    usage(f, ""); // its own options follow
     fprintf(f, "./beyond takes every option above, and:\n"
         "  --draft D   which draft guesses: one of the names below, or the path of a\n"
         "              checkpoint with the target's vocabulary (a gpt draft)\n");

@@ -1540,9 +1540,9 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 8 bytes a token (two texts of ints): 80 MB at most
 
-// The help text of -h; program is "./specdec", or "./beyond", which adds its own options.
-void usage(FILE *f, const char *program) {
-    fprintf(f, "usage: %s [options]\n"
+// The help text of -h, for ./program_name, then tail (./specdec: where ./beyond is; ./beyond: "").
+void usage(FILE *f, const char *tail) {
+    fprintf(f, "usage: ./%s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
@@ -1558,7 +1558,7 @@ void usage(FILE *f, const char *program) {
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
-        "is refused.\n", program, MAX_NEW_TOKENS);
+        "is refused.\n%s", program_name, MAX_NEW_TOKENS, tail);
 }
 
 // Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
@@ -1792,9 +1792,8 @@ int main(int argc, char **argv) {
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above; then where the rest is
-        usage(stdout, "./specdec");
-        puts("What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in ./beyond: "
-             "make beyond, then ./beyond -h.");
+        usage(stdout, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
+              "./beyond: make beyond, then ./beyond -h.\n");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
