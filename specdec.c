@@ -1578,7 +1578,7 @@ int parse_whole(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
 
 // The actions an option may have no use in (OptionSpec.idle_in): there it is refused.
-enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits, and the indices of parse_table's idle[]
+enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits
 
 // One option: its spelling, and where and how its value is kept.
 typedef struct {
@@ -1613,9 +1613,9 @@ static int parse_value(const OptionSpec *opt, const char *val) {
 }
 
 // Reads argv against tables[0]'s rows, then tables[1]'s (NULL: none); a repeated option keeps its
-// last value; idle[action]: the first option named that the action has no use for. 0, or -1, err.
-static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
-                       const char *idle[], char *err, size_t errlen) {
+// last value; one the action (IN_SELFTEST, IN_PLAIN; 0: none) has no use for is refused. 0, or -1.
+static int parse_table(int argc, char **argv, const OptionSpec *const tables[2], int action,
+                       char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row
@@ -1626,8 +1626,11 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
-        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // the first; refused later
-            if (!idle[action] && (opt->idle_in & action)) idle[action] = a;
+        if (opt->idle_in & action) // never ignored: the user meant something by it
+            return fail_with(err, errlen, "%s has no effect with %s; drop %s", a, action ==
+                             IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
+                             "lengths, drafts, temperatures and seeds)" : "--plain, which drafts "
+                             "nothing (no rounds to trace or compare, no bigram table from -i)", a);
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1665,16 +1668,11 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}, {0}};
-    const char *idle[IN_PLAIN + 1] = {0}; // by action: an option named that it has no use for
-    if (parse_table(argc, argv, (const OptionSpec *[2]){table, more}, idle, err, errlen) != 0)
-        return -1;
+    const OptionSpec *const tables[2] = {table, more};
+    if (parse_table(argc, argv, tables, 0, err, errlen) != 0) return -1; // every value checked
     int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
-    const char *why = action == IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
-                      "lengths, drafts, temperatures and seeds)" : "--plain, which drafts nothing "
-                      "(no rounds to trace or compare, no bigram table from -i)";
-    if (action && idle[action])
-        return fail_with(err, errlen, "%s has no effect with %s; drop %s", idle[action], why,
-                         idle[action]);
+    // read again, the action known (it may come last): the first option it leaves idle is refused
+    if (action && parse_table(argc, argv, tables, action, err, errlen) != 0) return -1;
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
