@@ -2187,7 +2187,7 @@ typedef struct {
 
 // The help text of -h: specdec's, then what beyond adds.
 void beyond_usage(FILE *f) {
-    usage(f, "./beyond");
+    usage(f, ""); // its own options follow
     fprintf(f, "./beyond takes every option above, and:\n"
         "  --draft D   which draft guesses: one of the names below, or the path of a\n"
         "              checkpoint with the target's vocabulary (a gpt draft)\n");
@@ -2277,7 +2277,7 @@ typedef struct {
 // Checks the options that need the model and the prompt: -k, --top-k, --tree, the drafts'
 // combinations. 0, or -1 with err set.
 int check_beyond_inputs(const BeyondOptions *o, BeyondLoaded *ld, char *err, size_t errlen) {
-    int S = ld->core.g.config.block_size, V = ld->core.v.size, n = ld->core.n_prompt;
+    int S = ld->core.g.config.block_size, V = ld->core.v.size, n = ld->core.prompt.n;
     const DraftKind *kind = find_draft(o->draft) ? find_draft(o->draft) : find_draft("gpt");
     if (o->top_k > V)
         return fail_with(err, errlen, "--top-k %d is more than the vocabulary's %d tokens; use "
@@ -2368,7 +2368,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
     GPT *g = &ld->core.g;
     int V = g->config.vocab_size, S = g->config.block_size;
     int K = ld->shape.depth; // --tree: the chain beside it is as deep
-    int start = ld->core.n_prompt > 0 ? ld->core.n_prompt : 1, cap = start + c->max_new_tokens;
+    int start = ld->core.prompt.n > 0 ? ld->core.prompt.n : 1, cap = start + c->max_new_tokens;
     TreeShape shapes[N_RUNS] = {[RUN_TREE] = ld->shape, [RUN_CHAIN] = chain_shape(K)};
     // (N_RUNS, cap) each run's text, prompt + output (refills read it), to compare
     int *text[N_RUNS] = {malloc((size_t)N_RUNS * cap * sizeof(int))};
@@ -2404,7 +2404,7 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
         text[run] = text[0] + (size_t)run * cap; // its row of the one block
         tb[run].top = c->temperature == 0.0f || d->kind->sure; // sure guesses
         int stopped = tree_generate(g, run == RUN_PLAIN ? NULL : d, &tb[run],
-                                    &(Tokens){ld->core.prompt, ld->core.n_prompt}, &opt, text[run]);
+                                    &ld->core.prompt, &opt, text[run]);
         if (!out.stream) write_text(stdout, &ld->core.v, text[run] + start, source + start,
                                     (int)st[run].core.emitted, color);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
@@ -2489,7 +2489,7 @@ int main(int argc, char **argv) {
 done: // rc 1: err holds the reason; rc 2: stdout failed
     if (rc == 1 && err[0]) error_line("%s", err);
     for (int i = 0; i < N_DRAFTS; i++) free_draft(&drafts[i]);
-    free(ld.core.prompt);
+    free((int *)ld.core.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.core.corpus);
     free_gpt(&ld.core.g);
     return rc == 1 ? 1 : close_stdout();

@@ -1526,9 +1526,9 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 8 bytes a token (two texts of ints): 80 MB at most
 
-// The help text of -h; program is "./specdec", or "./beyond", which adds its own options.
-void usage(FILE *f, const char *program) {
-    fprintf(f, "usage: %s [options]\n"
+// The help text of -h, for ./program_name, then tail (./specdec: where ./beyond is; ./beyond: "").
+void usage(FILE *f, const char *tail) {
+    fprintf(f, "usage: ./%s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
@@ -1544,7 +1544,7 @@ void usage(FILE *f, const char *program) {
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
-        "is refused.\n", program, MAX_NEW_TOKENS);
+        "is refused.\n%s", program_name, MAX_NEW_TOKENS, tail);
 }
 
 // Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
@@ -1564,7 +1564,7 @@ int parse_whole(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
 typedef enum { OPT_FLAG, OPT_TEXT, OPT_WHOLE, OPT_SEED, OPT_REAL } OptionKind;
 
 // The actions an option may have no use in (OptionSpec.idle_in): there it is refused.
-enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits, and the indices of parse_table's idle[]
+enum { IN_SELFTEST = 1, IN_PLAIN = 2 }; // idle_in's bits
 
 // One option: its spelling, and where and how its value is kept.
 typedef struct {
@@ -1599,9 +1599,9 @@ static int parse_value(const OptionSpec *opt, const char *val) {
 }
 
 // Reads argv against tables[0]'s rows, then tables[1]'s (NULL: none); a repeated option keeps its
-// last value; idle[action]: the first option named that the action has no use for. 0, or -1, err.
-static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
-                       const char *idle[], char *err, size_t errlen) {
+// last value; one the action (IN_SELFTEST, IN_PLAIN; 0: none) has no use for is refused. 0, or -1.
+static int parse_table(int argc, char **argv, const OptionSpec *const tables[2], int action,
+                       char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const OptionSpec *opt = NULL; // a's row
@@ -1612,8 +1612,11 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
                              "options, ./beyond -h the papers' too; the tools beside them are "
                              "tinyshakespeare/train, test/bench and test/explain)", a);
-        for (int action = IN_SELFTEST; action <= IN_PLAIN; action++) // the first; refused later
-            if (!idle[action] && (opt->idle_in & action)) idle[action] = a;
+        if (opt->idle_in & action) // never ignored: the user meant something by it
+            return fail_with(err, errlen, "%s has no effect with %s; drop %s", a, action ==
+                             IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
+                             "lengths, drafts, temperatures and seeds)" : "--plain, which drafts "
+                             "nothing (no rounds to trace or compare, no bigram table from -i)", a);
         if (opt->kind == OPT_FLAG) // -h too: a later error still wins, so no typo goes unseen
             *(int *)opt->field = (int)opt->lo;
         else if (i + 1 == argc) // a value is the next word, whatever it is ("-p -x" is a prompt)
@@ -1651,16 +1654,11 @@ int parse_args(int argc, char **argv, Options *o, const OptionSpec *more, char *
         {"-s", OPT_SEED, &o->seed, 0, 0, "a non-negative whole number below 2^64", IN_SELFTEST},
         {"-t", OPT_REAL, &o->temperature, 0.0, 1e6, "0 (greedy) or a finite temperature "
          "from 1.18e-38 (FLT_MIN, the smallest normal float) to 1e6", IN_SELFTEST}, {0}};
-    const char *idle[IN_PLAIN + 1] = {0}; // by action: an option named that it has no use for
-    if (parse_table(argc, argv, (const OptionSpec *[2]){table, more}, idle, err, errlen) != 0)
-        return -1;
+    const OptionSpec *const tables[2] = {table, more};
+    if (parse_table(argc, argv, tables, 0, err, errlen) != 0) return -1; // every value checked
     int action = o->run_selftest ? IN_SELFTEST : o->plain ? IN_PLAIN : 0; // leaves options idle
-    const char *why = action == IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "
-                      "lengths, drafts, temperatures and seeds)" : "--plain, which drafts nothing "
-                      "(no rounds to trace or compare, no bigram table from -i)";
-    if (action && idle[action])
-        return fail_with(err, errlen, "%s has no effect with %s; drop %s", idle[action], why,
-                         idle[action]);
+    // read again, the action known (it may come last): the first option it leaves idle is refused
+    if (action && parse_table(argc, argv, tables, action, err, errlen) != 0) return -1;
     o->K_default = o->K == 0;
     o->K = o->K ? o->K : 4; // -k's default: 4 guesses a round
     return 0;
@@ -1682,8 +1680,7 @@ typedef struct {
     GPT g;            // the target (-m)
     Vocab v;          // its vocabulary
     Corpus corpus;    // -i, encoded with v
-    int *prompt;      // (n_prompt) -p, a token per byte; --selftest: NULL
-    int n_prompt;     // the prompt's length
+    Tokens prompt;    // -p, a token per byte (load_inputs mallocs them); --selftest: none
 } Loaded;
 
 // Loads the model, the corpus and draft (the bigram table of its training split; NULL: none), and
@@ -1703,10 +1700,10 @@ int load_inputs(const Options *o, Loaded *ld, BigramDraft *draft, char *err, siz
         return fail_with(err, errlen, "%s-k %d is too large: a verify pass of K+1 tokens must "
                          "fit block_size %d; give -k 1..%d", o->K_default ? "the default " : "",
                          o->K, S, S - 1);
-    ld->prompt = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
-    ld->n_prompt = (int)n;
-    if (!ld->prompt) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
-    return encode_prompt(&ld->v, o->prompt, ld->prompt, err, errlen);
+    int *tokens = malloc((n + 1) * sizeof(int)); // a token per byte; +1: never malloc(0)
+    ld->prompt = (Tokens){tokens, (int)n};
+    if (!tokens) return fail_with(err, errlen, "out of memory for a prompt of %zu bytes", n);
+    return encode_prompt(&ld->v, o->prompt, tokens, err, errlen);
 }
 
 // Prints the config and the parameter count (stderr).
@@ -1727,18 +1724,17 @@ int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen
 }
 
 // Runs speculative decoding, plain decoding, or both (--compare): text to stdout, stats to stderr.
-// 0; 1: out of memory, or err set at a row of logits not finite (text so far out); 2: stdout lost.
-int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char *err,
-                   size_t errlen) {
-    int V = ld->g.config.vocab_size, start = ld->n_prompt > 0 ? ld->n_prompt : 1;
+// 0; 1: err says why (no memory, or a row of logits not finite: text so far out); 2: stdout lost.
+int run_generation(const Options *o, Loaded *ld, const BigramDraft *d, char *err, size_t errlen) {
+    int V = ld->g.config.vocab_size, start = ld->prompt.n > 0 ? ld->prompt.n : 1;
     int cap = start + o->max_new_tokens; // the prompt (or the start token) and the new tokens
     int *text = malloc(2 * (size_t)cap * sizeof(int)); // each decoder's text, prompt + output
     SpecBuffers b = {0}; // zeroed, so free_spec_buffers is safe however far building got
-    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory
+    int rc = !text || build_spec_buffers(&b, o->K, V) != 0; // 1: no memory, and err says so
+    if (rc) fail_with(err, errlen, "out of memory for %d tokens", o->max_new_tokens);
     Stats st[2] = {{0}}; // speculative decoding's, then plain decoding's
     float p[256]; // plain decoding's row of probabilities (V <= 256, validate_config)
     Rng rng; // seeded afresh before each decoder: the same seed, so greedy texts compare
-    Tokens prompt = {ld->prompt, ld->n_prompt};
     // streamed as made, except under --trace (the trace has the stage) or --compare (timing)
     DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K, .rng = &rng,
                          .temperature = o->temperature, .trace = o->trace, .vocab = &ld->v,
@@ -1753,8 +1749,8 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *draft, char 
         if (!o->no_prompt) fputs(o->prompt, stdout); // stdout: the prompt, then the text
         rng_seed(&rng, o->seed);
         opt.st = &st[run];
-        int stopped = run ? generate(&ld->g, &prompt, &opt, seq, p)
-                          : speculative_generate(&ld->g, draft, &b, &prompt, &opt, seq);
+        int stopped = run ? generate(&ld->g, &ld->prompt, &opt, seq, p)
+                          : speculative_generate(&ld->g, d, &b, &ld->prompt, &opt, seq);
         for (int i = 0; !opt.out && i < st[run].emitted; i++) fputc(decode(&ld->v, gen[i]), stdout);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // 2: stdout failed (a full disk, ...)
@@ -1780,9 +1776,8 @@ int main(int argc, char **argv) {
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above; then where the rest is
-        usage(stdout, "./specdec");
-        puts("What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in ./beyond: "
-             "make beyond, then ./beyond -h.");
+        usage(stdout, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
+              "./beyond: make beyond, then ./beyond -h.\n");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
@@ -1790,15 +1785,13 @@ int main(int argc, char **argv) {
     if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, o.model_path);
-    rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a failure
+    rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a FAIL line
                         : run_generation(&o, &ld, &draft, err, sizeof(err));
-    if (rc == 1 && !err[0]) // unless it said why: a self-test's FAIL lines, or want of memory
-        snprintf(err, sizeof(err), o.run_selftest ? "the self-test failed: its FAIL lines are on "
-                 "stdout" : "out of memory for %d tokens", o.max_new_tokens);
-done: // rc 1: err holds the reason; rc 2: stdout failed
-    if (rc == 1 && err[0]) error_line("%s", err);
+done: // rc 1: err holds the reason, or is empty after a self-test's FAIL lines; rc 2: stdout failed
+    if (rc == 1)
+        error_line("%s", *err ? err : "the self-test failed: its FAIL lines are on stdout");
     free_bigram_draft(&draft);
-    free(ld.prompt);
+    free((int *)ld.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.corpus);
     free_gpt(&ld.g);
     return rc == 1 ? 1 : close_stdout();

@@ -1947,7 +1947,7 @@ int main(int argc, char **argv) {
 done:
     if (rc != 0) error_line("%s", err);
     for (int i = 0; i < BENCH_MAX_DRAFTS; i++) free_draft(&drafts[i]);
-    free(ld.prompt);
+    free((int *)ld.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.corpus);
     free_gpt(&ld.g);
     // the CSV went to stdout: a failed write of it is one line on stderr and exit 1

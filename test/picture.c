@@ -46,7 +46,7 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
     if (o->max_new_tokens < 2) // the prefill's token is the first; a round makes the second
         return fail_with(err, errlen, "-n %d makes only the prefill's token, and the run has "
                          "no round to draw; give -n 2 or more", o->max_new_tokens);
-    int *seq = malloc(((size_t)ld->n_prompt + 2) * sizeof(int)); // the prompt, then the token
+    int *seq = malloc(((size_t)ld->prompt.n + 2) * sizeof(int)); // the prompt, then the token
     if (!seq || build_spec_buffers(&r->b, o->K, V) != 0) {
         free(seq);
         return fail_with(err, errlen, "out of memory for a round of %d guesses", o->K);
@@ -56,9 +56,8 @@ static int run_round1(const Options *o, Loaded *ld, const BigramDraft *d, Round 
     Stats st = {0}; // the counters prefill and the refill add to (not shown)
     DecodeOptions opt = {.max_new_tokens = o->max_new_tokens, .K = o->K,
                          .temperature = o->temperature, .vocab = &ld->v, .rng = &rng, .st = &st};
-    Tokens prompt = {ld->prompt, ld->n_prompt}; // the encoded -p
     // the prefill, and the first token from its last row (speculative_generate's step 1)
-    int n_seq = start_sequence(seq, &prompt);
+    int n_seq = start_sequence(seq, &ld->prompt); // the encoded -p
     const float *logits = prefill(g, seq, n_seq, S, &st);
     r->current_token = sample_token(logits, V, o->temperature, r->b.prefill_probs, &rng);
     seq[n_seq++] = r->current_token; // the refill reads it, as the last token
@@ -222,9 +221,9 @@ static void put_context(FILE *f, const Loaded *ld, const Round *r, int i) {
     int toks[24], n = 0; // its last 24 tokens at most, newest first
     for (int j = i - 1; j >= 0 && n < 24; j--) toks[n++] = r->b.candidates[j];
     if (n < 24) toks[n++] = r->current_token; // the prefill's token
-    for (int j = ld->n_prompt - 1; j >= 0 && n < 24; j--) toks[n++] = ld->prompt[j];
+    for (int j = ld->prompt.n - 1; j >= 0 && n < 24; j--) toks[n++] = ld->prompt.tok[j];
     // an ellipsis when the text goes on before them
-    fputs(i + 1 + ld->n_prompt > n ? "\"&#8230;" : "\"", f);
+    fputs(i + 1 + ld->prompt.n > n ? "\"&#8230;" : "\"", f);
     for (int j = n - 1; j >= 0; j--) { // oldest first
         char one[2] = {(char)decode(&ld->v, toks[j]), 0};
         if (one[0] == '\n') fputs("\\n", f);
@@ -549,7 +548,7 @@ done:
     free_spec_buffers(&r.b);
     free(r.window);
     free_bigram_draft(&draft);
-    free(ld.prompt);
+    free((int *)ld.prompt.tok); // load_inputs's malloc
     free_corpus(&ld.corpus);
     free_gpt(&ld.g);
     return rc ? 1 : close_stdout();
