@@ -13,7 +13,7 @@
 #      `if (x) { y = 1; continue; }` count, while `for (i = 0; i < n; i++) s += x[i];` does
 #      not. A FAIL lists the lines as FILE:N: text; `bash test/style_test.sh --list` lists
 #      every one of them, in both files;
-#   2. length: at most 1,834 lines (wc -l). Issue 31's goal is 1,800; after honest leaning
+#   2. length: at most 1,800 lines (wc -l), issue 31's and 36's goal; after honest leaning
 #      the file was 1,976, and issue 35's fixes (a run stops at a row of logits that is not
 #      finite; every option honoured or refused; messages kept whole) took it to 2,004, with
 #      the sampling enumeration moved to test/; issue 36's window rule, stats by kind and own
@@ -27,7 +27,10 @@
 #      of structural cuts (one parse_whole for seeds and numbers, the option tables read in
 #      place, the bigram table built by load_inputs, the config check in one function) took
 #      it to 1,831, and the trace's prefill p and the resample's running sum, which the
-#      next readers asked for, to 1,834; this limit holds it there: it may shrink, and grow only for a bug fix;
+#      next readers asked for, to 1,834; a fourth round (the trainer's block records moved
+#      to the trainer, the prompt kept as Tokens, idle options refused on a second reading
+#      of argv, shorter trace locals) took it to 1,799; this limit holds it at the goal: it
+#      may shrink, and grow only for a bug fix;
 #   3. the header, the /* */ comment the file opens with, is at most 45 lines;
 #   4. comments: at least 35% of the lines carry one, counted as test/readme_test.sh counts
 #      them (a line with //, /* or a leading *), the share rounded down;
@@ -62,7 +65,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 FILE=${STYLE_FILE:-specdec.c}
 BEYOND=${STYLE_BEYOND_FILE:-beyond.c}
 MAX_CRAMMED=0
-MAX_LINES=1834
+MAX_LINES=1800
 MAX_BEYOND_LINES=2500
 MAX_HEADER=45
 MIN_COMMENT_SHARE=35
