@@ -9,8 +9,8 @@
  *   decoding, byte for byte. The target, the engine verify_candidates calls, is the character
  *   GPT of Karpathy's nanoGPT lecture ("the lecture": 4 layers, 4 heads, 64 wide, 32 tokens of
  *   context, 65 characters, 209,729 parameters) in textbook loops with a KV cache.
- * What this is not: a fast engine, a trainer, or the papers' additions (those are in beyond.c).
- *   Where it departs from the blog, and why: the list that opens "The four phases".
+ * What this is not: fast (here it runs slower than plain decoding; matmul says why), a trainer,
+ *   or the papers' additions (beyond.c). Its departures from the blog, and why: "The four phases".
  *
  * Build, run, step through (notes/debugging.md walks one whole round)
  *   make run  # build, get the corpus, run the demo; by hand: cc -O2 -ffp-contract=off specdec.c -lm
@@ -1098,7 +1098,8 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
         if (mass > 0.0) // the draw: the first token whose running sum passes u*mass
-            fprintf(stderr, ", the first whose running sum (%.3f) passes u*mass", upto);
+            fprintf(stderr, ", the first whose running sum passes u*mass: %.3f before it, %.3f "
+                    "with it", upto - b->residual[last], upto);
         else // departure 4: a residual with no mass draws from p
             fprintf(stderr, ", drawn from p: the residual has no mass");
         if (left > 0) // drafted after the rejected one, never judged

@@ -330,8 +330,9 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     // the rest of the trace's line, why u*mass lands on this token, in the panel's right column:
     // two lines of the same <text>, so that its words still read as the trace's one line
     if (i >= 0 && mass > 0.0)
-        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first whose running sum</tspan><tspan "
-                "x=\"600\" dy=\"20\"> (%.3f) passes u*mass</tspan>", upto);
+        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first whose running sum passes</tspan><tspan "
+                "x=\"600\" dy=\"20\"> u*mass: %.3f before it, %.3f with it</tspan>",
+                upto - b->residual[last], upto);
     else if (i >= 0)
         fprintf(f, ",<tspan x=\"600\" dy=\"28\"> drawn from p: the residual has no mass</tspan>");
     fputs("</text>\n", f);
