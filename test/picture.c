@@ -372,8 +372,8 @@ static double draw_trim(FILE *f, const Loaded *ld, const Round *r, double y) {
     int S = ld->g.config.block_size, last = r->b.emitted[r->n_emitted - 1];
     double w = (W - 48.0) / S < 28 ? (W - 48.0) / S : 28; // one position's cell
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan font-weight=\"bold\">TRIM"
-            "</tspan>    cache_len %d -&gt; %d (kept current + %d, dropped %d); ", y + 20,
-            r->verified, r->keep, r->n_emitted - 1, r->verified - r->keep);
+            "</tspan>    cache_len %d -&gt; %d (kept the round's current_token + %d, dropped "
+            "%d); ", y + 20, r->verified, r->keep, r->n_emitted - 1, r->verified - r->keep);
     put_token(f, &ld->v, last);
     fputs(" is the new current_token</text>\n", f);
     for (int pos = 0; pos < S; pos++) { // a cell per position, coloured by what became of it
