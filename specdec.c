@@ -410,7 +410,7 @@ int verify_candidates(GPT *target_model, int current_token, int k, float tempera
     // the blog's F.softmax of each row, at the decoding temperature: k+1 rows, the bonus's too
     for (int i = 0; i <= k; i++)
         tempered_softmax(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, temperature);
-    return first_nonfinite(b->target_probs, k + 1, V); // -1: every row is a distribution
+    return first_nonfinite(b->target_probs, k + 1, V); // a bad row came out NaN; -1: none did
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
