@@ -12,7 +12,7 @@
  * What this is not: fast (here it runs slower than plain decoding; matmul says why), a trainer,
  *   or the papers' additions (beyond.c). Its departures from the blog, and why: "The four phases".
  *
- * Build, run, step through (notes/debugging.md walks one whole round)
+ * Build, run, step through
  *   make run  # build, get the corpus, run the demo; by hand: cc -O2 -ffp-contract=off specdec.c -lm
  *   ./specdec --trace -n 10 -s 277 -p "To be or not to be, "   # round 1: like the blog's
  *   ./specdec --trace -n 24 -s 277 -p "To be or not to be, "   # on to the window (make_room)
@@ -101,11 +101,10 @@ typedef struct {
 #define N_TENSORS 19 // the fields of Weights, in checkpoint order
 
 // Names of the tensors in checkpoint order, for messages and the format doc.
-static const char *TENSOR_NAMES[N_TENSORS] = {
-    "token_embedding", "position_embedding", "ln1_weight", "ln1_bias",
-    "query", "key", "value", "proj_weight", "proj_bias", "ln2_weight", "ln2_bias",
-    "ffwd_up_weight", "ffwd_up_bias", "ffwd_down_weight", "ffwd_down_bias",
-    "ln_f_weight", "ln_f_bias", "lm_head_weight", "lm_head_bias"};
+static const char *TENSOR_NAMES[N_TENSORS] = {"token_embedding", "position_embedding", "ln1_weight",
+    "ln1_bias", "query", "key", "value", "proj_weight", "proj_bias", "ln2_weight", "ln2_bias",
+    "ffwd_up_weight", "ffwd_up_bias", "ffwd_down_weight", "ffwd_down_bias", "ln_f_weight",
+    "ln_f_bias", "lm_head_weight", "lm_head_bias"};
 
 // What one transformer block computes for the T tokens of a pass, one buffer per role.
 // Inference shares ONE set among all layers: x_in is RunState.x, the residual stream, and
@@ -312,7 +311,7 @@ const float *bigram_get_probs(const BigramDraft *d, int token) {
 
 // q = the draft's row after token at the decoding temperature: q^(1/t), renormalised (departure 3).
 // Why temper at all: exactness holds for ANY draft q (accept/reject corrects whatever the
-// draft proposes; notes/math.md), so this is a choice, made for acceptance. The target is
+// draft proposes: accept_reject's proof), so this is a choice, made for acceptance. The target is
 // sampled from softmax(logits / t); a bigram row raised to 1/t moves the same way, sharper
 // for t < 1, flatter for t > 1. At t = 1 it is the table's row, the blog's; at t = 0,
 // one-hot at its argmax, like greedy's p: a guess then passes exactly when it is the
@@ -350,7 +349,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
 //     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
 //     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
-//  2. No bonus in the last round (allow_bonus). The blog draws one there, then slices it off.
+//  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: the blog slices them off.
 //  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
 //  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
@@ -437,7 +436,7 @@ static int sample_residual(const float *p, const float *q, int V, float *residua
 // Why one position emits exactly p: a guess x, drawn from q, passes with chance min(1, p(x)/q(x)),
 // so x comes out that way with chance q(x) min(1, p(x)/q(x)) = min(p, q)(x). A rejection, of
 // chance 1 - sum min(p, q), draws from norm(max(0, p - q)), whose mass sum max(0, p - q) is that
-// same 1 - sum min(p, q). So, min(p, q) kept and max(0, p - q) redrawn (notes/math.md, section 1):
+// same 1 - sum min(p, q). So, min(p, q) kept and max(0, p - q) redrawn:
 //     P(emit x) = min(p, q)(x) + max(0, p - q)(x) = p(x).
 int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
     int V = b->V;
@@ -594,7 +593,7 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
     int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
     int *generated = seq + n_prompt; // the blog's list generated, after the prompt
     int n_generated = 0;
-    if (max_new_tokens == 0) { // nothing wanted: not even a prefill
+    if (max_new_tokens == 0) { // departure 2: nothing wanted, not even a prefill
         finish_stats(o->st, 0, t0);
         return 0;
     }
@@ -671,7 +670,7 @@ typedef struct {
 // make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when the weights must come
 // from main memory, a one-token pass waits on them, and a verify pass fetches them once for all its
 // tokens. The shipped model's 0.84 MB of weights sit in the CPU's L2 cache, so here a pass waits on
-// arithmetic instead, which grows with T (notes/speed.md measures both cases). Each out[t][o] adds
+// arithmetic instead, which grows with T (--compare prints what a round cost). Each out[t][o] adds
 // its terms for i = 0, 1, 2, ... in that order, whatever T is: a token's output ignores the others.
 void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
@@ -883,11 +882,10 @@ size_t weight_sizes(const Config *c, size_t sizes[N_TENSORS]) {
 
 // Points every Weights field at its slice of the one parameter block.
 void point_weights(Weights *w, float *p, const size_t sizes[N_TENSORS]) {
-    float **fields[N_TENSORS] = {
-        &w->token_embedding, &w->position_embedding, &w->ln1_weight, &w->ln1_bias, &w->query,
-        &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight, &w->ln2_bias,
-        &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
-        &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias};
+    float **fields[N_TENSORS] = {&w->token_embedding, &w->position_embedding, &w->ln1_weight,
+        &w->ln1_bias, &w->query, &w->key, &w->value, &w->proj_weight, &w->proj_bias, &w->ln2_weight,
+        &w->ln2_bias, &w->ffwd_up_weight, &w->ffwd_up_bias, &w->ffwd_down_weight, &w->ffwd_down_bias,
+        &w->ln_f_weight, &w->ln_f_bias, &w->lm_head_weight, &w->lm_head_bias}; // checkpoint order
     for (int i = 0; i < N_TENSORS; i++) {
         *fields[i] = p; // each tensor starts where the one before it ended: no gaps
         p += sizes[i];
@@ -1081,13 +1079,16 @@ void trace_refill(int n_tokens) {
 static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted) {
     int V = b->V, judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k, left = k - judged;
     char vis[8];
-    if (judged > 0) fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q))\n");
+    if (judged > 0) // the stats' alpha is the last column's mean over the run's judged guesses
+        fprintf(stderr, "  ACCEPT/REJECT (accept when u < min(1, p/q); sum min(p,q): the "
+                "chance to pass)\n");
     for (int i = 0; i < judged; i++) {
         int c = b->candidates[i];
-        double p = b->target_probs[(size_t)i * V + c], q = b->draft_probs[(size_t)i * V + c];
-        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s\n",
-                visible_char(vis, decode(o->vocab, c)), p, q, p / q, fmin(1.0, p / q), b->u[i],
-                i != b->rejected_at ? "ACCEPT" : "REJECT");
+        const float *p_row = b->target_probs + (size_t)i * V, *q_row = b->draft_probs + (size_t)i * V;
+        double p = p_row[c], q = q_row[c], pass = expected_acceptance(p_row, q_row, V); // its chance
+        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s   sum "
+                "min(p,q)=%.3f\n", visible_char(vis, decode(o->vocab, c)), p, q, p / q,
+                fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT", pass);
     }
     int last = b->emitted[num_accepted - 1]; // a resample, a bonus, or neither (a last round)
     double mass = 0.0, upto = 0.0; // the residual's sum, and its running sum at the drawn token
@@ -1171,7 +1172,7 @@ void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_a
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 // The papers' alpha: the mean of sum min(p, q) over the judged candidates, each guess's
-// chance to pass; accepted / judged counts how many did (notes/math.md).
+// chance to pass; accepted / judged counts how many did.
 double stats_alpha(const Stats *s) { return ratio(s->alpha_sum, s->judged); }
 
 // Tokens a verify pass gives at draft length K if each guess passes with chance alpha
@@ -1609,10 +1610,9 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
         for (int t = 0; t < 2; t++)
             for (size_t j = 0; tables[t] && tables[t][j].flag; j++)
                 if (!strcmp(a, tables[t][j].flag)) opt = &tables[t][j];
-        if (!opt) // a typo, an option of ./beyond given to ./specdec, or the name of a tool
+        if (!opt) // a typo, or an option of ./beyond given to ./specdec
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
-                             "options, ./beyond -h the papers' too; the tools beside them are "
-                             "tinyshakespeare/train, test/bench and test/explain)", a);
+                             "options, ./beyond -h the papers' too)", a);
         if (opt->idle_in & action) // never ignored: the user meant something by it
             return fail_with(err, errlen, "%s has no effect with %s; drop %s", a, action ==
                              IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "

@@ -240,7 +240,8 @@ check_run() {
             gv=$(sed "s/.* $f=\([0-9.]*\) .*/\1/" <<<"$gl")
             near "$gv" "$tv" || bad+=("candidate $i: $f=$gv under gdb, $tv in the trace")
         done
-        [[ ${tl##* } == "${gl##* }" ]] || bad+=("candidate $i: ${gl##* } under gdb, ${tl##* } in the trace")
+        tv=$(sed -E 's/.* -> (ACCEPT|REJECT) .*/\1/' <<<"$tl") # the verdict; its sum min(p,q) after it
+        [[ $tv == "${gl##* }" ]] || bad+=("candidate $i: ${gl##* } under gdb, $tv in the trace")
     done < <(grep "^    '.*' *p=[0-9.]* q=" "$R")
     (($(grep -c '^WALK accept judge' "$G") == njudged)) || bad+=("gdb judged $(grep -c '^WALK accept judge' "$G") candidates, the trace $njudged")
     # the round's last token: the trace's resample or bonus, gdb's last accepted[]

@@ -248,12 +248,13 @@ static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double 
     const char *verdict = rejected ? "REJECT" : "ACCEPT", *color = rejected ? C_NO : C_OK;
     fprintf(f, "<rect x=\"12\" y=\"%.1f\" width=\"%d\" height=\"%d\" rx=\"8\" fill=\"#f7f7f7\" "
             "stroke=\"#ddd\"/>\n", y, W - 24, PANEL - 10);
-    // the line of numbers, as the trace prints it: token, p, q, p/q, min(1, p/q), u, verdict
+    // the line of numbers, as the trace prints it: token, p, q, p/q, min(1, p/q), u, verdict, sum
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan font-weight=\"bold\">guess "
             "%d</tspan>  ", y + 24, i + 1);
     put_token(f, &ld->v, c);
     fprintf(f, "  p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -&gt; <tspan font-weight=\"bold\" "
-            "fill=\"%s\">%s</tspan></text>\n", p[c], q[c], ratio, a, u, color, verdict);
+            "fill=\"%s\">%s</tspan>   sum min(p,q)=%.3f</text>\n", p[c], q[c], ratio, a, u, color,
+            verdict, expected_acceptance(p, q, V)); // the guess's chance to pass, as the trace
     // the two rows' contexts: the bigram sees one character, the target the whole text
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"12\" fill=\"" C_Q "\">q: the bigram after "
             "", y + 58);

@@ -50,9 +50,9 @@ svg_lines() {
         -e 's/&lt;/</g; s/&gt;/>/g; s/&#8805;/>=/g; s/&#8230;/.../g; s/&amp;/\&/g' | tr -s ' '
 }
 # fields: from lines holding a judged guess (the trace's or the picture's), one line each:
-# "TOKEN p=P q=Q min=M u=U VERDICT", read by the same pattern from either side
+# "TOKEN p=P q=Q min=M u=U VERDICT sum=S", read by the same pattern from either side
 fields() {
-    sed -n -E "s/^[^']*('(\\\\.|[^'\\\\]|\\\\x[0-9a-f]{2})+')[^']* p=([0-9.]+) q=([0-9.]+) .*min\(1,p\/q\)=([0-9.]+) u=([0-9.]+) -> (ACCEPT|REJECT)\$/\1 p=\3 q=\4 min=\5 u=\6 \7/p"
+    sed -n -E "s/^[^']*('(\\\\.|[^'\\\\]|\\\\x[0-9a-f]{2})+')[^']* p=([0-9.]+) q=([0-9.]+) .*min\(1,p\/q\)=([0-9.]+) u=([0-9.]+) -> (ACCEPT|REJECT) sum min\(p,q\)=([0-9.]+)\$/\1 p=\3 q=\4 min=\5 u=\6 \7 sum=\8/p"
 }
 # crosscheck SVG TRACE: prints every way the picture disagrees with round 1 of the trace
 # (nothing when they agree)
