@@ -552,16 +552,16 @@ int start_sequence(int *seq, const Tokens *prompt) {
     return prompt->n;
 }
 
-// THE WINDOW RULE (departure 1), one call both decoders make before each pass on the cache;
-// returns the room: how many guesses fit after current_token (k <= room). The blog's loop has
-// no window: its positions grow by up to K+1 a round, and on the lecture's model, with S = 32
-// rows of position embeddings, the pass that reaches position 32 would index past the table
-// (the lecture's own generate crops the text to its last 32 tokens and reruns them all, every
-// step). Here the prefill keeps the prompt's last S tokens, and a full cache restarts the
-// window: the last S/2 tokens, current_token last, run again from position 0. This call runs
-// the S/2-1 before current_token (none for block_size 2 or 3). The next pass runs current_token
-// at position S/2-1, with any guesses. Both decoders restart at the same tokens, so each token
-// is predicted from the same context in both: "exact" means exact under this rule.
+// THE WINDOW RULE (departure 1), called by both decoders before each pass on the cache. Returns
+// the room: how many guesses fit after current_token (k <= room).
+// Why: the lecture's model has S = 32 rows of position embeddings, and a pass at position 32
+// would index past them. The blog's loop has no window (its positions grow by up to K+1 a
+// round); the lecture's generate crops the text to its last 32 tokens and reruns them, each step.
+// The rule: the prefill keeps the prompt's last S tokens. When the cache is full, the window
+// restarts: the last S/2 tokens, current_token last, go again from position 0. This call runs
+// the S/2-1 before current_token (none for S = 2 or 3); the next pass runs current_token at
+// position S/2-1, with its guesses. Both decoders restart at the same tokens, so each token is
+// predicted from the same context in both: "exact" means exact under this rule.
 int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int S = g->config.block_size;
     if (g->state.cache_len < S) // room left: the window stays
