@@ -188,12 +188,11 @@ double rng_uniform(Rng *r) {
     return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be
-// NULL: w_i = probs_i): the first index whose running sum of weights exceeds u * total.
-// The weights are taken in double, where p - q of two floats is exact unless one is over 2^29
-// times the other (then it rounds by under 2^-53 of itself). Zero-weight entries are skipped, and
-// if rounding carries u * total past the last running sum, the last index with weight
-// is returned: a token of weight 0 can never come out. Returns -1 if every weight is 0.
+// Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be NULL:
+// w_i = probs_i): in token-id order, the first index whose running sum exceeds u * total.
+// The weights are taken in double, where p - q of two floats is exact, or within 2^-53 of itself.
+// Zero weights are skipped; if rounding carries u * total past the last running sum, the last
+// index with weight is returned: a token of weight 0 never comes out. -1 if every weight is 0.
 static int sample_weights(const float *probs, const float *minus, int n, double u) {
     // scale u by the actual total: a float row may sum to 1 +- 1e-7, never exactly 1
     double total = 0.0;
@@ -1064,7 +1063,7 @@ char *visible_char(char out[8], unsigned char b) {
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled, double p) {
     char vis[8];
     fprintf(stderr, "PREFILL  one target pass over %d token%s at positions 0..%d -> cache_len %d; "
-            "sampled %s (p=%.3f), the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
+            "sampled %s (p=%.4f), the new current_token\n", n_tokens, n_tokens == 1 ? "" : "s",
             n_tokens - 1, n_tokens, visible_char(vis, decode(o->vocab, sampled)), p);
 }
 
@@ -1086,7 +1085,7 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
         int c = b->candidates[i];
         const float *p_row = b->target_probs + (size_t)i * V, *q_row = b->draft_probs + (size_t)i * V;
         double p = p_row[c], q = q_row[c], pass = expected_acceptance(p_row, q_row, V); // its chance
-        fprintf(stderr, "    %-6s p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s   sum "
+        fprintf(stderr, "    %-6s p=%.4f q=%.4f p/q=%.3f min(1,p/q)=%.3f u=%.3f -> %s   sum "
                 "min(p,q)=%.3f\n", visible_char(vis, decode(o->vocab, c)), p, q, p / q,
                 fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT", pass);
     }
@@ -1098,9 +1097,9 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
-        if (mass > 0.0) // the draw: the first token whose running sum passes u*mass
-            fprintf(stderr, ", the first whose running sum passes u*mass: %.3f before it, %.3f "
-                    "with it", upto - b->residual[last], upto);
+        if (mass > 0.0) // the draw: in token-id order, the first whose running sum passes u*mass
+            fprintf(stderr, ", the first in id order whose running sum passes u*mass: %.3f "
+                    "before it, %.3f with it", upto - b->residual[last], upto);
         else // departure 4: a residual with no mass draws from p
             fprintf(stderr, ", drawn from p: the residual has no mass");
         if (left > 0) // drafted after the rejected one, never judged
@@ -1127,7 +1126,7 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "  DRAFT   %s", k ? vis : "none: current_token takes the cache's last "
             "position, and a guess would need the next");
     for (int i = 0; i < k; i++) // each guess, and the draft's probability of it
-        fprintf(stderr, " -> %s (q=%.3f)", visible_char(vis, decode(o->vocab, b->candidates[i])),
+        fprintf(stderr, " -> %s (q=%.4f)", visible_char(vis, decode(o->vocab, b->candidates[i])),
                 b->draft_probs[(size_t)i * b->V + b->candidates[i]]);
     fprintf(stderr, "\n  VERIFY  one target pass over %d token%s at positions %d..%d\n", k + 1,
             k ? "s" : "", cache_len, cache_len + k);
@@ -1610,9 +1609,10 @@ static int parse_table(int argc, char **argv, const OptionSpec *const tables[2],
         for (int t = 0; t < 2; t++)
             for (size_t j = 0; tables[t] && tables[t][j].flag; j++)
                 if (!strcmp(a, tables[t][j].flag)) opt = &tables[t][j];
-        if (!opt) // a typo, or an option of ./beyond given to ./specdec
+        if (!opt) // a typo, an option of ./beyond given to ./specdec, or the name of a tool
             return fail_with(err, errlen, "unknown option '%s' (./specdec -h lists the blog's "
-                             "options, ./beyond -h the papers' too)", a);
+                             "options, ./beyond -h the papers' too; the tools beside them are "
+                             "tinyshakespeare/train, test/bench and test/explain)", a);
         if (opt->idle_in & action) // never ignored: the user meant something by it
             return fail_with(err, errlen, "%s has no effect with %s; drop %s", a, action ==
                              IN_SELFTEST ? "--selftest, an action of its own (its own prompts, "

@@ -217,10 +217,10 @@ check_run() {
     g_char=$(grep -m 1 '^WALK draft enter' "$G" | sed "s/.* char=\('.*'\) cache_len=.*/\1/")
     [[ $head == "round 1: current_token $g_char, cache_len $draft_cl, k $k" ]] ||
         bad+=("header '$head', gdb: current_token $g_char, cache_len $draft_cl, k $k")
-    # DRAFT: '\n' -> 'N' (q=0.025) -> ...: each guess and its q
+    # DRAFT: '\n' -> 'N' (q=0.0249) -> ...: each guess and its q
     local t_draft g_draft
     t_draft=$(grep -m 1 '^  DRAFT ' "$R" | grep -o "'[^ ]*' (q=[0-9.]*)" | tr '\n' ' ')
-    g_draft=$(awk '/^WALK draft return candidates/ { c = $5; sub(/^char=/, "", c); q = $6; sub(/^q=/, "", q); printf "%s (q=%.3f) ", c, q }' "$G")
+    g_draft=$(awk '/^WALK draft return candidates/ { c = $5; sub(/^char=/, "", c); q = $6; sub(/^q=/, "", q); printf "%s (q=%.4f) ", c, q }' "$G")
     [[ $t_draft == "$g_draft" ]] || bad+=("DRAFT: trace '${t_draft% }', gdb '${g_draft% }'")
     local t_pos g_pos
     t_pos=$(sed -n 's/^  VERIFY .* at positions \([0-9]*\.\.[0-9]*\)$/\1/p' "$R")
@@ -246,7 +246,7 @@ check_run() {
     (($(grep -c '^WALK accept judge' "$G") == njudged)) || bad+=("gdb judged $(grep -c '^WALK accept judge' "$G") candidates, the trace $njudged")
     # the round's last token: the trace's resample or bonus, gdb's last accepted[]
     local t_last g_last
-    t_last=$(grep -m 1 -E -- '-> .*; discard|^  BONUS|^  STEP' "$R" | sed -E "s/.*-> ('[^;]*'|'.*')(, the first whose .*|, drawn from p.*|;.*|, as .*)?$/\1/")
+    t_last=$(grep -m 1 -E -- '-> .*; discard|^  BONUS|^  STEP' "$R" | sed -E "s/.*-> ('[^;]*'|'.*')(, the first in id order whose .*|, drawn from p.*|;.*|, as .*)?$/\1/")
     g_last=$(grep '^WALK accept emit' "$G" | tail -n 1 | sed 's/.* char=//')
     [[ $t_last == "$g_last" ]] || bad+=("last token: trace $t_last, gdb $g_last")
     local t_trim

@@ -252,7 +252,7 @@ static void draw_guess(FILE *f, const Loaded *ld, const Round *r, int i, double 
     fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan font-weight=\"bold\">guess "
             "%d</tspan>  ", y + 24, i + 1);
     put_token(f, &ld->v, c);
-    fprintf(f, "  p=%.3f q=%.3f p/q=%.3f min(1,p/q)=%.3f u=%.3f -&gt; <tspan font-weight=\"bold\" "
+    fprintf(f, "  p=%.4f q=%.4f p/q=%.3f min(1,p/q)=%.3f u=%.3f -&gt; <tspan font-weight=\"bold\" "
             "fill=\"%s\">%s</tspan>   sum min(p,q)=%.3f</text>\n", p[c], q[c], ratio, a, u, color,
             verdict, expected_acceptance(p, q, V)); // the guess's chance to pass, as the trace
     // the two rows' contexts: the bigram sees one character, the target the whole text
@@ -329,11 +329,11 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     for (int x = 0; i >= 0 && x <= last; x++)
         upto += b->residual[x];
     // the rest of the trace's line, why u*mass lands on this token, in the panel's right column:
-    // two lines of the same <text>, so that its words still read as the trace's one line
+    // three lines of the same <text>, so that its words still read as the trace's one line
     if (i >= 0 && mass > 0.0)
-        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first whose running sum passes</tspan><tspan "
-                "x=\"600\" dy=\"20\"> u*mass: %.3f before it, %.3f with it</tspan>",
-                upto - b->residual[last], upto);
+        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first in id order whose</tspan><tspan "
+                "x=\"600\" dy=\"20\"> running sum passes u*mass:</tspan><tspan x=\"600\" "
+                "dy=\"20\"> %.3f before it, %.3f with it</tspan>", upto - b->residual[last], upto);
     else if (i >= 0)
         fprintf(f, ",<tspan x=\"600\" dy=\"28\"> drawn from p: the residual has no mass</tspan>");
     fputs("</text>\n", f);
