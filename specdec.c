@@ -367,10 +367,10 @@ typedef struct {
     int *all_tokens;     // (K+1)     the verify pass's input: [current_token, c0 .. c(k-1)]
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
-    double u_last;       //           the uniform of the resample or bonus (neither: stale)
-    float *residual;     // (V)       max(0, p - q) at the rejected position (none: stale),
-                         //           unnormalised: a float COPY for a debugger and the trace;
-                         //           the draw takes p - q in double
+    double u_last;       //           the uniform of the resample or the bonus; stale if neither
+    float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised (stale
+                         //           if none). A float copy, for a debugger and the trace: the
+                         //           draw itself takes p - q in double
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus (the blog's list `accepted`; its length is
                          //           the blog's num_accepted)
@@ -619,9 +619,9 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         // the blog's four phases, one line each, and a stop at a row that is not finite
         double t_round = now_seconds(); // the round's start: report_round times it
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        int bad = verify_candidates(target_model, current_token, k, temperature, b);
-        if (bad >= 0) // departure 5: row `bad` is not finite, and accept/reject must not use it
-            return stop_nonfinite(o->st, cache_len + bad, n_generated, bad, t0);
+        int bad_row = verify_candidates(target_model, current_token, k, temperature, b);
+        if (bad_row >= 0) // departure 5: that row is not finite, and accept/reject must not use it
+            return stop_nonfinite(o->st, cache_len + bad_row, n_generated, bad_row, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
         report_round(o, b, k, num_accepted, cache_len, t_round); // stats, --trace, the text
