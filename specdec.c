@@ -30,9 +30,9 @@
  *   BigramDraftModel.get_probs   bigram_get_probs()
  *   BigramDraftModel.sample      bigram_sample()         (+ tempered_bigram: q at temperature t)
  *   draft_tokens                 draft_tokens()          The four phases of one round
- *   verify_candidates            verify_candidates()     (candidates, draft_probs,
- *   accept_reject                accept_reject()          target_probs, and accepted as
- *   trim_kv_cache                trim_kv_cache()          emitted: SpecBuffers' fields)
+ *   verify_candidates            verify_candidates()     (its lists are SpecBuffers' fields)
+ *   accept_reject                accept_reject()         (its accepted is SpecBuffers.emitted)
+ *   trim_kv_cache                trim_kv_cache()
  *   speculative_generate         speculative_generate()  The loop
  *   (the blog has no window)     make_room()             The loop: the 32-token window
  *   target_model(input_ids, pos=positions, past_kvs=past_kvs)  forward()  The target model
@@ -128,8 +128,7 @@ typedef struct {
 // Activations of one inference pass of up to S tokens, and the KV cache: the blog's past_kvs.
 typedef struct {
     float *x;           // (S, C)      residual stream of the T tokens in flight: block.x_in
-    BlockActs block;    //             one block's buffers, reused by every layer; x_mid and
-                        //             x_out have their own, so a debugger shows each role by name
+    BlockActs block;    //             one block's buffers, a buffer per role, reused by every layer
     float *ln_f;        // (S, C)      ln_f(x): the input of lm_head
     float *logits;      // (S, V)      output: one row per token of the pass
     float *key_cache;   // (L, S, C)   keys of every cached token, per layer, by position
@@ -524,7 +523,7 @@ int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled, double p);
 void trace_refill(int n_tokens);
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
-                  int cache_len, double t_round);
+                  int cache_len, double t_verify);
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
@@ -617,14 +616,14 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
             k = room;
         int allow_bonus = k < remaining; // departure 2: never emit more than was asked for
         // the blog's four phases, one line each, and a stop at a row that is not finite
-        double t_round = now_seconds(); // the round's start: report_round times it
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
+        double t_verify = now_seconds(); // report_round times the verify pass from here
         int bad_row = verify_candidates(target_model, current_token, k, temperature, b);
         if (bad_row >= 0) // departure 5: that row is not finite, and accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad_row, n_generated, bad_row, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        report_round(o, b, k, num_accepted, cache_len, t_round); // stats, --trace, the text
+        report_round(o, b, k, num_accepted, cache_len, t_verify); // stats, --trace, the text
         // update state: the blog's generated.extend(accepted) and current_token = accepted[-1]
         memcpy(generated + n_generated, b->emitted, (size_t)num_accepted * sizeof(int));
         n_generated += num_accepted;
@@ -854,10 +853,9 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
 
 // ----------------------------------------------------------------------------
 // Plumbing: the model's memory, the tokenizer and the round's buffers
-// From here on, the file is plumbing, which a reader of the blog can skip (the trace's printers,
-// in "Trace and stats", show what a round decided). Most of its length is one rule: every bad
-// input gets one line naming the problem and the fix, and an exit code; never a crash, a hang or
-// a silent clamp. Some pieces serve the files that include this one: beyond.c, the trainer, test/.
+// From here on, the file is plumbing, which a blog reader can skip (the trace's printers, in
+// "Trace and stats", show what a round decided). Most of its length is one rule: every bad input
+// gets one line naming the problem and the fix, and an exit code; never a crash, hang or clamp.
 
 // Frees each of the n pointers in owned (NULLs are fine): one call per struct's buffers.
 void free_all(void *const *owned, size_t n) {
@@ -996,7 +994,7 @@ struct Stats {
     long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
     long target_passes; // every forward pass of the target: prefill, refills, verify, steps
     long passes[PASS_KINDS];  // the same, by kind: prefill, refills, verify (a round), steps
-    double seconds_in[PASS_KINDS]; // their wall time by kind (a round's: all its phases)
+    double seconds_in[PASS_KINDS]; // their wall time by kind (verify: with accept/reject and trim)
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
@@ -1147,10 +1145,11 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
 }
 
 // The loop's bookkeeping after a round's four phases, in one call: counts the round (its verify
-// pass, its time since t_round, its verdicts), prints it (--trace), writes its tokens to the text.
+// pass, its time since t_verify, its verdicts), prints it (--trace), writes its tokens to the text.
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
-                  int cache_len, double t_round) {
+                  int cache_len, double t_verify) {
     Stats *st = o->st;
+    count_pass(st, VERIFY_PASS, now_seconds() - t_verify); // accept/reject and trim are tiny in it
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
     for (int i = 0; i < judged; i++)
         st->alpha_sum += expected_acceptance(b->target_probs + (size_t)i * b->V,
@@ -1162,7 +1161,6 @@ void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_a
     st->judged += judged;
     st->guesses_accepted += b->rejected_at >= 0 ? b->rejected_at : k;
     st->round_tokens += num_accepted;
-    count_pass(st, VERIFY_PASS, now_seconds() - t_round); // one pass; a bigram drafts in a lookup
     if (o->trace) trace_round(o, b, k, num_accepted, cache_len);
     show_tokens(o, b->emitted, num_accepted);
 }
@@ -1218,12 +1216,12 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
             plain->target_passes, ratio(spec->target_passes, plain->target_passes));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
-    // c(k+1): a round's time (nearly all of it its verify pass of k+1 tokens) in one-token steps
+    // c(k+1): a verify pass of k+1 tokens (with its accept/reject and trim) in one-token steps
     double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
                      ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
-    fprintf(stderr, "  why time can differ: a round, a verify pass of k+1 = %.2f tokens, took "
-            "c(k+1) = %.2f one-token steps in this run and gave %.2f tokens: time falls only "
-            "where the tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
+    fprintf(stderr, "  why time can differ: a verify pass of k+1 = %.2f tokens took c(k+1) = %.2f "
+            "one-token steps in this run, and a round gave %.2f tokens: time falls only where "
+            "the tokens exceed c(k+1)\n", 1.0 + ratio(spec->drafted, spec->rounds), c,
             ratio(spec->round_tokens, spec->rounds));
     if (greedy) // only greedy decoding promises equal texts; sampling, equal distributions
         fprintf(stderr, "  greedy outputs are %s (greedy text falls into loops: the likeliest "
@@ -1280,9 +1278,10 @@ unsigned char *read_file(const char *path, size_t *n_out, const char *what,
                          const char *fix, char *err, size_t errlen) {
     struct stat st; // stat first: a directory opens fine with fopen, and a FIFO's read blocks
     // over 2 GiB (500 million parameters) is refused before allocating: nothing here is that big
-    const char *why = stat(path, &st) != 0 ? strerror(errno) : !S_ISREG(st.st_mode) ?
-                      "not a regular file" : (uint64_t)st.st_size > (1ULL << 31) ?
-                      "over 2 GiB, more than this program reads" : NULL;
+    const char *why = NULL; // the first problem found, in this order
+    if (stat(path, &st) != 0) why = strerror(errno);
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    else if ((uint64_t)st.st_size > (1ULL << 31)) why = "over 2 GiB, more than this program reads";
     FILE *f = why ? NULL : fopen(path, "rb");
     if (!why && !f) why = strerror(errno); // stat passed and fopen did not: no read permission
     size_t n = f ? (size_t)st.st_size : 0; // the size, then the bytes in one read
@@ -1313,12 +1312,13 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
     c->tokens = c->n >= 2 ? malloc(c->n * sizeof(int)) : NULL; // (N) ints: 4.5 MB for Shakespeare
     long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1; // a byte with no token
     char vis[8]; // that byte, as a message shows it (the bigram table could not count it)
-    int rc = c->n < 2 ? fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 "
-                                  "to count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix) :
-             !c->tokens ? fail_with(err, errlen, "out of memory encoding corpus '%s'", path) :
-             bad >= 0 ? fail_with(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset %ld, "
-                                  "not in the model's vocabulary (use the model's corpus)", path,
-                                  visible_char(vis, c->bytes[bad]), c->bytes[bad], bad) : 0;
+    int rc = 0; // or -1 at the first problem, in this order
+    if (c->n < 2) rc = fail_with(err, errlen, "corpus '%s' has %zu byte%s; it needs at least 2 to "
+                                 "count a bigram (%s)", path, c->n, c->n == 1 ? "" : "s", fix);
+    else if (!c->tokens) rc = fail_with(err, errlen, "out of memory encoding corpus '%s'", path);
+    else if (bad >= 0) rc = fail_with(err, errlen, "corpus '%s' has byte %s (0x%02x) at offset "
+                                      "%ld, not in the model's vocabulary (use the model's corpus)",
+                                      path, visible_char(vis, c->bytes[bad]), c->bytes[bad], bad);
     c->n_train = (size_t)(0.9 * (double)c->n); // the lecture's n = int(0.9 * len(data))
     if (rc != 0) free_corpus(c);
     return rc;
