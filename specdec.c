@@ -2,15 +2,15 @@
  * specdec.c: speculative decoding, from scratch, in one C file.
  *
  * What this is: the lesson of Colin Zhou's blog post "Adding Speculative Decoding to Andrej
- *   Karpathy's NanoGPT", in C you read top to bottom with the post beside it and step through
- *   in a debugger: the blog's Laplace bigram draft; one round's four phases, draft -> verify
- *   -> accept/reject -> trim the KV cache, and the loop around them; a trace of every p/q
- *   decision; plain decoding; a self-test that greedy speculative decoding is plain greedy
- *   decoding, byte for byte. The target, the engine verify_candidates calls, is the character
- *   GPT of Karpathy's nanoGPT lecture ("the lecture": 4 layers, 4 heads, 64 wide, 32 tokens of
- *   context, 65 characters, 209,729 parameters) in textbook loops with a KV cache.
- * What this is not: fast (here it runs slower than plain decoding; matmul says why), a trainer,
- *   or the papers' additions (beyond.c). Its departures from the blog, and why: "The four phases".
+ *   Karpathy's NanoGPT", in C. Read it top to bottom with the post beside it, and step through
+ *   it in a debugger. It holds the blog's Laplace bigram draft, the four phases of one round
+ *   (draft, verify, accept/reject, trim the KV cache) and the loop around them, a trace of
+ *   every p/q decision, plain decoding, and a self-test that greedy speculative decoding gives
+ *   plain greedy decoding's text, byte for byte. The target model, which verify_candidates
+ *   calls, is the character GPT of Karpathy's nanoGPT lecture ("the lecture": 4 layers, 4
+ *   heads, 64 wide, 32 tokens of context, 65 characters, 209,729 parameters), in textbook loops.
+ * What this is not: fast (here it runs slower than plain decoding, and matmul says why), a
+ *   trainer, or the papers' additions. Its departures from the blog are listed in "The four phases".
  *
  * Build, run, step through
  *   make run  # build, get the corpus, run the demo; by hand: cc -O2 -ffp-contract=off specdec.c -lm
@@ -189,7 +189,7 @@ double rng_uniform(Rng *r) {
 
 // Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be NULL:
 // w_i = probs_i): in token-id order, the first index whose running sum exceeds u * total.
-// The weights are taken in double, where p - q of two floats is exact, or within 2^-53 of itself.
+// The weights are taken in double, where p - q of two floats is exact or off by under 2^-53 of it.
 // Zero weights are skipped; if rounding carries u * total past the last running sum, the last
 // index with weight is returned: a token of weight 0 never comes out. -1 if every weight is 0.
 static int sample_weights(const float *probs, const float *minus, int n, double u) {
