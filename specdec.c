@@ -668,7 +668,7 @@ typedef struct {
 // make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when the weights must come
 // from main memory, a one-token pass waits on them, and a verify pass fetches them once for all its
 // tokens. The shipped model's 0.84 MB of weights sit in the CPU's L2 cache, so here a pass waits on
-// arithmetic instead, which grows with T (--compare prints what a round cost). Each out[t][o] adds
+// arithmetic instead, which grows with T (--compare prints a verify pass's cost). Each out[t][o] adds
 // its terms for i = 0, 1, 2, ... in that order, whatever T is: a token's output ignores the others.
 void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
