@@ -1309,20 +1309,6 @@ static void remove_token(double *Q, int x, int V) {
     for (int y = 0; y < V; y++) Q[y] = mass > 0.0 ? Q[y] / mass : 0.0;
 }
 
-// A draw from a double row of weights with one uniform (inverse CDF, as sample_from).
-static int sample_double(const double *w, int V, double u) {
-    double total = 0.0, cdf = 0.0;
-    int last = -1;
-    for (int x = 0; x < V; x++) total += w[x];
-    for (int x = 0; x < V; x++) {
-        if (w[x] <= 0.0) continue; // weight 0: never drawn
-        cdf += w[x];
-        last = x;
-        if (u * total < cdf) return x;
-    }
-    return last;
-}
-
 // Loads row r's p and q into the working rows, in double and normalised (a float row sums
 // to 1 +- 1e-7, and the draws use its true shares): the (p, Q) its first child faces.
 static void start_node(TreeBuffers *tb, int r) {
@@ -1374,7 +1360,7 @@ static int judge_children(TreeBuffers *tb, int r, Rng *rng, int *token) {
         tb->verdict[c] = 'R';
         reject_child(tb, c);
     }
-    *token = sample_double(tb->p_work, tb->V, rng_uniform(rng)); // from what is left of p
+    *token = sample_weights(tb->p_work, tb->V, rng_uniform(rng)); // from what is left of p
     return -1;
 }
 
@@ -1454,6 +1440,8 @@ typedef struct {
     long draft_passes;           // forward passes of a model draft (a table or lookup makes none)
     double draft_seconds;        // wall time spent drafting
     int tree;                    // 1: a level of 2 or more: the chain's formulas fail
+    const char *nonfinite_file;  // a run stopped at a row not finite: NULL, the target's; or
+                                 // the draft's file, whose row it was
 } RunStats;
 
 // Adds a target pass of T tokens, `seconds` long, to its kind's and its size's tallies.
@@ -1761,7 +1749,7 @@ static int tree_round(GPT *g, Draft *d, TreeBuffers *tb, const Tokens *text, con
     int bad = verify_tree(g, d, tb, text->tok + text->n - 1, &o->sampler); // 2. VERIFY: one pass
     double t2 = now_seconds();
     // a row not finite stops the run; the target's first, as a draft reading it repeats its NaN
-    o->st->core.nonfinite_file = bad < 0 && d && bad_draft >= 0 ? d->path : NULL; // NULL: target
+    o->st->nonfinite_file = bad < 0 && d && bad_draft >= 0 ? d->path : NULL; // NULL: target
     bad = bad >= 0 ? bad : bad_draft;
     if (bad >= 0) // tree_generate closes the counters
         return stop_nonfinite(&o->st->core, tb->cache_len + tb->depth[bad],
@@ -2187,7 +2175,7 @@ typedef struct {
 
 // The help text of -h: specdec's, then what beyond adds.
 void beyond_usage(FILE *f) {
-    usage(f, ""); // its own options follow
+    usage(f); // its own options follow
     fprintf(f, "./beyond takes every option above, and:\n"
         "  --draft D   which draft guesses: one of the names below, or the path of a\n"
         "              checkpoint with the target's vocabulary (a gpt draft)\n");
@@ -2409,7 +2397,8 @@ int run_beyond(const BeyondOptions *o, BeyondLoaded *ld, Draft *d, char *err, si
                                     (int)st[run].core.emitted, color);
         if (!stopped) fputc('\n', stdout); // a stopped text ends at its last whole token
         rc = fflush(stdout) != 0 || ferror(stdout) ? 2 : 0; // main says why
-        if (rc == 0 && stopped) rc = refuse_nonfinite(c->model_path, &st[run].core, err, errlen);
+        const char *bad_file = st[run].nonfinite_file ? st[run].nonfinite_file : c->model_path;
+        if (rc == 0 && stopped) rc = refuse_nonfinite(bad_file, &st[run].core, err, errlen);
         if (rc == 0) print_run_stats(RUN_TITLE[run], &st[run], run != RUN_PLAIN, K);
     }
     int spec = o->tree ? RUN_TREE : RUN_CHAIN; // the speculative run --compare weighs

@@ -108,7 +108,7 @@ static const char *TENSOR_NAMES[N_TENSORS] = {"token_embedding", "position_embed
 
 // What one transformer block computes for the T tokens of a pass, one buffer per role.
 // Inference shares ONE set among all layers: x_in is RunState.x, the residual stream, and
-// forward copies x_out back into it for the next block (the trainer keeps a set per layer).
+// forward copies x_out back into it for the next block (training keeps one set per layer).
 typedef struct {
     float *x_in;    // (S, C)      residual stream entering the block
     float *ln1;     // (S, C)      ln1(x_in): the input of query, key and value
@@ -180,37 +180,39 @@ uint64_t rng_u64(Rng *r) {
     return x * 0x2545F4914F6CDD1DULL; // the multiply scrambles the weak low bits
 }
 
-// A uniform draw in [0, 1) with 53 random bits: never 1, sometimes exactly 0. Every
-// value is a multiple of 2^-53, so a branch's probability is a count of such values.
+// A uniform draw in [0, 1) from 53 random bits. It is never 1, and can be exactly 0. Each
+// value is a multiple of 2^-53, so the chance of a branch is how many such values take it.
 double rng_uniform(Rng *r) {
     // the top 53 bits, exactly a double's mantissa, times 2^-53
     return (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Inverse-CDF sampling from the weights w_i = max(0, probs_i - minus_i) (minus may be NULL:
-// w_i = probs_i): in token-id order, the first index whose running sum exceeds u * total.
-// The weights are taken in double, where p - q of two floats is exact or off by under 2^-53 of it.
-// Zero weights are skipped; if rounding carries u * total past the last running sum, the last
-// index with weight is returned: a token of weight 0 never comes out. -1 if every weight is 0.
-static int sample_weights(const float *probs, const float *minus, int n, double u) {
+// Inverse-CDF sampling from n weights w, any scale: in token-id order, the first index whose
+// running sum exceeds u * total. Zero weights are skipped; if rounding carries u * total past
+// the last running sum, the last index with weight is returned: a token of weight 0 never
+// comes out. -1 if every weight is 0.
+int sample_weights(const double *w, int n, double u) {
     // scale u by the actual total: a float row may sum to 1 +- 1e-7, never exactly 1
     double total = 0.0;
-    for (int i = 0; i < n; i++) total += fmax(0.0, (double)probs[i] - (minus ? minus[i] : 0.0f));
+    for (int i = 0; i < n; i++) total += fmax(0.0, w[i]);
     double target = u * total;
     double cdf = 0.0;
     int last = -1; // the last index with weight: the fallback
     for (int i = 0; i < n; i++) {
-        double w = (double)probs[i] - (minus ? minus[i] : 0.0f);
-        if (w <= 0.0) continue; // weight 0: can never be drawn
-        cdf += w;
+        if (w[i] <= 0.0) continue; // weight 0: can never be drawn
+        cdf += w[i];
         last = i;
         if (target < cdf) return i; // strict <: u = 0 gives the first with weight
     }
     return last;
 }
 
-// A draw from a probability row with a uniform u in [0, 1): the blog's torch.multinomial.
-int sample_from(const float *probs, int n, double u) { return sample_weights(probs, NULL, n, u); }
+// A draw from a probability row (n <= 256) with a uniform u in [0, 1): torch.multinomial.
+int sample_from(const float *probs, int n, double u) {
+    double w[256]; // the row in double, the weights sample_weights takes
+    for (int i = 0; i < n; i++) w[i] = probs[i];
+    return sample_weights(w, n, u);
+}
 
 // Index of the largest entry; ties go to the lowest index, in every decoder alike.
 int argmax(const float *x, int n) {
@@ -238,13 +240,16 @@ void one_hot(float *out, int n, int i) {
 // each finite can still overflow once the model runs. So a row of logits that is not finite
 // makes p a row of NaN and returns -1, and the loops stop before they use it. Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
-    int finite = first_nonfinite(logits, 1, V) < 0; // NaN or +-inf: the sums overflowed
-    if (temperature == 0.0f && finite) { // greedy: the limit of the softmax as t -> 0
+    if (first_nonfinite(logits, 1, V) >= 0) { // NaN or +-inf: the sums overflowed
+        for (int i = 0; i < V; i++) p[i] = NAN; // no distribution: the caller's check sees NaN
+        return -1;
+    }
+    if (temperature == 0.0f) { // greedy: the limit of the softmax as t -> 0
         one_hot(p, V, argmax(logits, V));
         return 0;
     }
     // subtract the max before exp: the largest term becomes exp(0) = 1, nothing overflows
-    float maxv = finite ? logits[argmax(logits, V)] : NAN; // NaN: every term becomes NaN
+    float maxv = logits[argmax(logits, V)];
     double e[256]; // V <= 256 (validate_config); each exp is taken once
     double sum = 0.0;
     for (int i = 0; i < V; i++) {
@@ -252,7 +257,7 @@ int tempered_softmax(float *p, const float *logits, int V, float temperature) {
         sum += e[i];
     }
     for (int i = 0; i < V; i++) p[i] = (float)(e[i] / sum); // divide in double, round once
-    return finite ? 0 : -1;
+    return 0;
 }
 
 // Samples one token from a row of logits at the temperature, with one uniform; p: (V)
@@ -367,9 +372,8 @@ typedef struct {
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
     double u_last;       //           the uniform of the resample or the bonus; stale if neither
-    float *residual;     // (V)       max(0, p - q) at the rejected position, unnormalised (stale
-                         //           if none). A float copy, for a debugger and the trace: the
-                         //           draw itself takes p - q in double
+    double *residual;    // (V)       max(0, p - q) at the rejected position, unnormalised: the
+                         //           weights the resample draws from (stale if none rejected)
     int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
                          //           or a bonus (the blog's list `accepted`; its length is
                          //           the blog's num_accepted)
@@ -392,12 +396,11 @@ void draft_tokens(const BigramDraft *draft_model, int current_token, int k, floa
 }
 
 // Phase 2, VERIFY: the blog's verify_candidates(target_model, current_token, candidates,
-// past_kvs). ONE target pass over [current_token, c0 .. c(k-1)] at positions cache_len ..
-// cache_len+k: forward reads cache_len from the cache, as the blog reads past_kvs's shape.
-// Row i of b->target_probs is the target's row after [.., current, c0 .. c(i-1)]: rows 0..k-1
-// judge the candidates, row k is the bonus. Why one pass of k+1 tokens can cost little more
-// than one, and why not here: matmul. Returns the first row that is not finite, or -1 (the
-// loop stops at such a row: departure 5).
+// past_kvs). ONE target pass runs [current_token, c0 .. c(k-1)] at positions cache_len to
+// cache_len+k (forward reads cache_len from the cache, as the blog reads past_kvs's shape).
+// Row i of b->target_probs is the target's distribution after [.., current, c0 .. c(i-1)]:
+// rows 0 to k-1 judge the candidates, and row k gives the bonus. Returns the first row that is
+// not finite (the loop stops there: departure 5), or -1. What a pass of k+1 costs: matmul.
 int verify_candidates(GPT *target_model, int current_token, int k, float temperature,
                       SpecBuffers *b) {
     int V = b->V;
@@ -412,16 +415,13 @@ int verify_candidates(GPT *target_model, int current_token, int k, float tempera
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
 // no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding; the blog would divide
-// 0 by 0: departure 4). residual: (V) receives max(0, p - q) as floats, for a debugger to show;
-// the draw takes the differences in double.
-static int sample_residual(const float *p, const float *q, int V, float *residual, double u) {
-    double mass = 0.0; // the residual stays unnormalised: the draw scales by its total anyway
-    for (int j = 0; j < V; j++) {
-        residual[j] = p[j] > q[j] ? p[j] - q[j] : 0.0f; // float copy, for a debugger
-        mass += fmax(0.0, (double)p[j] - q[j]); // in double, as the draw will sum it
-    }
-    if (mass > 0.0) // the usual case: a draw from the residual
-        return sample_weights(p, q, V, u);
+// 0 by 0: departure 4). residual: (V) receives max(0, p - q) in double: the very weights drawn.
+static int sample_residual(const float *p, const float *q, int V, double *residual, double u) {
+    for (int j = 0; j < V; j++) // unnormalised: the draw scales u by the total anyway
+        residual[j] = fmax(0.0, (double)p[j] - q[j]); // exact, or off by under 2^-53 of it
+    int token = sample_weights(residual, V, u); // -1: every weight is 0, no mass
+    if (token >= 0) // the usual case: a draw from the residual
+        return token;
     return sample_from(p, V, u); // p == q up to rounding: a draw from p itself
 }
 
@@ -468,10 +468,10 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
 }
 
 // Phase 4, TRIM: the blog's trim_kv_cache(new_kvs, num_accepted, cache_len_before_verify), the
-// cache's length before the verify pass. Keeps cache_len_before_verify + num_accepted positions:
-// current_token and every token the round emitted but the last. num_accepted = len(accepted) counts
-// that last token too (a resample, a bonus, or in a final round without bonus the last accepted
-// draft), and it is NOT cached: it becomes the next current_token.
+// last being the cache's length before the verify pass. It keeps cache_len_before_verify +
+// num_accepted positions: current_token, and each token the round emitted except the last.
+// That last token (a resample, a bonus, or in a final round the last accepted guess) is in
+// num_accepted = len(accepted), but it is NOT cached: it becomes the next current_token.
 // THE INVARIANT, between rounds: the cache holds exactly the tokens before current_token.
 // The dropped positions are zeroed, so a debugger shows them gone (a next pass overwrites them).
 void trim_kv_cache(GPT *target_model, int num_accepted, int cache_len_before_verify) {
@@ -550,16 +550,17 @@ int start_sequence(int *seq, const Tokens *prompt) {
     return prompt->n;
 }
 
-// THE WINDOW RULE (departure 1), called by both decoders before each pass on the cache. Returns
-// the room: how many guesses fit after current_token (k <= room).
-// Why: the lecture's model has S = 32 rows of position embeddings, and a pass at position 32
+// THE WINDOW RULE (departure 1). Both decoders call it before each pass on the cache; it
+// returns the room, how many guesses fit after current_token (k <= room).
+// Why: the lecture's model has S = 32 rows of position embeddings, so a pass at position 32
 // would index past them. The blog's loop has no window (its positions grow by up to K+1 a
-// round); the lecture's generate crops the text to its last 32 tokens and reruns them, each step.
-// The rule: the prefill keeps the prompt's last S tokens. When the cache is full, the window
-// restarts: the last S/2 tokens, current_token last, go again from position 0. This call runs
-// the S/2-1 before current_token (none for S = 2 or 3); the next pass runs current_token at
-// position S/2-1, with its guesses. Both decoders restart at the same tokens, so each token is
-// predicted from the same context in both: "exact" means exact under this rule.
+// round); the lecture's generate crops the text to its last 32 tokens and reruns them each step.
+// The rule: the prefill keeps the prompt's last S tokens. The room is S-1-cache_len (current_token
+// takes a position too): with S = 32, 2 at cache_len 29, and 0 at 31, a round of one step. At
+// 32 the cache is full and the window restarts: the last S/2 tokens, current_token last, go
+// again from position 0. This call runs the 15 before current_token; the next pass runs
+// current_token at position 15 with up to 16 guesses. Both decoders restart at the same tokens,
+// so each token is predicted from the same context in both: "exact" means exact under this rule.
 int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
     int S = g->config.block_size;
     if (g->state.cache_len < S) // room left: the window stays
@@ -962,14 +963,15 @@ unsigned char decode(const Vocab *v, int token) { return v->chars[token]; }
 int build_spec_buffers(SpecBuffers *b, int K, int V) {
     *b = (SpecBuffers){.V = V, .rejected_at = -1}; // rows stay V wide for any k <= K
     // K rows for the guesses, K+1 for the verify pass and the output: the bonus needs one more
-    float **rows[] = {&b->draft_probs, &b->target_probs, &b->residual, &b->prefill_probs};
-    size_t n[] = {(size_t)K * V, (size_t)(K + 1) * V, (size_t)V, (size_t)V};
-    int ok = alloc_each(rows, n, 4) == 0;
+    float **rows[] = {&b->draft_probs, &b->target_probs, &b->prefill_probs};
+    size_t n[] = {(size_t)K * V, (size_t)(K + 1) * V, (size_t)V};
+    int ok = alloc_each(rows, n, 3) == 0;
     b->candidates = calloc((size_t)K, sizeof(int));
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
     b->u = calloc((size_t)K, sizeof(double));
+    b->residual = calloc((size_t)V, sizeof(double));
     b->emitted = calloc((size_t)K + 1, sizeof(int));
-    return ok && b->candidates && b->all_tokens && b->u && b->emitted ? 0 : -1;
+    return ok && b->candidates && b->all_tokens && b->u && b->residual && b->emitted ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
@@ -987,7 +989,7 @@ struct Stats {
     long rounds;        // speculative rounds: one verify pass each
     long drafted;       // candidates drafted: the sum of k
     long judged;        // candidates accept_reject decided on: accepted + rejected
-    long guesses_accepted; // candidates accepted (a round's num_accepted counts its last draw too)
+    long guesses_accepted; // candidates that passed (num_accepted adds the resample or bonus)
     double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
     long resampled;     // rounds that ended in a rejection and a residual draw
     long bonus;         // rounds where all k passed and a bonus token was drawn
@@ -998,8 +1000,7 @@ struct Stats {
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
-    int nonfinite_position; // logits that was not finite, at this position, and the run stopped;
-    const char *nonfinite_file; // NULL: the target's row; else the draft's file (beyond.c's loop)
+    int nonfinite_position; // logits that was not finite, at this position, and the run stopped
 };
 
 // Wall-clock seconds from a monotonic clock (never jumps with the date).
@@ -1088,11 +1089,11 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
                 fmin(1.0, p / q), b->u[i], i != b->rejected_at ? "ACCEPT" : "REJECT", pass);
     }
     int last = b->emitted[num_accepted - 1]; // a resample, a bonus, or neither (a last round)
-    double mass = 0.0, upto = 0.0; // the residual's sum, and its running sum at the drawn token
-    for (int x = 0; x < V; x++) mass += b->residual[x]; // 1 - sum min(p, q): P(rejected here)
-    for (int x = 0; x <= last; x++) upto += b->residual[x];
     visible_char(vis, decode(o->vocab, last));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
+        double mass = 0.0, upto = 0.0; // the residual's sum, and its running sum at the draw
+        for (int x = 0; x < V; x++) mass += b->residual[x]; // 1 - sum min(p, q): P(rejected here)
+        for (int x = 0; x <= last; x++) upto += b->residual[x]; // as sample_weights sums them
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
         if (mass > 0.0) // the draw: in token-id order, the first whose running sum passes u*mass
@@ -1302,13 +1303,12 @@ void free_corpus(Corpus *c) {
     memset(c, 0, sizeof(*c));
 }
 
-// Loads and encodes the corpus; vocab->size 0 (a model the trainer builds: a checkpoint brings
-// its own) learns the vocabulary from it. 0; or -1, err set and c empty (free_corpus harmless).
+// Loads the corpus and encodes it with the model's vocabulary. 0; or -1, err set and c empty
+// (free_corpus harmless).
 int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t errlen) {
     const char *fix = "run 'make data' to fetch Tiny Shakespeare";
     memset(c, 0, sizeof(*c));
     if (!(c->bytes = read_file(path, &c->n, "corpus", fix, err, errlen))) return -1;
-    if (vocab->size == 0 && c->n >= 2) build_vocab(vocab, c->bytes, c->n);
     c->tokens = c->n >= 2 ? malloc(c->n * sizeof(int)) : NULL; // (N) ints: 4.5 MB for Shakespeare
     long bad = c->tokens ? encode(vocab, c->bytes, c->n, c->tokens) : -1; // a byte with no token
     char vis[8]; // that byte, as a message shows it (the bigram table could not count it)
@@ -1527,8 +1527,8 @@ typedef struct {
 #define DEFAULT_PROMPT "To be or not to be, that is the "
 #define MAX_NEW_TOKENS 10000000 // 8 bytes a token (two texts of ints): 80 MB at most
 
-// The help text of -h, for ./program_name, then tail (./specdec: where ./beyond is; ./beyond: "").
-void usage(FILE *f, const char *tail) {
+// The help text of -h, for ./program_name.
+void usage(FILE *f) {
     fprintf(f, "usage: ./%s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
         "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
@@ -1545,7 +1545,7 @@ void usage(FILE *f, const char *tail) {
         "  -h, --help  this text\n"
         "Generated text goes to stdout; config, trace and stats go to stderr. An option given\n"
         "twice takes its last value; one that the action (--selftest, --plain) has no use for\n"
-        "is refused.\n%s", program_name, MAX_NEW_TOKENS, tail);
+        "is refused.\n", program_name, MAX_NEW_TOKENS);
 }
 
 // Parses a whole decimal number within [lo, hi] (a seed: 0 to UINT64_MAX); -1 if it is not one.
@@ -1715,12 +1715,11 @@ void print_config(const GPT *g, const char *source) {
             c->vocab_size, g->n_params);
 }
 
-// The one-line refusal of a run whose decoder stopped at a row not finite (st: where), into err; 1.
+// The one-line refusal, into err, of a run stopped by logits not finite from path (st: where); 1.
 int refuse_nonfinite(const char *path, const Stats *st, char *err, size_t errlen) {
     fail_with(err, errlen, "%s gives a non-finite logit at position %d (token %ld of the output): "
               "its weights are each finite, but overflow when they run; retrain it or use another",
-              st->nonfinite_file ? st->nonfinite_file : path, st->nonfinite_position,
-              st->nonfinite_token);
+              path, st->nonfinite_position, st->nonfinite_token);
     return 1; // the callers' rc 1: err holds the reason
 }
 
@@ -1766,7 +1765,7 @@ int run_generation(const Options *o, Loaded *ld, const BigramDraft *d, char *err
     return rc;
 }
 
-#ifndef TESTING // beyond.c, the trainer and test/ include this file, and bring their own main
+#ifndef TESTING // a program that includes this file (a test, a tool) brings its own main
 // Parses the flags, loads the model and corpus, checks every input, runs one action.
 int main(int argc, char **argv) {
     Options o;
@@ -1777,8 +1776,9 @@ int main(int argc, char **argv) {
     // 1. the command line: every flag checked before anything is loaded
     if (parse_args(argc, argv, &o, NULL, err, sizeof(err)) != 0) goto done;
     if (o.help) { // a bad flag beside -h still fails, above; then where the rest is
-        usage(stdout, "What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
-              "./beyond: make beyond, then ./beyond -h.\n");
+        usage(stdout);
+        printf("What the papers add (other drafts, top-k/top-p, trees, Medusa heads) is in "
+               "./beyond: make beyond, then ./beyond -h.\n");
         return close_stdout();
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort

@@ -62,8 +62,8 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     Rng rng;
     rng_seed(&rng, seed);
     int cand[1] = {0}, all_tokens[2], out[2];
-    float draft_probs[EXPLAIN_V], p_target[2 * EXPLAIN_V], residual[EXPLAIN_V];
-    double u[1];
+    float draft_probs[EXPLAIN_V], p_target[2 * EXPLAIN_V];
+    double u[1], residual[EXPLAIN_V];
     SpecBuffers buf = {.V = V, .candidates = cand, .draft_probs = draft_probs, // the round's
                        .all_tokens = all_tokens, .target_probs = p_target, .u = u,
                        .residual = residual, .emitted = out};

@@ -305,11 +305,11 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     }
     float row[256]; // the row drawn from (V <= 256: one byte a character)
     const float *p = b->target_probs + (size_t)(i < 0 ? k : i) * V;
-    const float *q = b->draft_probs + (size_t)(i < 0 ? 0 : i) * V;
     double mass = 0.0; // the residual's total: the chance the guess was rejected
     for (int x = 0; x < V; x++) {
-        row[x] = i < 0 ? p[x] : p[x] > q[x] ? p[x] - q[x] : 0.0f; // p_k, or max(0, p - q)
-        mass += row[x]; // in double, as sample_residual sums it
+        double w = i < 0 ? p[x] : b->residual[x]; // p_k, or max(0, p - q): the weights drawn
+        mass += w; // in double, as sample_weights sums them
+        row[x] = (float)w;
     }
     for (int x = 0; i >= 0 && x < V; x++) // its shares, the row the resample draws from
         row[x] = mass > 0.0 ? row[x] / mass : p[x]; // (no mass: p == q, and the draw is from p)

@@ -2028,7 +2028,7 @@ int main(void) {
     Fixture fx;
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
-    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
+    if (load_corpus_learning_vocab(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
         check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
         return 1;
     }

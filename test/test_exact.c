@@ -106,7 +106,7 @@
  * SPECDEC_C or BEYOND_C); the tests that must see it then FAIL, and print PASS "expected
  * failure ...".
  * broken build: -DBREAK_RESIDUAL
- * mutant BREAK_RESIDUAL: s|if (mass > 0.0) // the usual case: a draw from the residual|if (mass < 0.0) // BREAK_RESIDUAL: from p|
+ * mutant BREAK_RESIDUAL: s|if (token >= 0) // the usual case: a draw from the residual|if (token < -1) // BREAK_RESIDUAL: from p|
  * broken build: -DBREAK_RATIO
  * mutant BREAK_RATIO: s|if (u\[i\] < fmin(1.0, p / q)) {|if (u[i] < fmin(1.0, q / p)) {|
  * broken build: -DBREAK_DRAFT_Q
@@ -1300,7 +1300,7 @@ static void test_forced_edges(void) {
     int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.emitted[0],
         rz = b2.rejected_at;
     int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.emitted[0];
-    int finite = b2.residual[0] == 0.0f && b2.residual[1] == 0.0f;
+    int finite = b2.residual[0] == 0.0 && b2.residual[1] == 0.0;
     check(nz0 == 1 && rz == 0 && z0 == 0 && nz1 == 1 && z1 == 1 && finite,
           "a residual that sums to zero (p <= q everywhere): the rejection (rejected_at %d) "
           "draws from p instead, token %d at u = 0 and %d at u = 1-2^-53 (want 0, 1), "
@@ -1934,8 +1934,9 @@ static void round_row(float *row, int V) {
 static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context, int n,
                          AcceptFn accept) {
     int V = g->config.vocab_size;
-    float p[2 * 256], q[256], residual[256]; // p_0, and a bonus row the round never reads
+    float p[2 * 256], q[256]; // p_0, and a bonus row the round never reads
     double emit[256] = {0}, grid = 9007199254740992.0, u[1]; // emit[x]: the chance x comes out
+    double residual[256]; // the round's residual: the weights a rejection draws from
     int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
     SpecBuffers b = {.V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
                      .u = u, .residual = residual, .emitted = out};
@@ -1988,14 +1989,15 @@ int main(void) {
     Fixture fx;
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
-    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
-        check(0, "load %s (run 'make data'): %s", CORPUS_PATH, err);
+    if (load_checkpoint(MODEL_PATH, &fx.model, &fx.vocab, err, sizeof(err)) != 0 ||
+        load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0) {
+        check(0, "load %s and %s (run 'make data'): %s", MODEL_PATH, CORPUS_PATH, err);
         return 1;
     }
-    Vocab mv;
-    if (load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
-        mv.size != fx.vocab.size || memcmp(mv.chars, fx.vocab.chars, (size_t)mv.size) != 0) {
-        check(0, "load the trained model %s with the corpus's vocabulary: %s", MODEL_PATH, err);
+    Vocab cv; // the corpus's own vocabulary, sorted(set(text)): the trained model's must be it
+    build_vocab(&cv, fx.corpus.bytes, fx.corpus.n);
+    if (cv.size != fx.vocab.size || memcmp(cv.chars, fx.vocab.chars, (size_t)cv.size) != 0) {
+        check(0, "the trained model %s has the corpus's vocabulary", MODEL_PATH);
         return 1;
     }
     // the three drafts, as ./beyond --draft builds them

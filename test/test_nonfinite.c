@@ -37,7 +37,7 @@
  * Broken builds (test/run_tests.sh): each removes one check with a one-line sed ("mutant" of
  * specdec.c, "mutant-beyond" of beyond.c); the sections that must see it then fail.
  * broken build: -DBREAK_NONFINITE_LOGITS
- * mutant BREAK_NONFINITE_LOGITS: s|int finite = first_nonfinite(logits, 1, V) < 0;|int finite = 1;|
+ * mutant BREAK_NONFINITE_LOGITS: s|if (first_nonfinite(logits, 1, V) >= 0) { // NaN or +-inf|if (0) { // NaN or +-inf|
  * broken build: -DBREAK_NONFINITE_CHAIN
  * mutant BREAK_NONFINITE_CHAIN: s|return first_nonfinite(b->target_probs, k + 1, V);|return -1;|
  * broken build: -DBREAK_NONFINITE_DRAFT
@@ -366,9 +366,11 @@ static void run_loop(GPT *g, Draft *d, const RunCase *c, const Vocab *v, RunResu
 }
 
 // The refusal's line for a stopped run, against what it must name.
-static int refusal_names(const Stats *st, const char *file, int position, long token) {
+static int refusal_names(const RunStats *st, const char *file, int position, long token) {
     char err[512], want[512];
-    refuse_nonfinite(MODEL_PATH, st, err, sizeof(err));
+    // the path beyond's run_generation gives: the draft's file, or the target's
+    refuse_nonfinite(st->nonfinite_file ? st->nonfinite_file : MODEL_PATH, &st->core, err,
+                     sizeof(err));
     snprintf(want, sizeof(want), "%s gives a non-finite logit at position %d (token %ld of the "
              "output)", file, position, token);
     return strstr(err, want) == err && !strchr(err, '\n') && strstr(err, "retrain it");
@@ -383,15 +385,16 @@ static int stopped_well(const RunResult *r, const RunResult *ref, const RunCase 
     long tok = s->nonfinite_token, emitted = s->emitted;
     char text[128];
     for (long i = 0; i < emitted && i < 127; i++) text[i] = (char)decode(v, r->seq[start + i]);
-    int whose = file ? s->nonfinite_file && !strcmp(s->nonfinite_file, file) : !s->nonfinite_file;
+    const char *bad_file = r->st.nonfinite_file; // whose row it was: NULL, the target's
+    int whose = file ? bad_file && !strcmp(bad_file, file) : !bad_file;
     int ok = r->rc == -1 && pos >= lo && pos <= hi && tok == pos - start + 2 && whose &&
              emitted <= tok - 1 && ref->rc == 0 && ref->st.core.emitted == N_NEW &&
              memcmp(r->seq + start, ref->seq + start, (size_t)emitted * sizeof(int)) == 0 &&
              r->n_streamed == emitted && memcmp(r->streamed, text, (size_t)emitted) == 0 &&
-             refusal_names(s, file ? file : MODEL_PATH, pos, tok);
+             refusal_names(&r->st, file ? file : MODEL_PATH, pos, tok);
     snprintf(why, n, "returned %d, position %d (want %d..%d), token %ld, file %s, %ld emitted "
              "and %ld streamed, the reference run %d with %ld", r->rc, pos, lo, hi, tok,
-             s->nonfinite_file ? s->nonfinite_file : "(the target)", emitted, r->n_streamed,
+             bad_file ? bad_file : "(the target)", emitted, r->n_streamed,
              ref->rc, ref->st.core.emitted);
     return ok;
 }

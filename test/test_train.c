@@ -160,7 +160,8 @@ static void test_learns(void) {
     Corpus corpus;
     char err[512] = "";
     memset(&v, 0, sizeof(v));
-    if (!check(load_corpus(&corpus, "tinyshakespeare/input.txt", &v, err, sizeof(err)) == 0,
+    if (!check(load_corpus_learning_vocab(&corpus, "tinyshakespeare/input.txt", &v, err,
+                                          sizeof(err)) == 0,
                "load tinyshakespeare/input.txt for the learning test%s%s", err[0] ? ": " : "",
                err))
         return;

@@ -857,10 +857,9 @@ int main(void) {
     Fixture fx;
     memset(&fx, 0, sizeof(fx));
     char err[512] = "";
-    Vocab mv;
     DraftInputs in = {&fx.vocab, &fx.corpus, 32, &fx.model, 4, NULL}; // 4: Medusa's heads
-    if (load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
-        load_checkpoint(MODEL_PATH, &fx.model, &mv, err, sizeof(err)) != 0 ||
+    if (load_checkpoint(MODEL_PATH, &fx.model, &fx.vocab, err, sizeof(err)) != 0 ||
+        load_corpus(&fx.corpus, CORPUS_PATH, &fx.vocab, err, sizeof(err)) != 0 ||
         setup_draft("bigram", &in, &fx.bigram, err, sizeof(err)) != 0 ||
         setup_draft("gpt", &in, &fx.gpt, err, sizeof(err)) != 0 ||
         setup_draft("medusa", &in, &fx.medusa, err, sizeof(err)) != 0 ||

@@ -1377,6 +1377,21 @@ static int load_teacher(const char *path, const Config *c, const Vocab *v, GPT *
     return 0;
 }
 
+// Loads the corpus of a model this program builds: its vocabulary is the corpus's sorted
+// distinct bytes (build_vocab, as the lecture's), learnt here first, since load_corpus
+// encodes with a vocabulary it is given. 0; or -1 and err.
+static int load_corpus_learning_vocab(Corpus *c, const char *path, Vocab *v, char *err,
+                                      size_t errlen) {
+    size_t n = 0;
+    unsigned char *bytes = read_file(path, &n, "corpus", "run 'make data' to fetch Tiny "
+                                     "Shakespeare", err, errlen);
+    memset(c, 0, sizeof(*c)); // empty, as load_corpus leaves it when it fails: free_corpus is safe
+    if (!bytes) return -1;
+    if (n >= 2) build_vocab(v, bytes, n); // fewer: load_corpus refuses the file, by its size
+    free(bytes);
+    return load_corpus(c, path, v, err, errlen);
+}
+
 // Where training writes without -o: beside the shipped model, never over it. Replacing
 // tinyshakespeare/model.bin takes -o tinyshakespeare/model.bin, which make train gives.
 #define TRAIN_OUT "tinyshakespeare/retrained.bin"
@@ -1463,7 +1478,7 @@ int main_train(int argc, char **argv) {
     memset(&g, 0, sizeof(g));
     memset(&teacher, 0, sizeof(teacher));
     memset(&p, 0, sizeof(p));
-    if (load_corpus(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
+    if (load_corpus_learning_vocab(&corpus, corpus_path, &v, err, sizeof(err)) != 0) {
         error_line("%s", err);
         return 1;
     }
@@ -1688,7 +1703,7 @@ int main_init(int argc, char **argv) {
     Config c = DEFAULT_CONFIG;
     memset(&v, 0, sizeof(v));
     memset(&g, 0, sizeof(g));
-    int rc = load_corpus(&corpus, corpus_path, &v, err, sizeof(err));
+    int rc = load_corpus_learning_vocab(&corpus, corpus_path, &v, err, sizeof(err));
     if (rc == 0) {
         c.vocab_size = v.size;
         rc = build_gpt(&g, &c);
