@@ -615,7 +615,7 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         int k = K < remaining ? K : remaining; // as the blog clamps k; departure 1 just below
         if (k > room) // the window rule: the guesses must fit (0 at the cache's last position)
             k = room;
-        int allow_bonus = k < remaining; // departure 2: never emit more than was asked for
+        int allow_bonus = k < remaining; // departure 2: no overshoot (k = 0: always allowed)
         // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
         double t_verify = now_seconds(); // report_round times the verify pass from here
