@@ -188,9 +188,8 @@ double rng_uniform(Rng *r) {
 }
 
 // Inverse-CDF sampling from n weights w, any scale: in token-id order, the first index whose
-// running sum exceeds u * total. Zero weights are skipped; if rounding carries u * total past
-// the last running sum, the last index with weight is returned: a token of weight 0 never
-// comes out. -1 if every weight is 0.
+// running sum exceeds u * total (-1 if every weight is 0). Zero weights are skipped; if rounding
+// carries u * total past the last sum, the last index with weight is returned, never a 0 one.
 int sample_weights(const double *w, int n, double u) {
     // scale u by the actual total: a float row may sum to 1 +- 1e-7, never exactly 1
     double total = 0.0;
@@ -374,9 +373,8 @@ typedef struct {
     double u_last;       //           the uniform of the resample or the bonus; stale if neither
     double *residual;    // (V)       max(0, p - q) at the rejected position, unnormalised: the
                          //           weights the resample draws from (stale if none rejected)
-    int *emitted;        // (K+1)     tokens the round emits: accepted drafts, then a resample
-                         //           or a bonus (the blog's list `accepted`; its length is
-                         //           the blog's num_accepted)
+    int *emitted;        // (K+1)     the round's tokens: accepted drafts, then a resample or a
+                         //           bonus; the blog's list `accepted`, of length num_accepted
     float *prefill_probs; // (V)      the prefill's row, which the first token is sampled from
     int rejected_at;     //           index of the rejected candidate, or -1 if none was rejected
 } SpecBuffers;
@@ -408,9 +406,12 @@ int verify_candidates(GPT *target_model, int current_token, int k, float tempera
     for (int i = 0; i < k; i++) b->all_tokens[1 + i] = b->candidates[i];
     const float *logits = forward(target_model, b->all_tokens, k + 1); // the single pass
     // the blog's F.softmax of each row, at the decoding temperature: k+1 rows, the bonus's too
-    for (int i = 0; i <= k; i++)
-        tempered_softmax(b->target_probs + (size_t)i * V, logits + (size_t)i * V, V, temperature);
-    return first_nonfinite(b->target_probs, k + 1, V); // a bad row came out NaN; -1: none did
+    for (int i = 0; i <= k; i++) {
+        float *p = b->target_probs + (size_t)i * V; // row i: judges c(i), or gives the bonus
+        if (tempered_softmax(p, logits + (size_t)i * V, V, temperature) != 0)
+            return i; // departure 5: not finite, so accept/reject must not use it
+    }
+    return -1; // every row is a distribution
 }
 
 // Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
@@ -572,8 +573,7 @@ int make_room(GPT *g, const int *seq, int n_seq, const DecodeOptions *o) {
         forward(g, seq + n_seq - 1 - n, n);
         count_pass(o->st, REFILL_PASS, now_seconds() - t_pass);
     }
-    if (o->trace)
-        trace_refill(n);
+    if (o->trace) trace_refill(n);
     return S - 1 - n; // S/2 for an even S: the room after the restart
 }
 
@@ -1333,7 +1333,7 @@ int load_corpus(Corpus *c, const char *path, Vocab *vocab, char *err, size_t err
 //   28+V       4*P     the P parameters, tensor by tensor in TENSOR_NAMES order, each row-major
 //                      with the shape in Weights (Linear weights as (in, out), PyTorch's weight.T)
 //   28+V+4P    8       checksum: FNV-1a 64 of every byte before it
-// So the file is exactly 36 + V + 4P bytes, checked first; tinyshakespeare/train.c writes it.
+// So the file is exactly 36 + V + 4P bytes, which is checked first.
 #define CKPT_MAGIC "SPDC"
 #define CKPT_VERSION 1
 #define CKPT_HEADER 28 // bytes before the vocabulary: magic, version, 5 sizes

@@ -39,7 +39,7 @@
  * broken build: -DBREAK_NONFINITE_LOGITS
  * mutant BREAK_NONFINITE_LOGITS: s|if (first_nonfinite(logits, 1, V) >= 0) { // NaN or +-inf|if (0) { // NaN or +-inf|
  * broken build: -DBREAK_NONFINITE_CHAIN
- * mutant BREAK_NONFINITE_CHAIN: s|return first_nonfinite(b->target_probs, k + 1, V);|return -1;|
+ * mutant BREAK_NONFINITE_CHAIN: s|            return i; // departure 5: not finite, so accept/reject must not use it|            (void)i; // BREAK_NONFINITE_CHAIN: the row is used|
  * broken build: -DBREAK_NONFINITE_DRAFT
  * mutant-beyond BREAK_NONFINITE_DRAFT: s|first_nonfinite(own, 1, V) >= 0) return r;|first_nonfinite(own, 1, V) >= 0) (void)r;|
  * broken build: -DBREAK_NONFINITE_VERIFY
