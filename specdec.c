@@ -150,7 +150,7 @@ typedef struct {
 // appends their keys and values to it (cache_len += T) and returns T rows of logits, (T, V).
 float *forward(GPT *g, const int *tokens, int T);
 
-// The tokenizer (one token per byte of the corpus) is plumbing: it comes after the model.
+// The tokenizer (one token per byte) is plumbing: it comes after the model.
 typedef struct Vocab Vocab;
 
 // ----------------------------------------------------------------------------
@@ -351,18 +351,18 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
 //     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
 //     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
+//     The demo's prompt has 20 characters: the blog's 32 would fill the cache before round 1.
 //  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: the blog slices them off.
 //  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
-//  4. A residual with no mass (p == q up to rounding) draws from p (sample_residual). The
-//     blog would divide 0 by 0 there.
+//  4. Adjusted with no mass (p == q up to rounding) draws from p (sample_adjusted): the blog's 0/0.
 //  5. A row of logits not finite stops the run (verify_candidates' return); the blog samples NaN.
 //  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs; C has
 //     no slices, and lowering the length is the whole rollback.
 //  7. An empty prompt starts from token 0 (start_sequence), as the lecture's generate does.
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
-// The blog's lists are its arrays of the same names: candidates, draft_probs, target_probs.
+// The blog's lists are arrays of the same names: candidates, draft_probs, target_probs, adjusted.
 typedef struct {
     int V;               //           vocabulary size: the width of every row below
     int *candidates;     // (K)       c0 .. c(k-1), drafted this round
@@ -371,7 +371,7 @@ typedef struct {
     float *target_probs; // (K+1, V)  target_probs[i] = the target's row after [current, c0..c(i-1)]
     double *u;           // (K)       the uniform draw that decided each candidate
     double u_last;       //           the uniform of the resample or the bonus; stale if neither
-    double *residual;    // (V)       max(0, p - q) at the rejected position, unnormalised: the
+    double *adjusted;    // (V)       max(0, p - q) at the rejected position, unnormalised: the
                          //           weights the resample draws from (stale if none rejected)
     int *emitted;        // (K+1)     the round's tokens: accepted drafts, then a resample or a
                          //           bonus; the blog's list `accepted`, of length num_accepted
@@ -381,8 +381,7 @@ typedef struct {
 
 // Phase 1, DRAFT: the blog's draft_tokens(draft_model, current_token, K). Samples k tokens
 // from the bigram table, each after the one before, into b->candidates, and keeps every row
-// it sampled from in b->draft_probs: accept_reject needs q(c_i), and the whole row for the
-// residual.
+// it drew from in b->draft_probs: accept_reject needs q(c_i), and the whole row for adjusted.
 void draft_tokens(const BigramDraft *draft_model, int current_token, int k, float temperature,
                   Rng *rng, SpecBuffers *b) {
     int tok = current_token; // a bigram's whole context is one token
@@ -414,14 +413,14 @@ int verify_candidates(GPT *target_model, int current_token, int k, float tempera
     return -1; // every row is a distribution
 }
 
-// Residual draw after a rejection: a token from norm(max(0, p - q)), or from p if the residual has
-// no mass (p <= q everywhere: as both rows sum to 1, p == q up to rounding; the blog would divide
-// 0 by 0: departure 4). residual: (V) receives max(0, p - q) in double: the very weights drawn.
-static int sample_residual(const float *p, const float *q, int V, double *residual, double u) {
+// The blog's resample after a rejection: a token from adjusted = norm(max(0, p - q)) (the
+// papers' residual); or from p if that has no mass (p <= q everywhere, so p == q up to rounding,
+// where the blog divides 0 by 0: departure 4). adjusted (V) gets max(0, p - q) in double, as drawn.
+static int sample_adjusted(const float *p, const float *q, int V, double *adjusted, double u) {
     for (int j = 0; j < V; j++) // unnormalised: the draw scales u by the total anyway
-        residual[j] = fmax(0.0, (double)p[j] - q[j]); // exact, or off by under 2^-53 of it
-    int token = sample_weights(residual, V, u); // -1: every weight is 0, no mass
-    if (token >= 0) // the usual case: a draw from the residual
+        adjusted[j] = fmax(0.0, (double)p[j] - q[j]); // exact, or off by under 2^-53 of it
+    int token = sample_weights(adjusted, V, u); // -1: every weight is 0, no mass
+    if (token >= 0) // the usual case: a draw from the adjusted distribution
         return token;
     return sample_from(p, V, u); // p == q up to rounding: a draw from p itself
 }
@@ -456,8 +455,8 @@ int accept_reject(SpecBuffers *b, int k, int allow_bonus, Rng *rng) {
         }
         b->rejected_at = i; // rejected: redraw this position from the mass q under-covered
         b->u_last = rng_uniform(rng); // the resample's own uniform
-        emitted[i] = sample_residual(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
-                                     V, b->residual, b->u_last);
+        emitted[i] = sample_adjusted(target_probs + (size_t)i * V, draft_probs + (size_t)i * V,
+                                     V, b->adjusted, b->u_last);
         return i + 1; // later candidates were drafted after a wrong token: discard them
     }
     if (!allow_bonus) // departure 2: the last round's bonus would overshoot (the blog slices it)
@@ -969,15 +968,15 @@ int build_spec_buffers(SpecBuffers *b, int K, int V) {
     b->candidates = calloc((size_t)K, sizeof(int));
     b->all_tokens = calloc((size_t)K + 1, sizeof(int));
     b->u = calloc((size_t)K, sizeof(double));
-    b->residual = calloc((size_t)V, sizeof(double));
+    b->adjusted = calloc((size_t)V, sizeof(double));
     b->emitted = calloc((size_t)K + 1, sizeof(int));
-    return ok && b->candidates && b->all_tokens && b->u && b->residual && b->emitted ? 0 : -1;
+    return ok && b->candidates && b->all_tokens && b->u && b->adjusted && b->emitted ? 0 : -1;
 }
 
 // Frees what build_spec_buffers allocated.
 void free_spec_buffers(SpecBuffers *b) {
     free_all((void *[]){b->candidates, b->draft_probs, b->all_tokens, b->target_probs, b->u,
-                        b->residual, b->emitted, b->prefill_probs}, 8);
+                        b->adjusted, b->emitted, b->prefill_probs}, 8);
     memset(b, 0, sizeof(*b)); // NULLs: a second free is harmless
 }
 
@@ -991,7 +990,7 @@ struct Stats {
     long judged;        // candidates accept_reject decided on: accepted + rejected
     long guesses_accepted; // candidates that passed (num_accepted adds the resample or bonus)
     double alpha_sum;   // sum min(p, q) over the judged candidates: alpha_sum / judged = alpha
-    long resampled;     // rounds that ended in a rejection and a residual draw
+    long resampled;     // rounds that ended in a rejection and a draw from adjusted
     long bonus;         // rounds where all k passed and a bonus token was drawn
     long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
     long target_passes; // every forward pass of the target: prefill, refills, verify, steps
@@ -1091,16 +1090,16 @@ static void trace_decisions(const DecodeOptions *o, const SpecBuffers *b, int k,
     int last = b->emitted[num_accepted - 1]; // a resample, a bonus, or neither (a last round)
     visible_char(vis, decode(o->vocab, last));
     if (b->rejected_at >= 0) { // and the guesses after the rejected one, if any, are dropped
-        double mass = 0.0, upto = 0.0; // the residual's sum, and its running sum at the draw
-        for (int x = 0; x < V; x++) mass += b->residual[x]; // 1 - sum min(p, q): P(rejected here)
-        for (int x = 0; x <= last; x++) upto += b->residual[x]; // as sample_weights sums them
+        double mass = 0.0, upto = 0.0; // adjusted's sum, and its running sum at the draw
+        for (int x = 0; x < V; x++) mass += b->adjusted[x]; // 1 - sum min(p, q): P(rejected here)
+        for (int x = 0; x <= last; x++) upto += b->adjusted[x]; // as sample_weights sums them
         fprintf(stderr, "    resample from norm(max(0, p-q)) (mass %.3f) with u=%.3f, u*mass=%.3f "
                 "-> %s", mass, b->u_last, b->u_last * mass, vis);
         if (mass > 0.0) // the draw: in token-id order, the first whose running sum passes u*mass
             fprintf(stderr, ", the first in id order whose running sum passes u*mass: %.3f "
-                    "before it, %.3f with it", upto - b->residual[last], upto);
-        else // departure 4: a residual with no mass draws from p
-            fprintf(stderr, ", drawn from p: the residual has no mass");
+                    "before it, %.3f with it", upto - b->adjusted[last], upto);
+        else // departure 4: an adjusted distribution with no mass draws from p
+            fprintf(stderr, ", drawn from p: adjusted has no mass");
         if (left > 0) // drafted after the rejected one, never judged
             fprintf(stderr, "; discard the remaining %d candidate%s", left, left == 1 ? "" : "s");
     } else if (k == 0) // nothing was drafted
@@ -1531,7 +1530,7 @@ typedef struct {
 void usage(FILE *f) {
     fprintf(f, "usage: ./%s [options]\n"
         "  -m PATH     checkpoint (default " DEFAULT_MODEL ")\n"
-        "  -i PATH     corpus for the vocabulary and the bigram draft (default "DEFAULT_CORPUS")\n"
+        "  -i PATH     the bigram draft's corpus (default " DEFAULT_CORPUS "; not with --plain)\n"
         "  -p TEXT     prompt (default \"" DEFAULT_PROMPT "\"; may be empty)\n"
         "  -n N        tokens to generate, 1..%d (default 200)\n"
         "  -k K        draft length, 1..block_size-1 (default 4)\n"
@@ -1688,7 +1687,8 @@ typedef struct {
 // checks what needs them: -k, the prompt (into ld->prompt), the self-test's corpus. 0, or -1, err.
 int load_inputs(const Options *o, Loaded *ld, BigramDraft *draft, char *err, size_t errlen) {
     if (load_checkpoint(o->model_path, &ld->g, &ld->v, err, errlen) != 0) return -1;
-    if (load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0) return -1;
+    if (!o->plain && load_corpus(&ld->corpus, o->corpus_path, &ld->v, err, errlen) != 0)
+        return -1; // (plain decoding reads no corpus and drafts nothing: -i is refused with it)
     if (draft && BigramDraftModel(draft, ld->corpus.tokens, ld->corpus.n_train, ld->v.size) != 0)
         return fail_with(err, errlen, "out of memory building the bigram table");
     int S = ld->g.config.block_size;
@@ -1783,7 +1783,7 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0); // self-test lines survive a sanitizer abort
     // 2. the model and corpus, the blog's bigram table, and the checks that need them
-    if (load_inputs(&o, &ld, &draft, err, sizeof(err)) != 0) goto done;
+    if (load_inputs(&o, &ld, o.plain ? NULL : &draft, err, sizeof(err)) != 0) goto done;
     // 3. every input is good: say what runs, then run it
     print_config(&ld.g, o.model_path);
     rc = o.run_selftest ? selftest(&ld.g, &draft, &ld.v, &ld.corpus) != 0 // 1: a FAIL line

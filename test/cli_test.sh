@@ -830,6 +830,15 @@ run --plain -n 60
 check "--plain exits 0, prints plain decoding stats and no speculative stats" \
     eval '[[ $rc == 0 ]] && err_has "plain decoding" && ! err_has "speculative" && ! err_has "acceptance rate"'
 
+# --plain refuses -i, so it must not need the corpus: from a directory without one, with -m's
+# path alone, both programs decode (and the speculative run there fails, naming the corpus)
+for prog in "$BIN" "$BEYOND"; do
+    (cd "$T" && run_in "$(realpath "$OLDPWD/$prog")" --plain -t 0 -n 20 -m "$OLDPWD/$MODEL" && echo "$rc" >"$T/rc_plain")
+    (cd "$T" && run_in "$(realpath "$OLDPWD/$prog")" -t 0 -n 20 -m "$OLDPWD/$MODEL" && echo "$rc" >"$T/rc_spec")
+    check "$prog --plain -m PATH from a directory without tinyshakespeare/: exit 0 (it reads no corpus); speculative decoding there: exit 1, 'cannot open corpus'" \
+        eval '[[ $(cat "$T/rc_plain") == 0 && $(cat "$T/rc_spec") == 1 ]] && err_has "cannot open corpus"'
+done
+
 # ./beyond: every draft and every tree shape is exact at t = 0: its greedy text is ./specdec's
 # plain greedy decoding's, byte for byte (the GPT draft is tinyshakespeare/draft.bin, medusa's
 # heads tinyshakespeare/medusa.bin).

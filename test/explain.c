@@ -66,7 +66,7 @@ void explain_position(FILE *f, const char *title, const float *q, const float *p
     double u[1], residual[EXPLAIN_V];
     SpecBuffers buf = {.V = V, .candidates = cand, .draft_probs = draft_probs, // the round's
                        .all_tokens = all_tokens, .target_probs = p_target, .u = u,
-                       .residual = residual, .emitted = out};
+                       .adjusted = residual, .emitted = out};
     memcpy(p_target, p_used, (size_t)V * sizeof(float));
     memcpy(p_target + V, p_used, (size_t)V * sizeof(float)); // the bonus row, never used
     for (int x = 0; x < V; x++) counts[x] = 0;

@@ -307,7 +307,7 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     const float *p = b->target_probs + (size_t)(i < 0 ? k : i) * V;
     double mass = 0.0; // the residual's total: the chance the guess was rejected
     for (int x = 0; x < V; x++) {
-        double w = i < 0 ? p[x] : b->residual[x]; // p_k, or max(0, p - q): the weights drawn
+        double w = i < 0 ? p[x] : b->adjusted[x]; // p_k, or max(0, p - q): the weights drawn
         mass += w; // in double, as sample_weights sums them
         row[x] = (float)w;
     }
@@ -327,15 +327,15 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
     put_token(f, &ld->v, last);
     double upto = 0.0; // the residual's running sum through the drawn token, as the trace gives it
     for (int x = 0; i >= 0 && x <= last; x++)
-        upto += b->residual[x];
+        upto += b->adjusted[x];
     // the rest of the trace's line, why u*mass lands on this token, in the panel's right column:
     // three lines of the same <text>, so that its words still read as the trace's one line
     if (i >= 0 && mass > 0.0)
         fprintf(f, ",<tspan x=\"600\" dy=\"28\"> the first in id order whose</tspan><tspan "
                 "x=\"600\" dy=\"20\"> running sum passes u*mass:</tspan><tspan x=\"600\" "
-                "dy=\"20\"> %.3f before it, %.3f with it</tspan>", upto - b->residual[last], upto);
+                "dy=\"20\"> %.3f before it, %.3f with it</tspan>", upto - b->adjusted[last], upto);
     else if (i >= 0)
-        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> drawn from p: the residual has no mass</tspan>");
+        fprintf(f, ",<tspan x=\"600\" dy=\"28\"> drawn from p: adjusted has no mass</tspan>");
     fputs("</text>\n", f);
     // why this row: the residual's mass is the chance of the rejection; p_k came free
     char why[4][48];

@@ -106,7 +106,7 @@
  * SPECDEC_C or BEYOND_C); the tests that must see it then FAIL, and print PASS "expected
  * failure ...".
  * broken build: -DBREAK_RESIDUAL
- * mutant BREAK_RESIDUAL: s|if (token >= 0) // the usual case: a draw from the residual|if (token < -1) // BREAK_RESIDUAL: from p|
+ * mutant BREAK_RESIDUAL: s|if (token >= 0) // the usual case: a draw from the adjusted distribution|if (token < -1) // BREAK_RESIDUAL: from p|
  * broken build: -DBREAK_RATIO
  * mutant BREAK_RATIO: s|if (u\[i\] < fmin(1.0, p / q)) {|if (u[i] < fmin(1.0, q / p)) {|
  * broken build: -DBREAK_DRAFT_Q
@@ -121,7 +121,7 @@
  * mutant-beyond BREAK_FOLD: s|int rerun = g->config.block_size / 2 - 1;|int rerun = g->config.block_size / 2;|
  * broken build: -DBREAK_P_MIN
  * mutant-beyond BREAK_P_MIN: s|if (tb->stopped) break;|if (tb->stopped) { tb->rows--; tb->n_children[tb->parent[last]]--; break; }|
- *   BREAK_RESIDUAL      (specdec.c, sample_residual) after a rejection the resampled token
+ *   BREAK_RESIDUAL      (specdec.c, sample_adjusted) after a rejection the resampled token
  *                       is drawn from p instead of from norm(max(0, p - q)): caught by the
  *                       core's enumeration, chi-squares, end-to-end runs, explain and the
  *                       self-test's sampling check;
@@ -1300,7 +1300,7 @@ static void test_forced_edges(void) {
     int nz0 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, 0.0, 0), z0 = b2.emitted[0],
         rz = b2.rejected_at;
     int nz1 = forced_accept(&b2, 2, 1, qz, pz, U_BELOW_1, U_BELOW_1, 0), z1 = b2.emitted[0];
-    int finite = b2.residual[0] == 0.0 && b2.residual[1] == 0.0;
+    int finite = b2.adjusted[0] == 0.0 && b2.adjusted[1] == 0.0;
     check(nz0 == 1 && rz == 0 && z0 == 0 && nz1 == 1 && z1 == 1 && finite,
           "a residual that sums to zero (p <= q everywhere): the rejection (rejected_at %d) "
           "draws from p instead, token %d at u = 0 and %d at u = 1-2^-53 (want 0, 1), "
@@ -1939,7 +1939,7 @@ static double selftest_sampling(GPT *g, const BigramDraft *d, const int *context
     double residual[256]; // the round's residual: the weights a rejection draws from
     int guess[1], out[2]; // the round of one guess that first_above runs, in these buffers:
     SpecBuffers b = {.V = V, .candidates = guess, .draft_probs = q, .target_probs = p,
-                     .u = u, .residual = residual, .emitted = out};
+                     .u = u, .adjusted = residual, .emitted = out};
     g->state.cache_len = 0;
     tempered_softmax(p, forward(g, context, n) + (size_t)(n - 1) * V, V, 1.0f);
     tempered_bigram(q, d, context[n - 1], 1.0f);

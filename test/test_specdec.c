@@ -1080,7 +1080,7 @@ static void test_probs(const Fixture *fx) {
 }
 
 // ----------------------------------------------------------------------------
-// 10. accept_reject and sample_residual
+// 10. accept_reject and sample_adjusted
 
 // Runs accept_reject on the buffers with a fresh Rng seeded with seed.
 static int run_accept(SpecBuffers *b, int k, int allow_bonus, uint64_t seed) {
@@ -1127,7 +1127,7 @@ static void test_accept_reject(void) {
     for (uint64_t s = 0; s < 100; s++) {
         n = run_accept(&b, K, 1, s);
         bad += !(n == 2 && b.rejected_at == 1 && b.emitted[0] == 1 && b.emitted[1] == 2 &&
-                 b.residual[2] == 1.0 - (double)0.2f && b.residual[3] == 0.0);
+                 b.adjusted[2] == 1.0 - (double)0.2f && b.adjusted[3] == 0.0);
     }
     check(bad == 0, "accept_reject, p(c1)=0: c0 accepted, c1 rejected and resampled as p's "
           "argmax 2 for 100 seeds (%d wrong; last n=%d, rejected_at %d, emitted %d %d)", bad, n,
@@ -1150,26 +1150,26 @@ static void test_accept_reject(void) {
     }
     check(bad == 0, "accept_reject, p == q: every candidate accepted for 1000 seeds (%d wrong)",
           bad);
-    // (e) sample_residual: p == q leaves no residual mass, so it samples p itself
+    // (e) sample_adjusted: p == q leaves no residual mass, so it samples p itself
     float pe[V] = {0.0f, 0.25f, 0.0f, 0.75f, 0.0f};
     double res[V]; // the residual: the weights each draw takes
     double ue[5] = {0.0, 0.2, 0.25, 0.9, U_BELOW_1};
     int we[5] = {1, 1, 3, 3, 3}, ge[5], ok = 1;
-    for (int j = 0; j < 5; j++) ok &= (ge[j] = sample_residual(pe, pe, V, res, ue[j])) == we[j];
+    for (int j = 0; j < 5; j++) ok &= (ge[j] = sample_adjusted(pe, pe, V, res, ue[j])) == we[j];
     for (int j = 0; j < V; j++) ok &= res[j] == 0.0;
-    check(ok, "sample_residual with p == q samples p {0,.25,0,.75,0}: u=0,.2,.25,.9,1-2^-53 -> "
+    check(ok, "sample_adjusted with p == q samples p {0,.25,0,.75,0}: u=0,.2,.25,.9,1-2^-53 -> "
           "%d %d %d %d %d (want 1 1 3 3 3), residual all zero", ge[0], ge[1], ge[2], ge[3], ge[4]);
     float pr[V] = {0.1f, 0.6f, 0.3f, 0.0f, 0.0f}, qr[V] = {0.3f, 0.2f, 0.1f, 0.2f, 0.2f};
-    int r1 = sample_residual(pr, qr, V, res, 0.5), r2 = sample_residual(pr, qr, V, res, 0.7);
+    int r1 = sample_adjusted(pr, qr, V, res, 0.5), r2 = sample_adjusted(pr, qr, V, res, 0.7);
     check(r1 == 1 && r2 == 2 && res[0] == 0.0 && res[3] == 0.0 && res[4] == 0.0,
-          "sample_residual norm(max(0,p-q)) = {0,.4,.2,0,0}/.6: u=0.5 -> %d (want 1), u=0.7 -> %d "
+          "sample_adjusted norm(max(0,p-q)) = {0,.4,.2,0,0}/.6: u=0.5 -> %d (want 1), u=0.7 -> %d "
           "(want 2)", r1, r2);
     // (f) p(c) = 0: never accepted; the resample has residual mass
     float pf[2 * V] = {0.3f, 0.3f, 0.0f, 0.2f, 0.2f}, qf[V] = {0.1f, 0.2f, 0.4f, 0.2f, 0.1f};
     int c2 = 2, acc[2], never = 0;
     double u1[1], resid[V];
     SpecBuffers bf = {.V = V, .candidates = &c2, .draft_probs = qf, .target_probs = pf,
-                      .u = u1, .residual = resid, .emitted = acc}; // one guess, on these rows
+                      .u = u1, .adjusted = resid, .emitted = acc}; // one guess, on these rows
     for (uint64_t s = 0; s < 1000; s++) {
         Rng rs;
         rng_seed(&rs, s);
@@ -1188,7 +1188,7 @@ static void test_accept_reject(void) {
     for (int t = 0; t < TRIALS; t++) {
         int c = sample_from(qg, V, rng_uniform(&rg));
         SpecBuffers bg = {.V = V, .candidates = &c, .draft_probs = qg, .target_probs = pg,
-                          .u = u1, .residual = resid, .emitted = acc};
+                          .u = u1, .adjusted = resid, .emitted = acc};
         accept_reject(&bg, 1, 0, &rg);
         hits[acc[0]]++;
         accepted += bg.rejected_at < 0;
@@ -1569,7 +1569,7 @@ static void test_alpha_formulas(void) {
     int cand[K], out[K + 1];
     double u[K], sum = 0.0, sum2 = 0.0, res[V];
     SpecBuffers bk = {.V = V, .candidates = cand, .draft_probs = qk, .target_probs = pk,
-                      .u = u, .residual = res, .emitted = out}; // a round's buffers, on these
+                      .u = u, .adjusted = res, .emitted = out}; // a round's buffers, on these
     Rng r;
     rng_seed(&r, 4321);
     for (int t = 0; t < ROUNDS; t++) {
