@@ -40,8 +40,8 @@
  *
  * Size letters of the shape comments: T tokens in a pass; C n_embd 64; V vocab_size 65; L n_layer
  * 4; NH n_head 4, HS = C/NH 16; S block_size 32; K draft length 4, k <= K a round; H 4C; P params.
- * C11, libc and libm, one thread, batch size 1. No -ffast-math; -ffp-contract=off (each product
- * rounds before its sum): a token's sums are bit-identical alone or in a verify pass of k+1.
+ * C11 with POSIX's stat and clock_gettime, libc and libm; one thread, batch size 1. No -ffast-math;
+ * -ffp-contract=off (each product rounds first): a token's sums match alone or in a pass of k+1.
  */
 
 #define _POSIX_C_SOURCE 200809L // clock_gettime and stat under -std=c11
@@ -527,10 +527,10 @@ void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_a
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
-// Empties the cache, runs the last `keep` tokens of seq (all, if fewer) from position 0 and
+// Empties the cache, runs the last `window` tokens of seq (all, if fewer) from position 0 and
 // returns the logits row of the last of them: the blog's prefill, logits[0, -1, :].
-const float *prefill(GPT *g, const int *seq, int n_seq, int keep, Stats *st) {
-    int n = n_seq < keep ? n_seq : keep; // a short prompt runs whole
+const float *prefill(GPT *g, const int *seq, int n_seq, int window, Stats *st) {
+    int n = n_seq < window ? n_seq : window; // a short prompt runs whole
     g->state.cache_len = 0; // positions restart at 0
     double t_pass = now_seconds(); // the pass's time, counted by kind
     const float *logits = forward(g, seq + n_seq - n, n);
@@ -588,7 +588,7 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
     int K = o->K, max_new_tokens = o->max_new_tokens;
     float temperature = o->temperature;
     double t0 = now_seconds();
-    int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
+    int n_prompt = start_sequence(seq, prompt); // seq: prompt, then text (refills reread it)
     int *generated = seq + n_prompt; // the blog's list generated, after the prompt
     int n_generated = 0;
     if (max_new_tokens == 0) { // departure 2: nothing wanted, not even a prefill
@@ -644,14 +644,14 @@ void layernorm(float *out, const float *in, const float *weight, const float *bi
                int C) {
     for (int t = 0; t < T; t++) {
         const float *x = in + (size_t)t * C; // row t of the input
-        float *o = out + (size_t)t * C;
+        float *y = out + (size_t)t * C; // row t of the output
         float mean = 0.0f, var = 0.0f; // the row's mean and variance
         for (int i = 0; i < C; i++) mean += x[i];
         mean /= C;
         for (int i = 0; i < C; i++) var += (x[i] - mean) * (x[i] - mean);
         var /= C; // biased: divide by C, not C-1, as PyTorch does
         float rstd = 1.0f / sqrtf(var + 1e-5f); // eps keeps a constant row finite
-        for (int i = 0; i < C; i++) o[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+        for (int i = 0; i < C; i++) y[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
     }
 }
 
@@ -662,26 +662,26 @@ typedef struct {
     int in, out;         // its input and output sizes
 } Linear;
 
-// out[t][o] = bias[o] + sum_i in[t][i] * weight[i][o]: the Linear lin on a pass's T tokens.
+// out[t][j] = bias[j] + sum_i in[t][i] * weight[i][j]: the Linear lin on a pass's T tokens.
 // The loop over tokens sits INSIDE the loop over weight rows: row i of the weight is read from
 // memory once and used for all T tokens before row i+1 is touched. This is the one idea that can
 // make a verify pass of k+1 tokens cheaper than k+1 one-token passes: when the weights must come
 // from main memory, a one-token pass waits on them, and a verify pass fetches them once for all its
 // tokens. The shipped model's 0.84 MB of weights sit in the CPU's L2 cache, so here a pass waits on
-// arithmetic instead, which grows with T (--compare prints a verify pass's cost). Each out[t][o] adds
+// arithmetic instead, which grows with T (--compare prints a verify pass's cost). Each out[t][j] adds
 // its terms for i = 0, 1, 2, ... in that order, whatever T is: a token's output ignores the others.
 void matmul(float *out, const float *in, Linear lin, int T) {
     // every output starts at its bias
     for (int t = 0; t < T; t++)
-        for (int o = 0; o < lin.out; o++)
-            out[(size_t)t * lin.out + o] = lin.bias ? lin.bias[o] : 0.0f;
+        for (int j = 0; j < lin.out; j++)
+            out[(size_t)t * lin.out + j] = lin.bias ? lin.bias[j] : 0.0f;
     // then one weight row at a time, added into every token's outputs
     for (int i = 0; i < lin.in; i++) {
         const float *w = lin.weight + (size_t)i * lin.out; // weight row i: read once per pass
         for (int t = 0; t < T; t++) {
             float x = in[(size_t)t * lin.in + i];
             float *y = out + (size_t)t * lin.out;
-            for (int o = 0; o < lin.out; o++) y[o] += x * w[o]; // i ascending, whatever T is
+            for (int j = 0; j < lin.out; j++) y[j] += x * w[j]; // i ascending, whatever T is
         }
     }
 }
@@ -828,7 +828,7 @@ float *forward(GPT *g, const int *tokens, int T) {
 int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, float *p) {
     int V = g->config.vocab_size, S = g->config.block_size;
     double t0 = now_seconds();
-    int n_prompt = start_sequence(seq, prompt); // the refill reads the text: prompt and all
+    int n_prompt = start_sequence(seq, prompt); // seq: prompt, then text (refills reread it)
     int *generated = seq + n_prompt; // the new tokens, after the prompt
     int n_generated = 0;
     const float *logits = prefill(g, seq, n_prompt, S, o->st);
