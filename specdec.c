@@ -352,7 +352,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
 //     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
 //     The demo's prompt has 20 characters: the blog's 32 would fill the cache before round 1.
-//  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: the blog slices them off.
+//  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: extras the blog slices off.
 //  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
 //  4. Adjusted with no mass (p == q up to rounding) draws from p (sample_adjusted): the blog's 0/0.
@@ -842,7 +842,7 @@ int generate(GPT *g, const Tokens *prompt, const DecodeOptions *o, int *seq, flo
         if (n_generated == o->max_new_tokens) // the last token needs no pass
             break;
         // feed it back: one token on top of the cache, after the window rule made room
-        make_room(g, seq, n_prompt + n_generated, o);
+        make_room(g, seq, n_prompt + n_generated, o); // its room is for guesses: none here
         double t_pass = now_seconds(); // a step's time: the unit of --compare's c(k+1)
         logits = forward(g, &generated[n_generated - 1], 1);
         count_pass(o->st, STEP_PASS, now_seconds() - t_pass);
