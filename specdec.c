@@ -1138,9 +1138,9 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
     fprintf(stderr, "\": %d token%s from 1 target pass\n", num_accepted,
             num_accepted == 1 ? "" : "s");
     // TRIM: the verify pass added k+1 positions; trim_kv_cache keeps current + num_accepted - 1
-    fprintf(stderr, "  TRIM    cache_len %d -> %d (kept the round's current_token + %d, dropped "
-            "%d); %s is the new current_token\n", cache_len + k + 1, cache_len + num_accepted,
-            num_accepted - 1, k + 1 - num_accepted,
+    fprintf(stderr, "  TRIM    cache_len %d + %d = %d -> %d (kept the round's current_token + %d, "
+            "dropped %d); %s is the new current_token\n", cache_len, k + 1, cache_len + k + 1,
+            cache_len + num_accepted, num_accepted - 1, k + 1 - num_accepted,
             visible_char(vis, decode(o->vocab, b->emitted[num_accepted - 1])));
 }
 

@@ -250,7 +250,7 @@ check_run() {
     g_last=$(grep '^WALK accept emit' "$G" | tail -n 1 | sed 's/.* char=//')
     [[ $t_last == "$g_last" ]] || bad+=("last token: trace $t_last, gdb $g_last")
     local t_trim
-    t_trim=$(sed -n 's/^  TRIM    cache_len \([0-9]*\) -> \([0-9]*\) .*/\1 \2/p' "$R")
+    t_trim=$(sed -n 's/^  TRIM    cache_len [0-9]* + [0-9]* = \([0-9]*\) -> \([0-9]*\) .*/\1 \2/p' "$R")
     [[ $t_trim == "$verified $after" ]] || bad+=("TRIM: trace 'cache_len ${t_trim/ / -> }', gdb $verified -> $after")
     if ((${#bad[@]} == 0)) && [[ -n $head ]]; then
         pass "$what: round 1 as in ./specdec --trace: $head, ${k} guesses and their q, positions $t_pos, $njudged judged (p, q, u, verdict), last token $g_last, TRIM $verified -> $after"

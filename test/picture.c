@@ -372,9 +372,11 @@ static double draw_last(FILE *f, const Loaded *ld, const Round *r, double y) {
 static double draw_trim(FILE *f, const Loaded *ld, const Round *r, double y) {
     int S = ld->g.config.block_size, last = r->b.emitted[r->n_emitted - 1];
     double w = (W - 48.0) / S < 28 ? (W - 48.0) / S : 28; // one position's cell
-    fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"14\"><tspan font-weight=\"bold\">TRIM"
-            "</tspan>    cache_len %d -&gt; %d (kept the round's current_token + %d, dropped "
-            "%d); ", y + 20, r->verified, r->keep, r->n_emitted - 1, r->verified - r->keep);
+    // 13 px, not 14: the trace's whole TRIM line fits the picture's width
+    fprintf(f, "<text x=\"24\" y=\"%.1f\" font-size=\"13\"><tspan font-weight=\"bold\">TRIM"
+            "</tspan>    cache_len %d + %d = %d -&gt; %d (kept the round's current_token + %d, "
+            "dropped %d); ", y + 20, r->cache_len, r->verified - r->cache_len, r->verified, r->keep,
+            r->n_emitted - 1, r->verified - r->keep);
     put_token(f, &ld->v, last);
     fputs(" is the new current_token</text>\n", f);
     for (int pos = 0; pos < S; pos++) { // a cell per position, coloured by what became of it

@@ -77,10 +77,11 @@ crosscheck() {
             echo "the picture has no line '$tail_line'"
     done
     # the TRIM panel's cells: the round's cache_len cached before it, then as many kept and
-    # dropped as the trace's TRIM line says ("cache_len 25 -> 23": 20 cached, 3 kept, 2 dropped)
+    # dropped as the trace's TRIM line says ("cache_len 20 + 5 = 25 -> 23": 20 cached, 3 kept,
+    # 2 dropped)
     local cells
     cells=$(awk '/^round 1:/ { sub(/.*cache_len /, ""); c = $0 + 0 }
-                 /^ TRIM cache_len/ { v = $3 + 0; k = $5 + 0 }
+                 /^ TRIM cache_len/ { v = $7 + 0; k = $9 + 0 }
                  END { print c, k - c, v - k }' <<<"$round1")
     [[ $cells == "$(for kind in cached kept dropped; do grep -c "class=\"cell $kind\"" "$svg"; done | paste -sd' ')" ]] ||
         echo "the TRIM panel's cells (cached, kept, dropped) are not the trace's $cells"
