@@ -240,7 +240,7 @@ void one_hot(float *out, int n, int i) {
 // makes p a row of NaN and returns -1, and the loops stop before they use it. Else 0.
 int tempered_softmax(float *p, const float *logits, int V, float temperature) {
     if (first_nonfinite(logits, 1, V) >= 0) { // NaN or +-inf: the sums overflowed
-        for (int i = 0; i < V; i++) p[i] = NAN; // no distribution: the caller's check sees NaN
+        for (int i = 0; i < V; i++) p[i] = NAN; // no distribution: NaN, which no caller can use
         return -1;
     }
     if (temperature == 0.0f) { // greedy: the limit of the softmax as t -> 0
@@ -348,21 +348,19 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 // The four phases of one round: draft, verify, accept/reject, trim
 //
 // Where these phases and their loop depart from the blog's, and why (each marked where it happens):
-//  1. A window (make_room). The blog's loop has none, and the lecture's model has 32 positions.
-//     The prefill keeps the prompt's last S tokens; a full cache restarts from the last S/2; k
-//     shrinks to the room left, down to 0 at the cache's last position: a round of one step.
-//     The demo's prompt has 20 characters: the blog's 32 would fill the cache before round 1.
+//  1. A window, whose whole rule is make_room's: the blog's loop has none, and the lecture's
+//     model has 32 positions. (The demo's prompt has 20 characters: 32 fill the cache at once.)
 //  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: extras the blog slices off.
 //  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
-//  4. Adjusted with no mass (p == q up to rounding) draws from p (sample_adjusted): the blog's 0/0.
+//  4. If adjusted has no mass (p == q up to rounding), draw from p; the blog would divide 0 by 0.
 //  5. A row of logits not finite stops the run (verify_candidates' return); the blog samples NaN.
 //  6. The cache is one array with a length, trimmed in place. The blog slices new_kvs; C has
 //     no slices, and lowering the length is the whole rollback.
 //  7. An empty prompt starts from token 0 (start_sequence), as the lecture's generate does.
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
-// The blog's lists are arrays of the same names: candidates, draft_probs, target_probs, adjusted.
+// The blog's tensors keep their names here: candidates, draft_probs, target_probs, adjusted.
 typedef struct {
     int V;               //           vocabulary size: the width of every row below
     int *candidates;     // (K)       c0 .. c(k-1), drafted this round
@@ -523,7 +521,7 @@ int stop_nonfinite(Stats *st, int position, long emitted, int ahead, double t0);
 void trace_prefill(const DecodeOptions *o, int n_tokens, int sampled, double p);
 void trace_refill(int n_tokens);
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
-                  int cache_len, double t_verify);
+                  int cache_len, double verify_seconds);
 void show_tokens(const DecodeOptions *o, const int *tokens, int n);
 int output_failed(const DecodeOptions *o);
 
@@ -617,13 +615,14 @@ int speculative_generate(GPT *target_model, const BigramDraft *draft_model, Spec
         int allow_bonus = k < remaining; // departure 2: no overshoot (k = 0: always allowed)
         // the blog's four phases, one line each, and a stop at a row that is not finite
         draft_tokens(draft_model, current_token, k, temperature, o->rng, b);
-        double t_verify = now_seconds(); // report_round times the verify pass from here
+        double t_verify = now_seconds(); // the verify pass is timed alone, as generate's steps
         int bad_row = verify_candidates(target_model, current_token, k, temperature, b);
+        double verify_seconds = now_seconds() - t_verify; // what --compare's c(k+1) prices
         if (bad_row >= 0) // departure 5: that row is not finite, and accept/reject must not use it
             return stop_nonfinite(o->st, cache_len + bad_row, n_generated, bad_row, t0);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        report_round(o, b, k, num_accepted, cache_len, t_verify); // stats, --trace, the text
+        report_round(o, b, k, num_accepted, cache_len, verify_seconds); // stats, trace, text
         // update state: the blog's generated.extend(accepted) and current_token = accepted[-1]
         memcpy(generated + n_generated, b->emitted, (size_t)num_accepted * sizeof(int));
         n_generated += num_accepted;
@@ -995,7 +994,7 @@ struct Stats {
     long round_tokens;  // tokens the rounds emitted: accepted drafts, resamples and bonuses
     long target_passes; // every forward pass of the target: prefill, refills, verify, steps
     long passes[PASS_KINDS];  // the same, by kind: prefill, refills, verify (a round), steps
-    double seconds_in[PASS_KINDS]; // their wall time by kind (verify: with accept/reject and trim)
+    double seconds_in[PASS_KINDS]; // their wall time by kind (a verify pass: with its softmaxes)
     long emitted;       // tokens generated
     double seconds;     // wall time of the whole generation, prefill to last token
     long nonfinite_token;   // 0; or N: the output's N-th token was to come from a row of
@@ -1145,11 +1144,11 @@ void trace_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_ac
 }
 
 // The loop's bookkeeping after a round's four phases, in one call: counts the round (its verify
-// pass, its time since t_verify, its verdicts), prints it (--trace), writes its tokens to the text.
+// pass and that pass's seconds, its verdicts), prints it (--trace), writes its tokens to the text.
 void report_round(const DecodeOptions *o, const SpecBuffers *b, int k, int num_accepted,
-                  int cache_len, double t_verify) {
+                  int cache_len, double verify_seconds) {
     Stats *st = o->st;
-    count_pass(st, VERIFY_PASS, now_seconds() - t_verify); // accept/reject and trim are tiny in it
+    count_pass(st, VERIFY_PASS, verify_seconds); // forward and its k+1 softmaxes
     int judged = b->rejected_at >= 0 ? b->rejected_at + 1 : k; // up to and including a rejection
     for (int i = 0; i < judged; i++)
         st->alpha_sum += expected_acceptance(b->target_probs + (size_t)i * b->V,
@@ -1216,7 +1215,7 @@ void print_comparison(const Stats *spec, const Stats *plain, int greedy, int ide
             plain->target_passes, ratio(spec->target_passes, plain->target_passes));
     fprintf(stderr, "  wall time (ms)       %11.3f  %11.3f  %11.3f\n", 1e3 * spec->seconds,
             1e3 * plain->seconds, ratio(spec->seconds, plain->seconds));
-    // c(k+1): a verify pass of k+1 tokens (with its accept/reject and trim) in one-token steps
+    // c(k+1): a verify pass of k+1 tokens (forward and its softmaxes) in one-token steps
     double c = ratio(ratio(spec->seconds_in[VERIFY_PASS], spec->passes[VERIFY_PASS]),
                      ratio(plain->seconds_in[STEP_PASS], plain->passes[STEP_PASS]));
     fprintf(stderr, "  why time can differ: a verify pass of k+1 = %.2f tokens took c(k+1) = %.2f "

@@ -63,7 +63,7 @@ static void test_generate(GPT *target_model, const BigramDraft *draft_model, Spe
         verify_candidates(target_model, current_token, k, temperature, b);
         int num_accepted = accept_reject(b, k, allow_bonus, o->rng);
         trim_kv_cache(target_model, num_accepted, cache_len);
-        report_round(o, b, k, num_accepted, cache_len, t_round);
+        report_round(o, b, k, num_accepted, cache_len, now_seconds() - t_round);
         memcpy(seq + n_seq, b->emitted, (size_t)num_accepted * sizeof(int));
         n_seq += num_accepted;
         current_token = seq[n_seq - 1];
