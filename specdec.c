@@ -349,7 +349,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //
 // Where these phases and their loop depart from the blog's, and why (each marked where it happens):
 //  1. A window, whose whole rule is make_room's: the blog's loop has none, and the lecture's
-//     model has 32 positions. (The demo's prompt has 20 characters: 32 fill the cache at once.)
+//     model has 32 positions. The demo's prompt is 20 characters: the blog's 32 would fill all 32.
 //  2. No bonus in the last round (allow_bonus), no prefill for 0 tokens: extras the blog slices off.
 //  3. A temperature for both models (tempered_softmax, tempered_bigram). The blog's is t = 1;
 //     t = 0 is greedy decoding, whose text the self-test compares byte for byte.
