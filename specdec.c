@@ -360,7 +360,7 @@ int bigram_sample(const BigramDraft *d, int token, float temperature, Rng *rng, 
 //  7. An empty prompt starts from token 0 (start_sequence), as the lecture's generate does.
 
 // Buffers of one round, each with a single role, so a debugger shows the whole decision.
-// The blog's tensors keep their names here: candidates, draft_probs, target_probs, adjusted.
+// The blog's lists and tensors keep their names: candidates, draft_probs, target_probs, adjusted.
 typedef struct {
     int V;               //           vocabulary size: the width of every row below
     int *candidates;     // (K)       c0 .. c(k-1), drafted this round
